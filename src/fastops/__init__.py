@@ -1,0 +1,31 @@
+"""fastops: stream processing over Apache Arrow with compiled Cython kernels."""
+from __future__ import annotations
+
+import sys
+
+if sys.byteorder != "little":  # hashes are defined on little-endian bytes
+    raise ImportError("fastops supports little-endian platforms only")
+
+try:
+    from fastops import _core  # noqa: F401
+except ImportError as exc:  # no silent pure-Python fallback
+    raise ImportError(
+        "fastops' compiled kernels (fastops._core) are missing or failed to load: "
+        f"{exc}. Install fastops with 'pip install .' (or 'pip install -e .' for "
+        "development; re-run it after editing .pyx files)."
+    ) from exc
+
+from fastops.hashing import hash64, null_hash
+from fastops.partitioning import key_group_range, moved_fraction, partition, partition_ids
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "__version__",
+    "hash64",
+    "null_hash",
+    "partition",
+    "partition_ids",
+    "key_group_range",
+    "moved_fraction",
+]

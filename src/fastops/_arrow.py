@@ -1,0 +1,100 @@
+"""Zero-copy access to Arrow buffers as NumPy views, for the kernels.
+
+The one place that knows Arrow's physical layouts. Views are read-only
+(``np.frombuffer``); kernels take ``const`` memoryviews.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.types as pat
+
+_EMPTY_U8 = np.zeros(1, dtype=np.uint8)
+
+
+def as_array(values: Any, what: str = "values") -> pa.Array | pa.ChunkedArray:
+    """Turn an Arrow array, ChunkedArray, NumPy array or sequence into Arrow."""
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return values
+    if isinstance(values, np.ndarray):
+        if values.ndim != 1:
+            raise ValueError(f"{what} must be one-dimensional, got shape {values.shape}")
+        return pa.array(values)
+    if hasattr(values, "__arrow_c_array__") or hasattr(values, "__arrow_c_stream__"):
+        return pa.array(values) if hasattr(values, "__arrow_c_array__") else pa.chunked_array(values)
+    try:
+        return pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
+        raise TypeError(f"cannot convert {what} of type {type(values).__name__} to Arrow: {exc}") from None
+
+
+def chunks(values: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
+    """The chunks of an array (a plain array is one chunk)."""
+    if isinstance(values, pa.ChunkedArray):
+        return [c for c in values.chunks if len(c)]
+    return [values]
+
+
+def validity(arr: pa.Array) -> Optional[np.ndarray]:
+    """The validity bitmap as uint8 (bit ``arr.offset + i``), or None if no nulls."""
+    if arr.null_count == 0:
+        return None
+    buf = arr.buffers()[0]
+    if buf is None:  # e.g. null type
+        return None
+    return np.frombuffer(buf, dtype=np.uint8)
+
+
+def fixed_values(arr: pa.Array, dtype: np.dtype) -> np.ndarray:
+    """The values buffer of a fixed-width array, sliced to this array's rows."""
+    buf = arr.buffers()[1]
+    n = len(arr)
+    if buf is None or n == 0:
+        return np.zeros(0, dtype=dtype)
+    view = np.frombuffer(buf, dtype=dtype)
+    return view[arr.offset : arr.offset + n]
+
+
+def bit_values(arr: pa.Array) -> np.ndarray:
+    """The bit-packed values buffer of a boolean array (bit ``arr.offset + i``)."""
+    buf = arr.buffers()[1]
+    if buf is None or len(arr) == 0:
+        return _EMPTY_U8
+    return np.frombuffer(buf, dtype=np.uint8)
+
+
+def binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets sliced to n+1 entries, whole data buffer) of a binary-like array."""
+    large = pat.is_large_string(arr.type) or pat.is_large_binary(arr.type)
+    odtype = np.int64 if large else np.int32
+    _, obuf, dbuf = arr.buffers()[:3]
+    n = len(arr)
+    if obuf is None or n == 0:
+        offsets = np.zeros(n + 1, dtype=odtype)
+    else:
+        offsets = np.frombuffer(obuf, dtype=odtype)[arr.offset : arr.offset + n + 1]
+    data = _EMPTY_U8[:0] if dbuf is None else np.frombuffer(dbuf, dtype=np.uint8)
+    return offsets, data
+
+
+def fixed_width_bytes(t: pa.DataType) -> Optional[int]:
+    """Byte width of a fixed-width, non-boolean primitive type, else None."""
+    if pat.is_boolean(t) or pat.is_dictionary(t):
+        return None
+    if pat.is_integer(t) or pat.is_floating(t) or pat.is_temporal(t):
+        return t.bit_width // 8
+    return None
+
+
+def is_binary_like(t: pa.DataType) -> bool:
+    return (
+        pat.is_string(t)
+        or pat.is_large_string(t)
+        or pat.is_binary(t)
+        or pat.is_large_binary(t)
+    )
+
+
+UINT_FOR_WIDTH = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
