@@ -18,6 +18,15 @@ except ImportError as exc:  # no silent pure-Python fallback
 from fastops.hashing import hash64, null_hash
 from fastops.partitioning import key_group_range, moved_fraction, partition, partition_ids
 
+# --- windows (window aggregation, durations, watermarks, agg) ---
+# --- end windows ---
+
+# --- sketches ---
+# --- end sketches ---
+
+# --- runtime and DataStream API ---
+# --- end runtime ---
+
 __version__ = "0.1.0"
 
 __all__ = [
