@@ -25,6 +25,10 @@ from fastops.partitioning import key_group_range, moved_fraction, partition, par
 # --- end sketches ---
 
 # --- runtime and DataStream API ---
+from fastops.datastream import (DataStream, KeyedStream, StreamEnvironment, WindowedStream,
+                                col)
+# process: pending
+from fastops.runtime import JobFailed, JobResult
 # --- end runtime ---
 
 __version__ = "0.1.0"
@@ -37,4 +41,12 @@ __all__ = [
     "partition_ids",
     "key_group_range",
     "moved_fraction",
+    "StreamEnvironment",
+    "DataStream",
+    "KeyedStream",
+    "WindowedStream",
+
+    "JobFailed",
+    "JobResult",
+    "col",
 ]

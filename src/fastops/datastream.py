@@ -1,0 +1,437 @@
+"""The DataStream API: build a job graph, then run it.
+
+>>> import fastops as fo, pyarrow as pa
+>>> env = fo.StreamEnvironment()
+>>> s = env.from_collection([(1, 2.0), (2, -1.0)], schema=["k", "v"])
+>>> s.filter(fo.col("v") > 0).collect().to_pylist()
+[{'k': 1, 'v': 2.0}]
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Optional, Sequence, Union
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from fastops.connectors import sources as _sources
+from fastops.operators import basic as _basic
+from fastops.operators import sinks as _sinks
+from fastops.runtime.executor import Executor, JobResult
+from fastops.runtime.graph import Edge, Node
+from fastops.runtime.plan import PhysicalPlan
+
+col = pc.field  # fo.col("v") > 0: a pyarrow.compute expression
+
+
+def _check_parallelism(value: Any, what: str = "parallelism") -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{what} must be an int >= 1, got {value!r}")
+    return value
+
+
+def _names(cols: Sequence[Any]) -> tuple[str, ...]:
+    flat: list[str] = []
+    for c in cols:
+        if isinstance(c, (list, tuple)):
+            flat.extend(c)
+        else:
+            flat.append(c)
+    for c in flat:
+        if not isinstance(c, str):
+            raise TypeError(f"column names must be strings, got {c!r}")
+    if not flat:
+        raise ValueError("at least one key column is needed")
+    return tuple(flat)
+
+
+def _schema_from(schema: Any) -> Optional[pa.Schema]:
+    if schema is None or isinstance(schema, pa.Schema):
+        return schema
+    if all(isinstance(s, str) for s in schema):
+        return None  # names only: types are inferred
+    return pa.schema([(n, t) for n, t in schema])
+
+
+class StreamEnvironment:
+    """Where a streaming job is built and executed.
+
+    Parameters
+    ----------
+    parallelism
+        Default number of parallel tasks for keyed operators.
+    max_parallelism
+        Number of key groups (the unit of keyed state and of rescaling).
+    channel_capacity
+        Credits per channel: batches in flight between two tasks.
+    threads
+        ``True`` runs one thread per task; ``False`` runs every task in the
+        calling thread in a fixed order (deterministic; for tests and
+        debugging). Default: threads unless ``parallelism == 1``.
+    """
+
+    def __init__(self, parallelism: int = 1, max_parallelism: int = 128,
+                 channel_capacity: int = 8, threads: Optional[bool] = None,
+                 chaining: bool = True):
+        self.parallelism = _check_parallelism(parallelism)
+        self.max_parallelism = _check_parallelism(max_parallelism, "max_parallelism")
+        if parallelism > max_parallelism:
+            raise ValueError(f"parallelism ({parallelism}) must not exceed max_parallelism ({max_parallelism})")
+        self.channel_capacity = _check_parallelism(channel_capacity, "channel_capacity")
+        self.threads = (parallelism > 1) if threads is None else bool(threads)
+        self.chaining = chaining
+        self._sinks: list[Node] = []
+        self.last_result: Optional[JobResult] = None
+
+    # -- sources ---------------------------------------------------------------
+    def from_source(self, source: _sources.Source, parallelism: Optional[int] = None) -> "DataStream":
+        p = min(parallelism or self.parallelism, source.splits())
+        node = Node(source.name, _check_parallelism(p), source=source)
+        return DataStream(self, node)
+
+    def from_collection(self, rows: Sequence[Any], schema: Any = None,
+                        batch_size: int = 65536) -> "DataStream":
+        """Rows as tuples (with ``schema`` names or ``(name, type)`` pairs) or dicts."""
+        rows = list(rows)
+        arrow_schema = _schema_from(schema)
+        if rows and not isinstance(rows[0], dict):
+            if schema is None:
+                raise ValueError("from_collection of tuples needs a schema (column names or (name, type) pairs)")
+            names = arrow_schema.names if arrow_schema is not None else list(schema)
+            rows = [dict(zip(names, r)) for r in rows]
+        if not rows and arrow_schema is None:
+            raise ValueError("an empty collection needs a schema with types")
+        table = pa.Table.from_pylist(rows, schema=arrow_schema)
+        return self.from_source(_sources.TableSource(table, batch_size, "from_collection"), 1)
+
+    def from_pandas(self, df: Any, batch_size: int = 65536) -> "DataStream":
+        table = pa.Table.from_pandas(df, preserve_index=False)
+        return self.from_source(_sources.TableSource(table, batch_size, "from_pandas"), 1)
+
+    def from_arrow(self, data: Any, batch_size: int = 65536) -> "DataStream":
+        """A Table, a RecordBatch, a list of batches, or an iterator of batches."""
+        if isinstance(data, pa.RecordBatch):
+            data = pa.Table.from_batches([data])
+        if isinstance(data, (list, tuple)):
+            data = pa.Table.from_batches(list(data))
+        if isinstance(data, pa.Table):
+            return self.from_source(_sources.TableSource(data, batch_size), 1)
+        if hasattr(data, "__iter__"):
+            return self.from_source(_sources.IteratorSource(data), 1)
+        raise TypeError(f"from_arrow needs a Table, batches or an iterator of batches, got {type(data).__name__}")
+
+    def from_parquet(self, path: Any, batch_size: int = 65536) -> "DataStream":
+        return self.from_source(_sources.FileSource(path, "parquet", batch_size))
+
+    def from_csv(self, path: Any, batch_size: int = 65536, schema: Optional[pa.Schema] = None) -> "DataStream":
+        return self.from_source(_sources.FileSource(path, "csv", batch_size, schema))
+
+    def from_ipc(self, path: Any, batch_size: int = 65536) -> "DataStream":
+        return self.from_source(_sources.FileSource(path, "ipc", batch_size))
+
+    def from_generator(self, fn: Callable[[], Iterable[Any]], rate: Optional[float] = None,
+                       deterministic: bool = False) -> "DataStream":
+        """Batches from ``fn()`` (a generator function); ``rate`` in rows/s paces it."""
+        return self.from_source(_sources.GeneratorSource(fn, rate, deterministic), 1)
+
+    # -- running ---------------------------------------------------------------
+    def _plan(self, sinks: list[Node]) -> PhysicalPlan:
+        if not sinks:
+            raise ValueError("the job has no sink: add collect(), print(), sink_to_parquet(...) or sink_to(fn)")
+        return PhysicalPlan.build(sinks, self.max_parallelism, self.chaining)
+
+    def explain(self) -> str:
+        """The physical plan of the sinks added so far."""
+        return self._plan(self._sinks).explain()
+
+    def _run(self, sinks: list[Node], job_name: str) -> JobResult:
+        plan = self._plan(sinks)
+        for n in sinks:
+            res = getattr(n, "collect_result", None)
+            if res is not None:
+                res.reset()
+        tasks, duration = Executor(self.threads, self.channel_capacity).run(plan, job_name)
+        metrics = {t.name: t.metrics for t in tasks}
+        source_ids = {c.index for c in plan.chains if c.head.is_source}
+        rows_in = sum(t.metrics.rows_in for t in tasks if t.chain_spec.index in source_ids)  # type: ignore[attr-defined]
+        rows_out = sum(t.metrics.sink_rows for t in tasks)
+        outputs = {n.id: n.collect_result.table() for n in sinks if getattr(n, "collect_result", None)}
+        result = JobResult(job_name, duration, metrics, rows_in, rows_out, outputs)
+        self.last_result = result
+        return result
+
+    def execute(self, job_name: str = "fastops job") -> JobResult:
+        """Run every sink added so far; they are then cleared (as in Flink)."""
+        sinks, self._sinks = self._sinks, []
+        return self._run(sinks, job_name)
+
+
+class DataStream:
+    """A stream of record batches: the output of one node (or one of its side outputs)."""
+
+    def __init__(self, env: StreamEnvironment, node: Node, tag: Optional[str] = None,
+                 time_column: Optional[str] = None):
+        self.env = env
+        self.node = node
+        self.tag = tag
+        self.time_column = time_column
+
+    # -- plumbing --------------------------------------------------------------
+    def _edge(self, partitioning: str = "forward", keys: tuple[str, ...] = (), input_index: int = 0) -> Edge:
+        return Edge(self.node, partitioning, keys, self.tag, input_index)
+
+    def _then(self, name: str, factory: Callable[[], Any], parallelism: Optional[int] = None,
+              partitioning: str = "forward", keys: tuple[str, ...] = (),
+              time_column: Optional[str] = "inherit") -> "DataStream":
+        p = parallelism or self.node.parallelism
+        node = Node(name, p, factory=factory, inputs=[self._edge(partitioning, keys)])
+        tc = self.time_column if time_column == "inherit" else time_column
+        return DataStream(self.env, node, time_column=tc)
+
+    def set_parallelism(self, parallelism: int) -> "DataStream":
+        """Set this operator's parallelism (before anything consumes it)."""
+        if self.node.is_source:
+            parallelism = min(parallelism, self.node.source.splits())
+        self.node.parallelism = _check_parallelism(parallelism)
+        return self
+
+    def name(self, name: str) -> "DataStream":
+        self.node.name = name
+        return self
+
+    # -- event time ------------------------------------------------------------
+    def with_watermark(self, column: str, max_out_of_orderness: Any = 0,
+                       idle_timeout: Any = None, monotonous: bool = False) -> "DataStream":
+        """Use ``column`` as event time (int ms or Arrow timestamps) and emit
+        watermarks ``max(ts) - max_out_of_orderness - 1`` (or, with
+        ``monotonous=True``, ``max(ts) - 1``). An input with no data for
+        ``idle_timeout`` stops holding downstream watermarks back."""
+        from fastops.durations import parse_duration
+        from fastops.watermarks import BoundedOutOfOrderness, MonotonousTimestamps
+
+        if not isinstance(column, str):
+            raise TypeError(f"the time column must be a name, got {column!r}")
+        bound = parse_duration(max_out_of_orderness) if max_out_of_orderness else 0
+        idle = parse_duration(idle_timeout) if idle_timeout is not None else None
+        factory = (MonotonousTimestamps if monotonous else (lambda: BoundedOutOfOrderness(bound)))
+        return self._then("watermark", lambda: _basic.WatermarkAssigner(column, factory, idle),
+                          time_column=column)
+
+    # -- transformations -------------------------------------------------------
+    def map(self, fn: Callable[[pa.RecordBatch], Any], name: Optional[str] = None) -> "DataStream":
+        """``fn(batch) -> batch`` (vectorised)."""
+        label = name or getattr(fn, "__name__", "map")
+        return self._then(f"map({label})" if name is None else name, lambda: _basic.Map(fn, label))
+
+    def flat_map(self, fn: Callable[[pa.RecordBatch], Any], name: Optional[str] = None) -> "DataStream":
+        label = name or getattr(fn, "__name__", "flat_map")
+        return self._then(f"flat_map({label})" if name is None else name, lambda: _basic.FlatMap(fn, label))
+
+    def filter(self, predicate: Any, name: Optional[str] = None) -> "DataStream":
+        """Keep rows where ``predicate`` (an expression, or ``fn(batch) -> mask``) holds."""
+        label = name or ("filter" if isinstance(predicate, pc.Expression)
+                         else f"filter({getattr(predicate, '__name__', 'fn')})")
+        if not isinstance(predicate, pc.Expression) and not callable(predicate):
+            raise TypeError(f"filter needs an expression (fastops.col(...) > 0) or a function, got {type(predicate).__name__}")
+        return self._then(label, lambda: _basic.Filter(predicate, label))
+
+    def select(self, *columns: str, **expressions: Any) -> "DataStream":
+        """Keep ``columns`` and add ``name=expression`` columns, in that order."""
+        spec: dict[str, Any] = {c: c for c in columns}
+        spec.update(expressions)
+        return self._then("select", lambda: _basic.Project(spec, keep_existing=False))
+
+    def with_columns(self, **expressions: Any) -> "DataStream":
+        """Add or replace columns computed by pyarrow.compute expressions."""
+        return self._then("with_columns", lambda: _basic.Project(dict(expressions), keep_existing=True))
+
+    def transform(self, name: str, operator_factory: Callable[[], Any],
+                  parallelism: Optional[int] = None) -> "DataStream":
+        """Apply a custom ``fastops.operators.Operator`` (a fresh one per task)."""
+        if not callable(operator_factory):
+            raise TypeError("transform needs a factory (e.g. the Operator class) that makes one operator per task")
+        return self._then(name, operator_factory, parallelism)
+
+    def rebalance(self) -> "DataStream":
+        return self._then("rebalance", _basic.Operator, self.env.parallelism, "rebalance")
+
+    def broadcast(self) -> "DataStream":
+        return self._then("broadcast", _basic.Operator, self.env.parallelism, "broadcast")
+
+    def key_by(self, *columns: Union[str, Sequence[str]]) -> "KeyedStream":
+        """Partition by key: rows of one key go to one task (by key group)."""
+        return KeyedStream(self, _names(columns))
+
+    def union(self, *others: "DataStream") -> "DataStream":
+        """Rows of every stream, in one stream (same schema expected)."""
+        streams = [self, *others]
+        p = max(s.node.parallelism for s in streams)
+        node = Node("union", p, factory=_basic.Operator,
+                    inputs=[s._edge("forward" if s.node.parallelism == p else "rebalance") for s in streams])
+        tcs = {s.time_column for s in streams}
+        return DataStream(self.env, node, time_column=tcs.pop() if len(tcs) == 1 else None)
+
+    def join(self, other: "DataStream") -> "JoinBuilder":
+        """A windowed inner join: ``a.join(b).on("k").window(Tumbling("1s")).apply()``."""
+        return JoinBuilder(self, other)
+
+    def side_output(self, tag: str) -> "DataStream":
+        """The side output ``tag`` of this operator (``"late"`` for window operators)."""
+        return DataStream(self.env, self.node, tag=tag, time_column=self.time_column)
+
+    # -- sinks -----------------------------------------------------------------
+    def _sink(self, name: str, factory: Callable[[], Any], register: bool = True) -> Node:
+        node = Node(name, self.node.parallelism, factory=factory, inputs=[self._edge()], is_sink=True)
+        if register:
+            self.env._sinks.append(node)
+        return node
+
+    def collect(self, job_name: str = "collect") -> pa.Table:
+        """Run the job that feeds this stream and return its rows as a pyarrow Table."""
+        result = _sinks.CollectResult()
+        node = self._sink("collect", lambda: _sinks.CollectSink(result), register=False)
+        node.collect_result = result  # type: ignore[attr-defined]
+        self.env._run([node], job_name)
+        return result.table()
+
+    def to_pandas(self) -> Any:
+        return self.collect().to_pandas()
+
+    def sink_to_parquet(self, directory: str) -> "DataStream":
+        """Write one Parquet file per task into ``directory`` (on ``env.execute()``)."""
+        self._sink("sink_to_parquet", lambda: _sinks.FileSink(directory, "parquet"))
+        return self
+
+    def sink_to_ipc(self, directory: str) -> "DataStream":
+        self._sink("sink_to_ipc", lambda: _sinks.FileSink(directory, "ipc"))
+        return self
+
+    def print(self) -> "DataStream":
+        self._sink("print", _sinks.PrintSink)
+        return self
+
+    def sink_to(self, fn: Callable[[pa.RecordBatch], Any]) -> "DataStream":
+        """Call ``fn(batch)`` for every batch (on ``env.execute()``)."""
+        if not callable(fn):
+            raise TypeError(f"sink_to needs a callable, got {type(fn).__name__}")
+        self._sink(f"sink_to({getattr(fn, '__name__', 'fn')})", lambda: _sinks.FunctionSink(fn))
+        return self
+
+    def explain(self) -> str:
+        """The physical plan of a job that ends in this stream."""
+        node = self._sink("collect", _basic.Operator, register=False)
+        return self.env._plan([node]).explain()
+
+
+class KeyedStream:
+    """A stream partitioned by key columns (a hash exchange by key group)."""
+
+    def __init__(self, stream: DataStream, keys: tuple[str, ...]):
+        self.stream = stream
+        self.keys = keys
+
+    def _keyed(self, name: str, factory: Callable[[], Any], time_column: Any = "inherit") -> DataStream:
+        return self.stream._then(name, factory, self.stream.env.parallelism, "hash", self.keys, time_column)
+
+    def map(self, fn: Callable[[pa.RecordBatch], Any], name: Optional[str] = None) -> DataStream:
+        """``fn(batch) -> batch`` after the hash exchange: a task sees only its keys."""
+        label = name or getattr(fn, "__name__", "map")
+        return self._keyed(f"map({label})" if name is None else name, lambda: _basic.Map(fn, label))
+
+    def flat_map(self, fn: Callable[[pa.RecordBatch], Any], name: Optional[str] = None) -> DataStream:
+        label = name or getattr(fn, "__name__", "flat_map")
+        return self._keyed(f"flat_map({label})" if name is None else name, lambda: _basic.FlatMap(fn, label))
+
+    def transform(self, name: str, operator_factory: Callable[[], Any]) -> DataStream:
+        """A custom operator after the hash exchange."""
+        return self._keyed(name, operator_factory)
+
+    def window(self, window: Any) -> "WindowedStream":
+        return WindowedStream(self, window)
+
+    def aggregate(self, **aggs: Any) -> DataStream:
+        """A running aggregate per key: after each batch, the new value of every key it touched."""
+        from fastops.operators.window import RunningAggregateOperator
+
+        keys = self.keys
+        if not aggs:
+            raise ValueError("aggregate needs at least one name=aggregate")
+        return self._keyed("aggregate", lambda: RunningAggregateOperator(keys, aggs), None)
+
+    def process(self, function: Any, name: Optional[str] = None) -> DataStream:
+        """Run a ``KeyedProcessFunction`` (keyed state, event-time timers)."""
+        from fastops.operators.process import KeyedProcessFunction, KeyedProcessOperator
+
+        if not isinstance(function, KeyedProcessFunction):
+            raise TypeError(f"process needs a fastops.KeyedProcessFunction, got {type(function).__name__}")
+        keys = self.keys
+        tc = self.stream.time_column
+        label = name or type(function).__name__
+        return self._keyed(f"process({label})", lambda: KeyedProcessOperator(function, keys, tc, label))
+
+
+class WindowedStream:
+    """A keyed stream cut into event-time windows."""
+
+    def __init__(self, keyed: KeyedStream, window: Any):
+        self.keyed = keyed
+        self.window = window
+        self.lateness: Any = 0
+
+    def allowed_lateness(self, lateness: Any) -> "WindowedStream":
+        self.lateness = lateness
+        return self
+
+    def aggregate(self, **aggs: Any) -> DataStream:
+        """One row per key and window: ``window_start, window_end, keys..., aggs...``.
+        Late rows go to ``side_output("late")``."""
+        from fastops.operators.window import WindowOperator
+
+        stream = self.keyed.stream
+        if stream.time_column is None:
+            raise ValueError("a window needs event time: call with_watermark(column, ...) before key_by")
+        if not aggs:
+            raise ValueError("aggregate needs at least one name=aggregate")
+        keys, window, tc, lateness = self.keyed.keys, self.window, stream.time_column, self.lateness
+        WindowOperator(window, keys, aggs, tc, lateness)  # validate now, not in a task
+        return self.keyed._keyed(f"window({type(window).__name__})",
+                                 lambda: WindowOperator(window, keys, aggs, tc, lateness), None)
+
+
+class JoinBuilder:
+    """``left.join(right).on(keys[, right_keys]).window(w).apply()``."""
+
+    def __init__(self, left: DataStream, right: DataStream):
+        self.left = left
+        self.right = right
+        self.left_keys: tuple[str, ...] = ()
+        self.right_keys: tuple[str, ...] = ()
+        self._window: Any = None
+
+    def on(self, keys: Union[str, Sequence[str]], right_keys: Union[str, Sequence[str], None] = None) -> "JoinBuilder":
+        self.left_keys = _names([keys])
+        self.right_keys = _names([right_keys]) if right_keys is not None else self.left_keys
+        if len(self.left_keys) != len(self.right_keys):
+            raise ValueError("join keys: left and right need the same number of columns")
+        return self
+
+    def window(self, window: Any) -> "JoinBuilder":
+        self._window = window
+        return self
+
+    def apply(self, suffixes: tuple[str, str] = ("", "_right")) -> DataStream:
+        """Inner join of the rows of both sides that share a key and a window."""
+        from fastops.operators.join import WindowJoinOperator
+
+        if not self.left_keys:
+            raise ValueError("join: call .on(keys) first")
+        if self._window is None:
+            raise ValueError("join: call .window(...) first")
+        lt, rt = self.left.time_column, self.right.time_column
+        if lt is None or rt is None:
+            raise ValueError("a windowed join needs event time on both sides: call with_watermark first")
+        env = self.left.env
+        lk, rk, w = self.left_keys, self.right_keys, self._window
+        node = Node("window_join", env.parallelism,
+                    factory=lambda: WindowJoinOperator(w, lk, rk, lt, rt, suffixes),
+                    inputs=[self.left._edge("hash", lk, 0), self.right._edge("hash", rk, 1)])
+        return DataStream(env, node, time_column=None)

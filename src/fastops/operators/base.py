@@ -1,0 +1,85 @@
+"""The operator protocol: what every task runs, one batch at a time.
+
+An operator instance lives in one parallel task. Each method returns a list of
+outputs: record batches for the main output, ``Tagged(tag, batch)`` for a side
+output, and (for watermark assigners only) ``Watermark`` messages. The task
+forwards watermarks itself after ``on_watermark``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import pyarrow as pa
+
+
+
+@dataclass(frozen=True)
+class Tagged:
+    """A batch for the side output ``tag`` (e.g. ``"late"``)."""
+
+    tag: str
+    batch: pa.RecordBatch
+
+
+@dataclass
+class OperatorContext:
+    """What an operator knows about the task it runs in."""
+
+    operator: str
+    task_index: int
+    parallelism: int
+    max_parallelism: int
+    metrics: Any = None  # the task's TaskMetrics
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def task_name(self) -> str:
+        return f"{self.operator}[{self.task_index + 1}/{self.parallelism}]"
+
+
+class Operator:
+    """Base class: a pass-through that holds no state."""
+
+    name: str = "operator"
+    generates_watermarks: bool = False  # True: drops upstream watermarks, emits its own
+
+    def open(self, ctx: OperatorContext) -> None:
+        self.ctx = ctx
+
+    def process(self, batch: pa.RecordBatch) -> list:
+        return [batch]
+
+    def process_input(self, input_index: int, batch: pa.RecordBatch) -> list:
+        """Multi-input operators (join) override this; others ignore the index."""
+        return self.process(batch)
+
+    def on_watermark(self, t_ms: int) -> list:
+        return []
+
+    def close(self) -> list:
+        """End of input: emit whatever is still held."""
+        return []
+
+    def snapshot(self) -> Optional[bytes]:
+        """Operator state as bytes (never pickled code), or None if stateless."""
+        return None
+
+    def restore(self, state: Optional[bytes]) -> None:
+        if state is not None:
+            raise ValueError(f"operator {self.name!r} is stateless but got state to restore")
+
+
+class OperatorContractError(TypeError):
+    """A user function returned something the operator cannot use."""
+
+
+def check_batch(value: Any, operator: str, what: str = "return") -> pa.RecordBatch:
+    """The user's function must give a RecordBatch (a Table is combined into one)."""
+    if isinstance(value, pa.RecordBatch):
+        return value
+    if isinstance(value, pa.Table):
+        return value.combine_chunks().to_batches()[0] if value.num_rows else pa.RecordBatch.from_pylist([], schema=value.schema)
+    raise OperatorContractError(
+        f"{operator}: the function must {what} a pyarrow.RecordBatch, got {type(value).__name__}"
+    )

@@ -1,0 +1,165 @@
+"""Stateless, vectorised transformations: map, filter, flat_map, select, and
+the watermark assigner."""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Optional, Union
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.acero as acero
+import pyarrow.compute as pc
+
+from fastops.messages import MAX_WATERMARK, Watermark
+from fastops.operators.base import Operator, OperatorContractError, check_batch
+
+BatchFn = Callable[[pa.RecordBatch], Any]
+
+
+def evaluate(batch: pa.RecordBatch, columns: dict[str, Any]) -> pa.RecordBatch:
+    """Project ``batch`` to ``columns`` (name -> pyarrow.compute expression or column name)."""
+    exprs = [pc.field(v) if isinstance(v, str) else v for v in columns.values()]
+    for name, e in zip(columns, exprs):
+        if not isinstance(e, pc.Expression):
+            raise TypeError(f"column {name!r}: expected a column name or a pyarrow.compute "
+                            f"expression (fastops.col(...)), got {type(e).__name__}")
+    decl = acero.Declaration.from_sequence([
+        acero.Declaration("table_source", acero.TableSourceNodeOptions(pa.Table.from_batches([batch]))),
+        acero.Declaration("project", acero.ProjectNodeOptions(exprs, list(columns))),
+    ])
+    table = decl.to_table(use_threads=False)
+    return check_batch(table, "select")
+
+
+class Map(Operator):
+    """``fn(batch) -> batch``."""
+
+    def __init__(self, fn: BatchFn, name: str = "map"):
+        self.fn = fn
+        self.name = name
+
+    def process(self, batch: pa.RecordBatch) -> list:
+        return [check_batch(self.fn(batch), f"map {self.name!r}")]
+
+
+class FlatMap(Operator):
+    """``fn(batch) -> iterable of batches`` (or None for nothing)."""
+
+    def __init__(self, fn: BatchFn, name: str = "flat_map"):
+        self.fn = fn
+        self.name = name
+
+    def process(self, batch: pa.RecordBatch) -> list:
+        result = self.fn(batch)
+        if result is None:
+            return []
+        if isinstance(result, (pa.RecordBatch, pa.Table)):
+            return [check_batch(result, f"flat_map {self.name!r}")]
+        if not isinstance(result, Iterable):
+            raise OperatorContractError(
+                f"flat_map {self.name!r}: the function must return an iterable of "
+                f"pyarrow.RecordBatch, got {type(result).__name__}")
+        return [check_batch(b, f"flat_map {self.name!r}", "yield") for b in result]
+
+
+class Filter(Operator):
+    """Keep rows where a predicate holds.
+
+    The predicate is a pyarrow.compute expression (``fastops.col("v") > 0``) or
+    a function of the batch returning a boolean mask (or an already filtered
+    batch). Null in the mask drops the row, as SQL's WHERE does.
+    """
+
+    def __init__(self, predicate: Union[pc.Expression, BatchFn], name: str = "filter"):
+        if not isinstance(predicate, pc.Expression) and not callable(predicate):
+            raise TypeError(f"filter needs an expression or a function, got {type(predicate).__name__}")
+        self.predicate = predicate
+        self.name = name
+
+    def process(self, batch: pa.RecordBatch) -> list:
+        if isinstance(self.predicate, pc.Expression):
+            return [batch.filter(self.predicate)]
+        mask = self.predicate(batch)
+        if isinstance(mask, (pa.RecordBatch, pa.Table)):
+            return [check_batch(mask, f"filter {self.name!r}")]
+        if isinstance(mask, pa.ChunkedArray):
+            mask = mask.combine_chunks()
+        if isinstance(mask, np.ndarray):
+            mask = pa.array(mask)
+        if not isinstance(mask, pa.Array) or not pa.types.is_boolean(mask.type):
+            got = mask.type if isinstance(mask, pa.Array) else type(mask).__name__
+            raise OperatorContractError(
+                f"filter {self.name!r}: the function must return a boolean mask "
+                f"(pyarrow/NumPy) or a RecordBatch, got {got}")
+        if len(mask) != batch.num_rows:
+            raise OperatorContractError(
+                f"filter {self.name!r}: mask has {len(mask)} values for a batch of {batch.num_rows} rows")
+        return [batch.filter(mask, null_selection_behavior="drop")]
+
+
+class Project(Operator):
+    """``select`` / ``with_columns`` with pyarrow.compute expressions."""
+
+    def __init__(self, columns: dict[str, Any], keep_existing: bool, name: str = "select"):
+        self.columns = columns
+        self.keep_existing = keep_existing
+        self.name = name
+
+    def process(self, batch: pa.RecordBatch) -> list:
+        if self.keep_existing:
+            cols = {n: n for n in batch.schema.names if n not in self.columns}
+            cols.update(self.columns)
+            ordered = {n: cols[n] for n in batch.schema.names if n in cols}
+            ordered.update({n: e for n, e in self.columns.items() if n not in ordered})
+            return [evaluate(batch, ordered)]
+        missing = [v for v in self.columns.values() if isinstance(v, str) and v not in batch.schema.names]
+        if missing:
+            raise KeyError(f"select: column {missing[0]!r} not in stream (columns: {batch.schema.names})")
+        return [evaluate(batch, self.columns)]
+
+
+class WatermarkAssigner(Operator):
+    """Emit watermarks from an event-time column with a watermark strategy.
+
+    Upstream watermarks are replaced by this operator's own (as Flink's
+    ``assign_timestamps_and_watermarks``); the final watermark at end of input
+    still passes.
+    """
+
+    generates_watermarks = True
+
+    def __init__(self, column: str, strategy_factory: Callable[[], Any],
+                 idle_timeout_ms: Optional[int] = None, name: str = "watermark"):
+        self.column = column
+        self.strategy_factory = strategy_factory
+        self.idle_timeout_ms = idle_timeout_ms
+        self.name = name
+
+    def open(self, ctx) -> None:
+        super().open(ctx)
+        self.strategy = self.strategy_factory()
+
+    def process(self, batch: pa.RecordBatch) -> list:
+        from fastops.watermarks import to_ms
+
+        idx = batch.schema.get_field_index(self.column)
+        if idx < 0:
+            raise KeyError(f"with_watermark: time column {self.column!r} not in stream "
+                           f"(columns: {batch.schema.names})")
+        out: list = [batch]
+        if batch.num_rows:
+            ts = to_ms(batch.column(idx), self.column)
+            wm = self.strategy.on_batch(ts)
+            if wm is not None:
+                out.append(Watermark(int(wm)))
+        return out
+
+    def on_watermark(self, t_ms: int) -> list:
+        return [Watermark(MAX_WATERMARK)] if t_ms == MAX_WATERMARK else []
+
+    def snapshot(self) -> Optional[bytes]:
+        cur = getattr(self.strategy, "current", None)
+        return None if cur is None else int(cur).to_bytes(8, "little", signed=True)
+
+    def restore(self, state: Optional[bytes]) -> None:
+        if state is not None and hasattr(self.strategy, "restore"):
+            self.strategy.restore(int.from_bytes(state, "little", signed=True))

@@ -1,0 +1,6 @@
+"""The runtime: logical graph -> physical plan -> tasks on an executor."""
+from fastops.runtime.errors import JobFailed
+from fastops.runtime.executor import Executor, JobResult
+from fastops.runtime.messages import CheckpointBarrier, EndOfStream, Idle, Watermark
+
+__all__ = ["JobFailed", "Executor", "JobResult", "Watermark", "Idle", "CheckpointBarrier", "EndOfStream"]

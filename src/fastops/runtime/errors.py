@@ -1,0 +1,57 @@
+"""Job failures that point at the user's code, not at the engine."""
+from __future__ import annotations
+
+import os
+from types import TracebackType
+from typing import Optional
+
+import pyarrow as pa
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _is_engine_frame(tb: TracebackType) -> bool:
+    return os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(_PACKAGE_DIR + os.sep)
+
+
+def user_traceback(exc: BaseException) -> BaseException:
+    """Drop the engine's frames from the top of ``exc``'s traceback.
+
+    The traceback then starts at the first frame of user code, so the user's
+    own frames come first. If every frame is the engine's, it is left alone.
+    """
+    tb = exc.__traceback__
+    while tb is not None and _is_engine_frame(tb):
+        tb = tb.tb_next
+    if tb is not None:
+        exc.__traceback__ = tb
+    return exc
+
+
+def describe_batch(batch: Optional[pa.RecordBatch], rows: int = 5) -> str:
+    if batch is None:
+        return "no batch"
+    head = batch.slice(0, rows).to_pylist()
+    return f"a batch of {batch.num_rows} rows, schema ({batch.schema.to_string(show_schema_metadata=False).replace(chr(10), ', ')}), first rows {head}"
+
+
+class JobFailed(RuntimeError):
+    """A job stopped because an operator raised.
+
+    Attributes: ``operator`` (its name), ``task`` (e.g. ``"map[1/2]"``),
+    ``batch`` (the batch being processed, or None) and ``__cause__`` (the
+    original exception, its traceback starting at the user's frames).
+    """
+
+    def __init__(self, operator: str, task: str, cause: BaseException,
+                 batch: Optional[pa.RecordBatch] = None):
+        self.operator = operator
+        self.task = task
+        self.batch = batch
+        message = (
+            f"operator {operator!r} (task {task}) failed on {describe_batch(batch)}: "
+            f"{type(cause).__name__}: {cause}"
+        )
+        super().__init__(message)
+
+from fastops.operators.base import OperatorContractError  # noqa: E402,F401

@@ -1,0 +1,69 @@
+"""The logical job graph that the DataStream API builds."""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+PARTITIONINGS = ("forward", "hash", "rebalance", "broadcast")
+
+_ids = itertools.count(1)
+
+
+@dataclass(eq=False)
+class Edge:
+    """An input of a node: where rows come from and how they are distributed."""
+
+    upstream: "Node"
+    partitioning: str = "forward"
+    keys: tuple[str, ...] = ()
+    tag: Optional[str] = None  # a side output of the upstream node
+    input_index: int = 0  # which input of a multi-input node (join: 0 left, 1 right)
+
+    def __post_init__(self) -> None:
+        if self.partitioning not in PARTITIONINGS:
+            raise ValueError(f"unknown partitioning {self.partitioning!r}; expected one of {PARTITIONINGS}")
+        if self.partitioning == "hash" and not self.keys:
+            raise ValueError("a hash exchange needs key columns")
+
+    def describe(self) -> str:
+        s = f"hash({', '.join(self.keys)})" if self.partitioning == "hash" else self.partitioning
+        return s + (f" [side output {self.tag!r}]" if self.tag else "")
+
+
+@dataclass(eq=False)
+class Node:
+    """One logical operator (or source) with its parallelism and inputs."""
+
+    name: str
+    parallelism: int
+    factory: Optional[Callable[[], Any]] = None  # -> Operator
+    source: Any = None  # a connectors.Source for source nodes
+    inputs: list[Edge] = field(default_factory=list)
+    is_sink: bool = False
+    id: int = field(default_factory=lambda: next(_ids))
+
+    @property
+    def is_source(self) -> bool:
+        return self.source is not None
+
+    def label(self) -> str:
+        return f"{self.name}#{self.id}"
+
+
+def reachable(sinks: list[Node]) -> list[Node]:
+    """Every node the sinks depend on, in topological order (sources first)."""
+    order: list[Node] = []
+    seen: set[int] = set()
+
+    def visit(node: Node) -> None:
+        if node.id in seen:
+            return
+        seen.add(node.id)
+        for e in node.inputs:
+            visit(e.upstream)
+        order.append(node)
+
+    for s in sinks:
+        visit(s)
+    return order

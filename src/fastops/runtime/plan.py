@@ -1,0 +1,152 @@
+"""Logical graph -> physical plan: chains of fused operators, parallel tasks,
+channels between them, and ``explain()``."""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Optional
+
+from fastops.operators.base import OperatorContext
+from fastops.runtime.channels import Channel, InputGate
+from fastops.runtime.graph import Edge, Node, reachable
+from fastops.runtime.metrics import TaskMetrics
+from fastops.runtime.tasks import Chain, OperatorTask, OutputWriter, SourceTask, Task
+
+
+@dataclass(eq=False)
+class ChainSpec:
+    """Logical nodes fused into one task type, run by ``parallelism`` tasks."""
+
+    nodes: list[Node]
+    index: int
+
+    @property
+    def head(self) -> Node:
+        return self.nodes[0]
+
+    @property
+    def parallelism(self) -> int:
+        return self.head.parallelism
+
+    def name(self) -> str:
+        return " -> ".join(n.name for n in self.nodes)
+
+
+def _effective(edge: Edge, downstream: Node) -> str:
+    """Forward needs equal parallelism; otherwise rows are rebalanced."""
+    if edge.partitioning == "forward" and edge.upstream.parallelism != downstream.parallelism:
+        return "rebalance"
+    return edge.partitioning
+
+
+@dataclass(eq=False)
+class PhysicalPlan:
+    chains: list[ChainSpec]
+    consumers: dict[int, list[tuple[Node, Edge]]]
+    max_parallelism: int
+    chain_of: dict[int, ChainSpec] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, sinks: list[Node], max_parallelism: int, chaining: bool = True) -> "PhysicalPlan":
+        nodes = reachable(sinks)
+        consumers: dict[int, list[tuple[Node, Edge]]] = {n.id: [] for n in nodes}
+        for n in nodes:
+            for e in n.inputs:
+                consumers[e.upstream.id].append((n, e))
+
+        def chainable(node: Node) -> Optional[Node]:
+            main = [(c, e) for c, e in consumers[node.id] if e.tag is None]
+            if not chaining or len(main) != 1:
+                return None
+            c, e = main[0]
+            if (e.partitioning == "forward" and len(c.inputs) == 1
+                    and c.parallelism == node.parallelism):
+                return c
+            return None
+
+        chained_into: set[int] = set()
+        for n in nodes:
+            nxt = chainable(n)
+            if nxt is not None:
+                chained_into.add(nxt.id)
+        chains: list[ChainSpec] = []
+        for n in nodes:
+            if n.id in chained_into:
+                continue
+            members = [n]
+            while (nxt := chainable(members[-1])) is not None:
+                members.append(nxt)
+            chains.append(ChainSpec(members, len(chains)))
+        plan = cls(chains, consumers, max_parallelism)
+        for c in chains:
+            for n in c.nodes:
+                plan.chain_of[n.id] = c
+        return plan
+
+    def explain(self) -> str:
+        lines = ["== Physical plan =="]
+        for c in self.chains:
+            kind = "chained " if len(c.nodes) > 1 else ""
+            lines.append(f"Task {c.index + 1}: {c.name()}  [{kind}parallelism {c.parallelism}]")
+            for e in c.head.inputs:
+                src = self.chain_of[e.upstream.id]
+                how = e.describe() if _effective(e, c.head) == e.partitioning else _effective(e, c.head)
+                lines.append(f"    <- {how} exchange from Task {src.index + 1} ({e.upstream.name})")
+        return "\n".join(lines)
+
+    def instantiate(self, cancel: threading.Event, channel_capacity: Optional[int]) -> list[Task]:
+        """Create the tasks with their operators, gates, channels and writers."""
+        tasks: dict[tuple[int, int], Task] = {}
+        gates: dict[tuple[int, int], InputGate] = {}
+        metrics: dict[tuple[int, int], TaskMetrics] = {}
+        for c in self.chains:
+            for i in range(c.parallelism):
+                metrics[(c.index, i)] = TaskMetrics(task=f"{c.name()}[{i + 1}/{c.parallelism}]")
+                if not c.head.is_source:
+                    gates[(c.index, i)] = InputGate(cancel)
+
+        # writers per (chain, task, node position, tag) -> list of OutputWriter
+        writers: dict[tuple[int, int, int, Optional[str]], list[OutputWriter]] = {}
+        for c in self.chains:
+            for e in c.head.inputs:
+                up = self.chain_of[e.upstream.id]
+                pos = up.nodes.index(e.upstream)
+                how = _effective(e, c.head)
+                for i in range(up.parallelism):
+                    if how == "forward":
+                        chans = [gates[(c.index, i)].new_channel(channel_capacity, e.input_index)]
+                    else:
+                        chans = [gates[(c.index, j)].new_channel(channel_capacity, e.input_index)
+                                 for j in range(c.parallelism)]
+                    w = OutputWriter(chans, how, e.keys, self.max_parallelism, metrics[(up.index, i)])
+                    writers.setdefault((up.index, i, pos, e.tag), []).append(w)
+
+        out: list[Task] = []
+        for c in self.chains:
+            for i in range(c.parallelism):
+                ops = [n.factory() for n in c.nodes[1 if c.head.is_source else 0:]]
+                offset = 1 if c.head.is_source else 0
+                last = len(c.nodes) - 1
+                main = writers.get((c.index, i, last, None), [])
+                sides = []
+                for k in range(offset, len(c.nodes)):
+                    routes = {tag: ws for (ci, ti, pos, tag), ws in writers.items()
+                              if ci == c.index and ti == i and pos == k and tag is not None}
+                    sides.append(routes)
+                chain = Chain(ops, main, sides)
+                m = metrics[(c.index, i)]
+                ctxs = [OperatorContext(n.name, i, c.parallelism, self.max_parallelism, m)
+                        for n in c.nodes[offset:]]
+                name = m.task
+                if c.head.is_source:
+                    reader = c.head.source.open(i, c.parallelism)
+                    idle = next((getattr(op, "idle_timeout_ms", None) for op in ops
+                                 if getattr(op, "idle_timeout_ms", None) is not None), None)
+                    task: Task = SourceTask(name, reader, chain, ctxs, m, idle)
+                else:
+                    task = OperatorTask(name, gates[(c.index, i)], chain, ctxs, m)
+                task.chain_spec = c  # type: ignore[attr-defined]
+                task.task_index = i  # type: ignore[attr-defined]
+                tasks[(c.index, i)] = task
+                out.append(task)
+        return out

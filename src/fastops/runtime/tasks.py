@@ -1,0 +1,313 @@
+"""Tasks: a chain of operators fused into one thread, its input gate and its
+output writers (exchanges)."""
+from __future__ import annotations
+
+import time
+from typing import Any, Optional
+
+import numpy as np
+import pyarrow as pa
+
+from fastops.operators.base import Operator, OperatorContext, Tagged
+from fastops.runtime.channels import Channel, InputGate
+from fastops.runtime.messages import (END_OF_STREAM, IDLE, MAX_WATERMARK, MIN_WATERMARK,
+                                      CheckpointBarrier, EndOfStream, Idle, Watermark)
+from fastops.runtime.metrics import TaskMetrics
+
+
+class OperatorError(Exception):
+    """An operator raised; carries what the job failure report needs."""
+
+    def __init__(self, operator: str, batch: Optional[pa.RecordBatch], cause: BaseException):
+        super().__init__(f"{operator}: {cause!r}")
+        self.operator = operator
+        self.batch = batch
+        self.cause = cause
+
+
+class OutputWriter:
+    """Sends one task's output for one edge to the downstream tasks' channels.
+
+    ``forward``: one channel; ``rebalance``: round robin; ``broadcast``: all;
+    ``hash``: by key group (``hash64(keys) % max_parallelism``), each key group
+    owned by one downstream task (contiguous ranges, as Flink).
+    """
+
+    def __init__(self, channels: list[Channel], partitioning: str, keys: tuple[str, ...],
+                 max_parallelism: int, metrics: TaskMetrics):
+        self.channels = channels
+        self.partitioning = partitioning
+        self.keys = list(keys)
+        self.max_parallelism = max_parallelism
+        self.metrics = metrics
+        self._next = 0
+
+    def _send(self, ch: Channel, item: Any) -> None:
+        self.metrics.backpressured_s += ch.send(item)
+
+    def emit(self, item: Any) -> None:
+        if not isinstance(item, pa.RecordBatch):
+            for ch in self.channels:
+                self._send(ch, item)
+            return
+        if item.num_rows == 0:
+            return
+        self.metrics.rows_out += item.num_rows
+        self.metrics.batches_out += 1
+        n = len(self.channels)
+        if self.partitioning == "broadcast":
+            for ch in self.channels:
+                self._send(ch, item)
+        elif self.partitioning == "hash" and n > 1:
+            from fastops.partitioning import partition_ids, scatter_by_ids
+
+            ids = partition_ids(item, self.keys, n, scheme="key_group",
+                                max_parallelism=self.max_parallelism)
+            for p, part in enumerate(scatter_by_ids(item, ids, n)):
+                if part.num_rows:
+                    self._send(self.channels[p], part)
+        elif self.partitioning == "rebalance" and n > 1:
+            self._send(self.channels[self._next], item)
+            self._next = (self._next + 1) % n
+        else:
+            self._send(self.channels[0], item)
+
+
+class Chain:
+    """Operators fused into one task: the output of one is the input of the next."""
+
+    def __init__(self, operators: list[Operator], outputs: list[OutputWriter],
+                 side_outputs: list[dict[str, list[OutputWriter]]]):
+        self.operators = operators
+        self.outputs = outputs
+        self.side_outputs = side_outputs
+
+    def process(self, input_index: int, batch: pa.RecordBatch) -> None:
+        self._deliver(0, batch, input_index)
+
+    def watermark(self, t_ms: int) -> None:
+        self._deliver(0, Watermark(t_ms))
+
+    def control(self, item: Any) -> None:
+        """Idle / barrier / end of stream go straight to every output."""
+        for w in self.outputs:
+            w.emit(item)
+        for routes in self.side_outputs:
+            for writers in routes.values():
+                for w in writers:
+                    w.emit(item)
+
+    def close(self) -> None:
+        for i, op in enumerate(self.operators):
+            outs = self._call(op, "close", None)
+            self._route(i, outs)
+
+    def _call(self, op: Operator, method: str, batch: Optional[pa.RecordBatch], *args: Any) -> list:
+        try:
+            return getattr(op, method)(*args) or []
+        except Exception as exc:  # noqa: BLE001 - reported as a job failure
+            raise OperatorError(op.name, batch, exc) from exc
+
+    def _route(self, i: int, outs: list) -> None:
+        for out in outs:
+            if isinstance(out, Tagged):
+                for w in self.side_outputs[i].get(out.tag, ()):
+                    w.emit(out.batch)
+            else:
+                self._deliver(i + 1, out)
+
+    def _deliver(self, i: int, item: Any, input_index: int = 0) -> None:
+        if i == len(self.operators):
+            for w in self.outputs:
+                w.emit(item)
+            if isinstance(item, Watermark):  # side outputs follow event time too
+                for routes in self.side_outputs:
+                    for writers in routes.values():
+                        for w in writers:
+                            w.emit(item)
+            return
+        op = self.operators[i]
+        if isinstance(item, pa.RecordBatch):
+            outs = (self._call(op, "process_input", item, input_index, item) if i == 0
+                    else self._call(op, "process", item, item))
+            self._route(i, outs)
+        elif isinstance(item, Watermark):
+            outs = self._call(op, "on_watermark", None, item.t_ms)
+            self._route(i, outs)
+            if not op.generates_watermarks:
+                self._deliver(i + 1, item)
+
+
+class WatermarkTracker:
+    """A task's watermark: the minimum over its inputs that are neither idle
+    nor finished; it never goes backwards."""
+
+    def __init__(self, n: int):
+        self.wm = [MIN_WATERMARK] * n
+        self.idle = [False] * n
+        self.done = [False] * n
+        self.current = MIN_WATERMARK
+
+    def _combine(self) -> Optional[int]:
+        active = [w for w, i, d in zip(self.wm, self.idle, self.done) if not i and not d]
+        if active:
+            cand = min(active)
+        elif all(self.done):
+            cand = MAX_WATERMARK
+        else:
+            return None
+        if cand > self.current:
+            self.current = cand
+            return cand
+        return None
+
+    def on_batch(self, i: int) -> None:
+        self.idle[i] = False
+
+    def on_watermark(self, i: int, t: int) -> Optional[int]:
+        self.idle[i] = False
+        if t > self.wm[i]:
+            self.wm[i] = t
+        return self._combine()
+
+    def on_idle(self, i: int) -> Optional[int]:
+        self.idle[i] = True
+        return self._combine()
+
+    def on_end(self, i: int) -> Optional[int]:
+        self.done[i] = True
+        self.wm[i] = MAX_WATERMARK
+        return self._combine()
+
+    @property
+    def all_idle(self) -> bool:
+        return all(i or d for i, d in zip(self.idle, self.done)) and not all(self.done)
+
+
+class Task:
+    """One parallel instance of a chain."""
+
+    def __init__(self, name: str, chain: Chain, contexts: list[OperatorContext],
+                 metrics: TaskMetrics):
+        self.name = name
+        self.chain = chain
+        self.contexts = contexts
+        self.metrics = metrics
+        self.finished = False
+
+    def open(self) -> None:
+        for op, ctx in zip(self.chain.operators, self.contexts):
+            op.open(ctx)
+
+    def finish(self) -> None:
+        self.chain.close()
+        self.chain.control(END_OF_STREAM)
+        self.finished = True
+        self.metrics.finished = time.perf_counter()
+
+
+class SourceTask(Task):
+    """Reads a source split and pushes its batches through the chain."""
+
+    def __init__(self, name: str, reader: Any, chain: Chain, contexts: list[OperatorContext],
+                 metrics: TaskMetrics, idle_timeout_ms: Optional[int] = None):
+        super().__init__(name, chain, contexts, metrics)
+        self.reader = reader
+        self.idle_timeout_ms = idle_timeout_ms
+        self._last_data = time.perf_counter()
+        self._idle_sent = False
+
+    def step(self) -> bool:
+        """Read and push one batch; False when the source is exhausted."""
+        from fastops.connectors.sources import END
+
+        batch = self.reader.read()
+        if batch is END:
+            self.chain.watermark(MAX_WATERMARK)
+            self.finish()
+            self.reader.close()
+            return False
+        if batch is None:  # nothing right now
+            if (self.idle_timeout_ms is not None and not self._idle_sent
+                    and (time.perf_counter() - self._last_data) * 1000 >= self.idle_timeout_ms):
+                self.chain.control(IDLE)
+                self._idle_sent = True
+            return True
+        self._last_data = time.perf_counter()
+        self._idle_sent = False
+        self.metrics.rows_in += batch.num_rows
+        self.metrics.batches_in += 1
+        self.chain.process(0, batch)
+        return True
+
+    def run(self) -> None:
+        while self.step():
+            pass
+
+    def close_reader(self) -> None:
+        try:
+            self.reader.close()
+        except Exception:  # noqa: BLE001 - closing after a failure
+            pass
+
+
+class OperatorTask(Task):
+    """Takes items from its input gate and pushes them through the chain."""
+
+    def __init__(self, name: str, gate: InputGate, chain: Chain, contexts: list[OperatorContext],
+                 metrics: TaskMetrics):
+        super().__init__(name, chain, contexts, metrics)
+        self.gate = gate
+        self.watermarks = WatermarkTracker(0)
+        self._live = 0
+
+    def open(self) -> None:
+        super().open()
+        self.watermarks = WatermarkTracker(len(self.gate.channels))
+        self._live = len(self.gate.channels)
+
+    def handle(self, index: int, item: Any) -> None:
+        ch = self.gate.channels[index]
+        if isinstance(item, pa.RecordBatch):
+            self.metrics.rows_in += item.num_rows
+            self.metrics.batches_in += 1
+            self.watermarks.on_batch(index)
+            self.chain.process(ch.input_index, item)
+            return
+        if isinstance(item, Watermark):
+            new = self.watermarks.on_watermark(index, item.t_ms)
+        elif isinstance(item, Idle):
+            new = self.watermarks.on_idle(index)
+            if new is None and self.watermarks.all_idle:
+                self.chain.control(IDLE)
+        elif isinstance(item, EndOfStream):
+            new = self.watermarks.on_end(index)
+            self._live -= 1
+        elif isinstance(item, CheckpointBarrier):
+            new = None  # aligned checkpoints come with the fault-tolerance layer
+        else:
+            raise TypeError(f"unexpected item on a channel: {type(item).__name__}")
+        if new is not None:
+            self.metrics.watermark = new if new != MAX_WATERMARK else self.metrics.watermark
+            self.chain.watermark(new)
+        if self._live == 0 and not self.finished:
+            self.finish()
+
+    def step(self) -> bool:
+        """Handle everything queued now (one-thread mode); True if anything was."""
+        did = False
+        while not self.finished:
+            got = self.gate.poll()
+            if got is None:
+                break
+            self.handle(*got)
+            did = True
+        return did
+
+    def run(self) -> None:
+        m = self.metrics
+        while not self.finished:
+            t0 = time.perf_counter()
+            got = self.gate.get()
+            m.idle_s += time.perf_counter() - t0
+            self.handle(*got)
