@@ -1,0 +1,1375 @@
+# cython: language_level=3
+# distutils: language = c++
+"""Sketch kernels: HyperLogLog, Count-Min, Bloom, KLL, Space-Saving, reservoir.
+
+Loops over buffers only. The Python layer (``fastops.sketches``) validates
+inputs, prepares zero-copy views of Arrow buffers and raises on a non-zero
+status after the ``nogil`` block.
+
+Value input ("hash source")
+---------------------------
+Kernels that work on hashed values take the same seven arguments
+``mode, a, b, valid, voff, n, seed``; rows are hashed in blocks of
+``BLOCK`` rows into a small stack buffer, nulls are skipped:
+
+- ``mode`` 0: ``a`` holds ``n`` precomputed uint64 hashes (``fastops.hashing``);
+- 1 / 2: ``a`` holds ``n`` 8 / 4-byte integers, hashed as ``XXH64(le(v), seed)``;
+- 3 / 4: ``a`` holds ``n + 1`` int32 / int64 offsets into the bytes ``b``
+  (string / binary), hashed as ``XXH64(bytes, seed)``;
+- 5 / 6: ``a`` holds float64 / float32 bit patterns, hashed like
+  ``fastops.hashing`` does (``-0.0`` as ``0.0``, one NaN);
+- ``valid``: validity bitmap (bit ``voff + i``), ignored when empty.
+
+So a value hashes the same whichever mode fed it, and equals
+``fastops.hashing.hash_columns([arr], seed)``.
+"""
+from libc.math cimport ceil, exp, floor, log, pow
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcpy, memset
+from libcpp.algorithm cimport nth_element, sort
+
+from fastops._xxhash cimport xxh64, xxh64_u32, xxh64_u64
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+    static inline int fastops_clz64(uint64_t x) { return x ? __builtin_clzll(x) : 64; }
+    static inline uint64_t fastops_range64(uint64_t x, uint64_t n) {
+        return (uint64_t)(((unsigned __int128)x * (unsigned __int128)n) >> 64);
+    }
+    """
+    int clz64 "fastops_clz64"(uint64_t x) noexcept nogil
+    uint64_t range64 "fastops_range64"(uint64_t x, uint64_t n) noexcept nogil
+
+cdef extern from *:
+    """
+    #include <algorithm>
+    #include <vector>
+    #include <cmath>
+    static inline double fastops_nan(void) { return NAN; }
+    static void fastops_sort_pairs(double* v, int64_t* w, int64_t n) {
+        std::vector<std::pair<double, int64_t> > tmp((size_t)n);
+        for (int64_t i = 0; i < n; i++) tmp[(size_t)i] = std::make_pair(v[i], w[i]);
+        std::sort(tmp.begin(), tmp.end());
+        for (int64_t i = 0; i < n; i++) { v[i] = tmp[(size_t)i].first; w[i] = tmp[(size_t)i].second; }
+    }
+    """
+    double _nan "fastops_nan"() noexcept nogil
+    void _sort_pairs "fastops_sort_pairs"(double* v, int64_t* w, int64_t n) noexcept nogil
+
+
+cdef extern from *:
+    int __builtin_popcountll(unsigned long long) noexcept nogil
+
+
+DEF BLOCK = 512
+DEF MAXLEV = 48
+
+# status codes (the Python layer maps them to exceptions)
+cdef enum:
+    ERR_NOMEM = -1
+    ERR_NEGATIVE_WEIGHT = -2
+    ERR_BAD_SIZES = -3
+    ERR_TOO_MANY_LEVELS = -4
+
+STATUS_NOMEM = ERR_NOMEM
+STATUS_NEGATIVE_WEIGHT = ERR_NEGATIVE_WEIGHT
+STATUS_BAD_SIZES = ERR_BAD_SIZES
+STATUS_TOO_MANY_LEVELS = ERR_TOO_MANY_LEVELS
+
+cdef uint64_t CANONICAL_NAN64 = 0x7FF8000000000000ULL
+cdef uint32_t CANONICAL_NAN32 = 0x7FC00000U
+
+
+# ------------------------------------------------------------ primitives
+
+cdef inline uint64_t _fmix64(uint64_t h) noexcept nogil:
+    """MurmurHash3's 64-bit finaliser: derives a second hash from the first."""
+    h ^= h >> 33
+    h *= 0xFF51AFD7ED558CCDULL
+    h ^= h >> 33
+    h *= 0xC4CEB9FE1A85EC53ULL
+    h ^= h >> 33
+    return h
+
+
+cdef inline uint64_t _splitmix(uint64_t* s) noexcept nogil:
+    """splitmix64: advance the state ``s`` and return the next output."""
+    s[0] += 0x9E3779B97F4A7C15ULL
+    cdef uint64_t z = s[0]
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL
+    return z ^ (z >> 31)
+
+
+cdef inline double _unit_open0(uint64_t* s) noexcept nogil:
+    """Uniform double in (0, 1]."""
+    return (<double>((_splitmix(s) >> 11) + 1)) * (1.0 / 9007199254740992.0)
+
+
+cdef inline bint _any_negative(const int64_t* w, int64_t n) noexcept nogil:
+    cdef int64_t i
+    for i in range(n):
+        if w[i] < 0:
+            return True
+    return False
+
+
+cdef inline bint _bit(const uint8_t* bm, int64_t i) noexcept nogil:
+    return (bm[i >> 3] >> (i & 7)) & 1
+
+
+def splitmix_next(uint64_t state):
+    """One splitmix64 step: returns ``(new_state, output)``."""
+    cdef uint64_t s = state
+    cdef uint64_t out = _splitmix(&s)
+    return s, out
+
+
+# ------------------------------------------------------------ hash source
+
+cdef struct HashSrc:
+    int mode
+    const uint8_t* a
+    const uint8_t* b
+    const uint8_t* valid
+    int64_t voff
+    int64_t n
+    uint64_t seed
+
+
+cdef int _src_init(HashSrc* s, int mode, const uint8_t[::1] a, const uint8_t[::1] b,
+                   const uint8_t[::1] valid, int64_t voff, int64_t n,
+                   uint64_t seed) except -1:
+    """Check buffer sizes against ``n`` (no row loop) and fill ``s``."""
+    cdef int64_t width, last, first
+    if n < 0 or voff < 0:
+        raise ValueError("negative length or offset")
+    s.mode = mode
+    s.n = n
+    s.seed = seed
+    s.voff = voff
+    s.a = &a[0] if a.shape[0] > 0 else NULL
+    s.b = &b[0] if b.shape[0] > 0 else NULL
+    s.valid = NULL
+    if valid.shape[0] > 0:
+        if (voff + n + 7) // 8 > valid.shape[0]:
+            raise ValueError("validity bitmap too short")
+        s.valid = &valid[0]
+    if n == 0:
+        return 0
+    if mode in (0, 1, 5):
+        width = 8
+    elif mode in (2, 6):
+        width = 4
+    elif mode == 3 or mode == 4:
+        width = 4 if mode == 3 else 8
+        if a.shape[0] < (n + 1) * width:
+            raise ValueError("offsets buffer too short")
+        if mode == 3:
+            first = (<const int32_t*>s.a)[0]
+            last = (<const int32_t*>s.a)[n]
+        else:
+            first = (<const int64_t*>s.a)[0]
+            last = (<const int64_t*>s.a)[n]
+        if first < 0 or last < first or last > b.shape[0]:
+            raise ValueError("offsets out of range of the data buffer")
+        if s.b == NULL:
+            s.b = s.a  # zero-length data: never dereferenced
+        return 0
+    else:
+        raise ValueError(f"unknown hash source mode {mode}")
+    if a.shape[0] < n * width:
+        raise ValueError("values buffer too short")
+    return 0
+
+
+cdef inline uint64_t _hash_f64(uint64_t b, uint64_t seed) noexcept nogil:
+    if (b << 1) == 0:
+        b = 0
+    elif (b & 0x7FFFFFFFFFFFFFFFULL) > 0x7FF0000000000000ULL:
+        b = CANONICAL_NAN64
+    return xxh64_u64(b, seed)
+
+
+cdef inline uint64_t _hash_f32(uint32_t b, uint64_t seed) noexcept nogil:
+    if (b << 1) == 0:
+        b = 0
+    elif (b & 0x7FFFFFFFU) > 0x7F800000U:
+        b = CANONICAL_NAN32
+    return xxh64_u32(b, seed)
+
+
+cdef inline int64_t _hash_block(const HashSrc* s, int64_t start, int64_t count,
+                                uint64_t* out, int64_t* rows) noexcept nogil:
+    """Hash the valid rows of ``[start, start + count)`` into ``out``; their row
+    numbers go to ``rows``. Returns how many were written."""
+    cdef int64_t i, j = 0, end = start + count
+    cdef uint64_t v
+    cdef uint32_t v32
+    cdef int64_t o0, o1
+    for i in range(start, end):
+        if s.valid != NULL and not _bit(s.valid, s.voff + i):
+            continue
+        if s.mode == 0:
+            memcpy(&v, s.a + 8 * i, 8)
+            out[j] = v
+        elif s.mode == 1:
+            memcpy(&v, s.a + 8 * i, 8)
+            out[j] = xxh64_u64(v, s.seed)
+        elif s.mode == 2:
+            memcpy(&v32, s.a + 4 * i, 4)
+            out[j] = xxh64_u32(v32, s.seed)
+        elif s.mode == 3:
+            o0 = (<const int32_t*>s.a)[i]
+            o1 = (<const int32_t*>s.a)[i + 1]
+            out[j] = xxh64(s.b + o0, <size_t>(o1 - o0), s.seed)
+        elif s.mode == 4:
+            o0 = (<const int64_t*>s.a)[i]
+            o1 = (<const int64_t*>s.a)[i + 1]
+            out[j] = xxh64(s.b + o0, <size_t>(o1 - o0), s.seed)
+        elif s.mode == 5:
+            memcpy(&v, s.a + 8 * i, 8)
+            out[j] = _hash_f64(v, s.seed)
+        else:
+            memcpy(&v32, s.a + 4 * i, 4)
+            out[j] = _hash_f32(v32, s.seed)
+        rows[j] = i
+        j += 1
+    return j
+
+
+def sketch_hash(int mode, const uint8_t[::1] a, const uint8_t[::1] b,
+                const uint8_t[::1] valid, int64_t voff, int64_t n, uint64_t seed,
+                uint64_t[::1] out, int64_t[::1] rows) -> int:
+    """Hash the valid rows of a hash source: writes their hashes and row numbers
+    to ``out``/``rows`` (length >= n); returns how many. Modifies ``out``, ``rows``."""
+    cdef HashSrc s
+    _src_init(&s, mode, a, b, valid, voff, n, seed)
+    if out.shape[0] < n or rows.shape[0] < n:
+        raise ValueError("output too short")
+    cdef int64_t got = 0
+    with nogil:
+        if n > 0:
+            got = _hash_block(&s, 0, n, &out[0], &rows[0])
+    return got
+
+
+# ------------------------------------------------------------ HyperLogLog
+
+cdef inline void _hll_add(uint8_t* regs, int p, uint64_t h) noexcept nogil:
+    cdef uint64_t idx = h >> (64 - p)
+    cdef uint64_t w = (h << p) | (<uint64_t>1 << (p - 1))
+    cdef uint8_t r = <uint8_t>(clz64(w) + 1)
+    if regs[idx] < r:
+        regs[idx] = r
+
+
+def hll_update(uint8_t[::1] regs, int p, int mode, const uint8_t[::1] a,
+               const uint8_t[::1] b, const uint8_t[::1] valid, int64_t voff,
+               int64_t n, uint64_t seed) -> int:
+    """Add the valid rows of a hash source to the ``2**p`` registers
+    (``regs[h >> (64-p)] = max(., rho)``). Modifies ``regs``."""
+    cdef HashSrc s
+    _src_init(&s, mode, a, b, valid, voff, n, seed)
+    if p < 4 or p > 18 or regs.shape[0] != (1 << p):
+        raise ValueError("bad precision / register count")
+    cdef uint64_t hb[BLOCK]
+    cdef int64_t rb[BLOCK]
+    cdef int64_t start, got, j
+    cdef uint8_t* r = &regs[0]
+    cdef uint64_t v
+    cdef const uint8_t* src = s.a
+    with nogil:
+        if s.valid == NULL and s.mode == 1:       # hot path: int64 keys, no nulls
+            for j in range(n):
+                memcpy(&v, src + 8 * j, 8)
+                _hll_add(r, p, xxh64_u64(v, seed))
+        else:
+            start = 0
+            while start < n:
+                got = _hash_block(&s, start, min(<int64_t>BLOCK, n - start), hb, rb)
+                for j in range(got):
+                    _hll_add(r, p, hb[j])
+                start += BLOCK
+    return 0
+
+
+def hll_update_slots(uint8_t[:, ::1] regs, int p, const int64_t[::1] slots, int mode,
+                     const uint8_t[::1] a, const uint8_t[::1] b, const uint8_t[::1] valid,
+                     int64_t voff, int64_t n, uint64_t seed) -> int:
+    """Row ``i`` goes into the registers ``regs[slots[i]]``. Returns
+    ``ERR_BAD_SIZES`` if a slot is out of range. Modifies ``regs``."""
+    cdef HashSrc s
+    _src_init(&s, mode, a, b, valid, voff, n, seed)
+    if p < 4 or p > 18 or regs.shape[1] != (1 << p) or slots.shape[0] < n:
+        raise ValueError("bad precision / register count / slots")
+    cdef uint64_t hb[BLOCK]
+    cdef int64_t rb[BLOCK]
+    cdef int64_t start, got, j, sl, nslots = regs.shape[0]
+    cdef int status = 0
+    cdef int64_t m = regs.shape[1]
+    cdef uint8_t* base = &regs[0, 0] if nslots > 0 else NULL
+    with nogil:
+        start = 0
+        while start < n:
+            got = _hash_block(&s, start, min(<int64_t>BLOCK, n - start), hb, rb)
+            for j in range(got):
+                sl = slots[rb[j]]
+                if sl < 0 or sl >= nslots:
+                    status = ERR_BAD_SIZES
+                    break
+                _hll_add(base + sl * m, p, hb[j])
+            if status != 0:
+                break
+            start += BLOCK
+    return status
+
+
+def hll_merge(uint8_t[::1] dst, const uint8_t[::1] src) -> int:
+    """dst = max(dst, src) elementwise. Modifies ``dst``."""
+    if dst.shape[0] != src.shape[0]:
+        raise ValueError("register counts differ")
+    cdef Py_ssize_t i
+    with nogil:
+        for i in range(dst.shape[0]):
+            if src[i] > dst[i]:
+                dst[i] = src[i]
+    return 0
+
+
+# ------------------------------------------------------------ Count-Min
+
+cdef inline void _cms_cells(uint64_t h, int64_t depth, uint64_t width,
+                            int64_t* cells) noexcept nogil:
+    """Cell offsets ``row * width + col`` of a hash: double hashing
+    ``col_i = range(h + i * h2, width)`` with ``h2 = fmix64(h) | 1``."""
+    cdef uint64_t h2 = _fmix64(h) | 1
+    cdef uint64_t g = h
+    cdef int64_t i
+    for i in range(depth):
+        cells[i] = i * <int64_t>width + <int64_t>range64(g, width)
+        g += h2
+
+
+def cms_update(int64_t[:, ::1] table, bint conservative, const int64_t[::1] weights,
+               int mode, const uint8_t[::1] a, const uint8_t[::1] b,
+               const uint8_t[::1] valid, int64_t voff, int64_t n, uint64_t seed) -> int:
+    """Add ``weights[i]`` (1 when ``weights`` is empty) of every valid row.
+
+    Conservative update raises each cell only up to ``min + w``; it returns
+    ``ERR_NEGATIVE_WEIGHT`` (before any change) if a weight is negative.
+    Modifies ``table``."""
+    cdef HashSrc s
+    _src_init(&s, mode, a, b, valid, voff, n, seed)
+    cdef int64_t depth = table.shape[0]
+    cdef uint64_t width = table.shape[1]
+    if depth < 1 or depth > 64 or width < 1:
+        raise ValueError("bad table shape")
+    cdef bint weighted = weights.shape[0] > 0
+    if weighted and weights.shape[0] < n:
+        raise ValueError("weights shorter than values")
+    cdef uint64_t hb[BLOCK]
+    cdef int64_t rb[BLOCK]
+    cdef int64_t cells[64]
+    cdef int64_t start, got, j, i, w, lo, target
+    cdef int64_t* t = &table[0, 0]
+    cdef const int64_t* wp = &weights[0] if weighted else NULL
+    cdef bint neg = False
+    with nogil:
+        if conservative and weighted:
+            neg = _any_negative(wp, n)
+        start = n if neg else 0
+        while start < n:
+            got = _hash_block(&s, start, min(<int64_t>BLOCK, n - start), hb, rb)
+            for j in range(got):
+                w = wp[rb[j]] if weighted else 1
+                _cms_cells(hb[j], depth, width, cells)
+                if conservative:
+                    lo = t[cells[0]]
+                    for i in range(1, depth):
+                        if t[cells[i]] < lo:
+                            lo = t[cells[i]]
+                    target = lo + w
+                    for i in range(depth):
+                        if t[cells[i]] < target:
+                            t[cells[i]] = target
+                else:
+                    for i in range(depth):
+                        t[cells[i]] += w
+            start += BLOCK
+    return ERR_NEGATIVE_WEIGHT if neg else 0
+
+
+def cms_estimate(const int64_t[:, ::1] table, int64_t[::1] out, int mode,
+                 const uint8_t[::1] a, const uint8_t[::1] b, const uint8_t[::1] valid,
+                 int64_t voff, int64_t n, uint64_t seed) -> int:
+    """out[i] = min over rows of the cells of row ``i`` (nulls: untouched).
+    Modifies ``out``."""
+    cdef HashSrc s
+    _src_init(&s, mode, a, b, valid, voff, n, seed)
+    cdef int64_t depth = table.shape[0]
+    cdef uint64_t width = table.shape[1]
+    if depth < 1 or depth > 64 or width < 1 or out.shape[0] < n:
+        raise ValueError("bad table shape / output")
+    cdef uint64_t hb[BLOCK]
+    cdef int64_t rb[BLOCK]
+    cdef int64_t cells[64]
+    cdef int64_t start, got, j, i, lo
+    cdef const int64_t* t = &table[0, 0]
+    with nogil:
+        start = 0
+        while start < n:
+            got = _hash_block(&s, start, min(<int64_t>BLOCK, n - start), hb, rb)
+            for j in range(got):
+                _cms_cells(hb[j], depth, width, cells)
+                lo = t[cells[0]]
+                for i in range(1, depth):
+                    if t[cells[i]] < lo:
+                        lo = t[cells[i]]
+                out[rb[j]] = lo
+            start += BLOCK
+    return 0
+
+
+# ------------------------------------------------------------ Bloom filter
+
+def bloom_update(uint64_t[::1] words, uint64_t m_bits, int k, bint query,
+                 uint8_t[::1] out, int mode, const uint8_t[::1] a, const uint8_t[::1] b,
+                 const uint8_t[::1] valid, int64_t voff, int64_t n, uint64_t seed) -> int:
+    """Set (``query`` false) or test (``query`` true, result in ``out[i]``; null
+    rows untouched) the ``k`` bits ``range(h + i * h2, m_bits)`` of every valid
+    row. Modifies ``words`` or ``out``."""
+    cdef HashSrc s
+    _src_init(&s, mode, a, b, valid, voff, n, seed)
+    if m_bits < 1 or <uint64_t>words.shape[0] * 64 < m_bits or k < 1 or k > 64:
+        raise ValueError("bad bit array")
+    if query and out.shape[0] < n:
+        raise ValueError("output too short")
+    cdef uint64_t hb[BLOCK]
+    cdef int64_t rb[BLOCK]
+    cdef int64_t start, got, j
+    cdef int i
+    cdef uint64_t h2, g, bit
+    cdef uint64_t* wd = &words[0]
+    cdef uint8_t hit
+    with nogil:
+        start = 0
+        while start < n:
+            got = _hash_block(&s, start, min(<int64_t>BLOCK, n - start), hb, rb)
+            for j in range(got):
+                h2 = _fmix64(hb[j]) | 1
+                g = hb[j]
+                if query:
+                    hit = 1
+                    for i in range(k):
+                        bit = range64(g, m_bits)
+                        if not ((wd[bit >> 6] >> (bit & 63)) & 1):
+                            hit = 0
+                            break
+                        g += h2
+                    out[rb[j]] = hit
+                else:
+                    for i in range(k):
+                        bit = range64(g, m_bits)
+                        wd[bit >> 6] |= (<uint64_t>1) << (bit & 63)
+                        g += h2
+            start += BLOCK
+    return 0
+
+
+def bits_or(uint64_t[::1] dst, const uint64_t[::1] src) -> int:
+    """dst |= src. Modifies ``dst``."""
+    if dst.shape[0] != src.shape[0]:
+        raise ValueError("sizes differ")
+    cdef Py_ssize_t i
+    with nogil:
+        for i in range(dst.shape[0]):
+            dst[i] |= src[i]
+    return 0
+
+
+def popcount(const uint64_t[::1] words) -> int:
+    """Number of set bits."""
+    cdef Py_ssize_t i
+    cdef int64_t c = 0
+    with nogil:
+        for i in range(words.shape[0]):
+            c += __builtin_popcountll(words[i])
+    return c
+
+
+# ------------------------------------------------------------ KLL
+
+cdef struct KLLData:
+    int32_t k
+    int32_t m
+    int32_t nlev
+    int64_t n
+    int64_t total_size
+    int64_t total_cap
+    double minv
+    double maxv
+    uint64_t rng
+    double* lv[MAXLEV]
+    int32_t sz[MAXLEV]
+    int32_t alloc[MAXLEV]
+
+
+cdef inline int64_t _scratch_need(int k) noexcept nogil:
+    return 8 * <int64_t>k + 16 * MAXLEV + 64
+
+
+cdef inline int64_t _kll_cap(const KLLData* d, int h) noexcept nogil:
+    """Capacity of level ``h``: max(m, ceil(k * (2/3)**(nlev - 1 - h)))."""
+    cdef int64_t c = <int64_t>ceil(d.k * pow(2.0 / 3.0, d.nlev - 1 - h) - 1e-9)
+    return c if c > d.m else d.m
+
+
+cdef inline void _kll_recap(KLLData* d) noexcept nogil:
+    cdef int h
+    cdef int64_t t = 0
+    for h in range(d.nlev):
+        t += _kll_cap(d, h)
+    d.total_cap = t
+
+
+cdef int _kll_init(KLLData* d, int k, int m, uint64_t seed) noexcept nogil:
+    memset(d, 0, sizeof(KLLData))
+    d.k = k
+    d.m = m
+    d.nlev = 1
+    d.rng = seed
+    d.minv = 0.0
+    d.maxv = 0.0
+    _kll_recap(d)
+    return 0
+
+
+cdef void _kll_free(KLLData* d) noexcept nogil:
+    cdef int h
+    for h in range(MAXLEV):
+        if d.lv[h] != NULL:
+            free(d.lv[h])
+            d.lv[h] = NULL
+        d.sz[h] = 0
+        d.alloc[h] = 0
+
+
+cdef int _kll_reserve(KLLData* d, int h, int64_t need) noexcept nogil:
+    cdef int64_t cap
+    cdef double* p
+    if need <= d.alloc[h]:
+        return 0
+    if need > 2000000000:
+        return ERR_NOMEM
+    cap = d.alloc[h] * 2
+    if cap < need:
+        cap = need
+    if cap < 16:
+        cap = 16
+    if cap > 2000000000:
+        cap = 2000000000
+    p = <double*>realloc(d.lv[h], cap * sizeof(double))
+    if p == NULL:
+        return ERR_NOMEM
+    d.lv[h] = p
+    d.alloc[h] = <int32_t>cap
+    return 0
+
+
+cdef int _kll_merge_into(KLLData* d, int h, const double* src, int64_t cnt) noexcept nogil:
+    """Merge ``cnt`` sorted items into the sorted level ``h`` (from the back)."""
+    cdef int64_t i, j, w
+    cdef double* dst
+    if _kll_reserve(d, h, d.sz[h] + cnt) != 0:
+        return ERR_NOMEM
+    dst = d.lv[h]
+    i = d.sz[h] - 1
+    j = cnt - 1
+    w = d.sz[h] + cnt - 1
+    while j >= 0:
+        if i >= 0 and dst[i] > src[j]:
+            dst[w] = dst[i]
+            i -= 1
+        else:
+            dst[w] = src[j]
+            j -= 1
+        w -= 1
+    d.sz[h] = <int32_t>(d.sz[h] + cnt)
+    return 0
+
+
+cdef int _kll_compress(KLLData* d, double* scratch) noexcept nogil:
+    """Compact levels until the sketch fits its total capacity.
+
+    A compaction sorts the lowest full level (level 0 is kept unsorted until
+    then), keeps one item if the count is odd, and promotes every other item
+    of the rest, starting at a random offset 0/1, into the level above
+    (weights double). ``scratch`` holds at least total_cap + 1 doubles."""
+    cdef int h, st
+    cdef int64_t L, odd, pairs, j, r
+    cdef double* lvl
+    while d.total_size >= d.total_cap:
+        h = 0
+        while h < d.nlev and d.sz[h] < _kll_cap(d, h):
+            h += 1
+        if h >= d.nlev:
+            h = 0
+            while h < d.nlev - 1 and d.sz[h] < 2:
+                h += 1
+        if h == d.nlev - 1:
+            if d.nlev >= MAXLEV:
+                return ERR_TOO_MANY_LEVELS
+            d.nlev += 1
+            _kll_recap(d)
+        lvl = d.lv[h]
+        L = d.sz[h]
+        if L < 2:
+            return 0
+        if h == 0:
+            sort(lvl, lvl + L)
+        odd = L & 1
+        pairs = (L - odd) // 2
+        r = <int64_t>(_splitmix(&d.rng) >> 63)
+        for j in range(pairs):
+            scratch[j] = lvl[odd + r + 2 * j]
+        st = _kll_merge_into(d, h + 1, scratch, pairs)
+        if st != 0:
+            return st
+        d.sz[h] = <int32_t>odd
+        d.total_size -= pairs
+    return 0
+
+
+cdef inline int _kll_add(KLLData* d, double v, double* scratch) noexcept nogil:
+    cdef int st
+    if v != v:
+        return 0
+    if d.sz[0] >= d.alloc[0]:
+        st = _kll_reserve(d, 0, d.sz[0] + 1)
+        if st != 0:
+            return st
+    d.lv[0][d.sz[0]] = v
+    d.sz[0] += 1
+    if d.n == 0:
+        d.minv = v
+        d.maxv = v
+    elif v < d.minv:
+        d.minv = v
+    elif v > d.maxv:
+        d.maxv = v
+    d.n += 1
+    d.total_size += 1
+    if d.total_size >= d.total_cap:
+        return _kll_compress(d, scratch)
+    return 0
+
+
+cdef int _kll_merge(KLLData* d, const KLLData* o, double* scratch) noexcept nogil:
+    """d <- d (+) o: level-wise union (level 0 appended, others merged sorted),
+    then compaction."""
+    cdef int h, st
+    if o.n == 0:
+        return 0
+    while d.nlev < o.nlev:
+        d.nlev += 1
+    _kll_recap(d)
+    if _kll_reserve(d, 0, d.sz[0] + o.sz[0]) != 0:
+        return ERR_NOMEM
+    if o.sz[0] > 0:
+        memcpy(d.lv[0] + d.sz[0], o.lv[0], o.sz[0] * sizeof(double))
+    d.sz[0] += o.sz[0]
+    for h in range(1, o.nlev):
+        if o.sz[h] > 0:
+            st = _kll_merge_into(d, h, o.lv[h], o.sz[h])
+            if st != 0:
+                return st
+    if d.n == 0:
+        d.minv = o.minv
+        d.maxv = o.maxv
+    else:
+        if o.minv < d.minv:
+            d.minv = o.minv
+        if o.maxv > d.maxv:
+            d.maxv = o.maxv
+    d.n += o.n
+    d.total_size += o.total_size
+    return _kll_compress(d, scratch)
+
+
+cdef int _kll_copy(KLLData* d, const KLLData* o) noexcept nogil:
+    cdef int h
+    _kll_free(d)
+    memcpy(d, o, sizeof(KLLData))
+    for h in range(MAXLEV):
+        d.lv[h] = NULL
+        d.alloc[h] = 0
+        d.sz[h] = 0
+    for h in range(o.nlev):
+        if o.sz[h] > 0:
+            if _kll_reserve(d, h, o.sz[h]) != 0:
+                return ERR_NOMEM
+            memcpy(d.lv[h], o.lv[h], o.sz[h] * sizeof(double))
+        d.sz[h] = o.sz[h]
+    return 0
+
+
+cdef class _Scratch:
+    """A growable double buffer shared by KLL compactions."""
+    cdef double* p
+    cdef int64_t n
+
+    def __cinit__(self):
+        self.p = NULL
+        self.n = 0
+
+    cdef int ensure(self, int64_t need) except -1:
+        cdef double* q
+        if need <= self.n:
+            return 0
+        q = <double*>realloc(self.p, need * sizeof(double))
+        if q == NULL:
+            raise MemoryError()
+        self.p = q
+        self.n = need
+        return 0
+
+    def __dealloc__(self):
+        if self.p != NULL:
+            free(self.p)
+
+
+cdef class KLLCore:
+    """One KLL sketch: a compactor hierarchy of float64 items."""
+    cdef KLLData d
+    cdef _Scratch scratch
+
+    def __cinit__(self, int k=200, int m=8, uint64_t seed=0):
+        if k < 8 or k > 65535 or m < 2 or m > k:
+            raise ValueError(f"bad KLL parameters k={k}, m={m}")
+        _kll_init(&self.d, k, m, seed)
+        self.scratch = _Scratch()
+        self.scratch.ensure(_scratch_need(k))
+
+    def __dealloc__(self):
+        _kll_free(&self.d)
+
+    @property
+    def k(self):
+        return self.d.k
+
+    @property
+    def m(self):
+        return self.d.m
+
+    @property
+    def n(self):
+        return self.d.n
+
+    @property
+    def num_levels(self):
+        return self.d.nlev
+
+    @property
+    def num_retained(self):
+        return self.d.total_size
+
+    @property
+    def min_value(self):
+        return self.d.minv
+
+    @property
+    def max_value(self):
+        return self.d.maxv
+
+    @property
+    def rng_state(self):
+        return self.d.rng
+
+    def update(self, const double[::1] x, const uint8_t[::1] valid, int64_t voff) -> int:
+        """Add the valid, non-NaN values of ``x`` (bit ``voff + i`` of ``valid``;
+        empty ``valid``: all valid). Returns a status."""
+        cdef int64_t i, n = x.shape[0]
+        cdef int st = 0
+        cdef const uint8_t* bm = NULL
+        if valid.shape[0] > 0:
+            if (voff + n + 7) // 8 > valid.shape[0]:
+                raise ValueError("validity bitmap too short")
+            bm = &valid[0]
+        self.scratch.ensure(_scratch_need(self.d.k) + self.d.total_size)
+        cdef double* sc = self.scratch.p
+        with nogil:
+            for i in range(n):
+                if bm != NULL and not _bit(bm, voff + i):
+                    continue
+                st = _kll_add(&self.d, x[i], sc)
+                if st != 0:
+                    break
+        return st
+
+    def merge(self, KLLCore other) -> int:
+        """self <- self (+) other. Returns a status."""
+        if other.d.k != self.d.k or other.d.m != self.d.m:
+            raise ValueError("KLL parameters differ")
+        self.scratch.ensure(_scratch_need(self.d.k) + self.d.total_size + other.d.total_size)
+        cdef int st
+        with nogil:
+            st = _kll_merge(&self.d, &other.d, self.scratch.p)
+        return st
+
+    def copy(self):
+        cdef KLLCore c = KLLCore(self.d.k, self.d.m, self.d.rng)
+        if _kll_copy(&c.d, &self.d) != 0:
+            raise MemoryError()
+        return c
+
+    def level_size(self, int h) -> int:
+        if h < 0 or h >= self.d.nlev:
+            raise IndexError(h)
+        return self.d.sz[h]
+
+    def read_level(self, int h, double[::1] out) -> int:
+        """Copy level ``h`` into ``out`` (length level_size(h)). Modifies ``out``."""
+        if h < 0 or h >= self.d.nlev or out.shape[0] != self.d.sz[h]:
+            raise ValueError("bad level / output size")
+        if self.d.sz[h] > 0:
+            memcpy(&out[0], self.d.lv[h], self.d.sz[h] * sizeof(double))
+        return self.d.sz[h]
+
+    def load(self, int nlev, int64_t n, double minv, double maxv, uint64_t rng, list levels):
+        """Replace the state (used by ``from_bytes``; inputs validated there)."""
+        cdef int h
+        cdef const double[::1] lv
+        if nlev < 1 or nlev > MAXLEV or len(levels) != nlev:
+            raise ValueError("bad level count")
+        _kll_free(&self.d)
+        self.d.nlev = nlev
+        self.d.n = n
+        self.d.minv = minv
+        self.d.maxv = maxv
+        self.d.rng = rng
+        self.d.total_size = 0
+        for h in range(nlev):
+            lv = levels[h]
+            if lv.shape[0] > 0:
+                if _kll_reserve(&self.d, h, lv.shape[0]) != 0:
+                    raise MemoryError()
+                memcpy(self.d.lv[h], &lv[0], lv.shape[0] * sizeof(double))
+            self.d.sz[h] = <int32_t>lv.shape[0]
+            self.d.total_size += lv.shape[0]
+        _kll_recap(&self.d)
+        self.scratch.ensure(_scratch_need(self.d.k) + self.d.total_size)
+        cdef int st
+        with nogil:
+            st = _kll_compress(&self.d, self.scratch.p)
+        if st != 0:
+            raise MemoryError()
+
+
+cdef class KLLSlots:
+    """An array of KLL sketches (one per window slot), as C structs."""
+    cdef KLLData* arr
+    cdef int64_t n
+    cdef int64_t cap
+    cdef int k
+    cdef int m
+    cdef uint64_t seed
+    cdef _Scratch scratch
+
+    def __cinit__(self, int k=200, int m=8, uint64_t seed=0):
+        if k < 8 or k > 65535 or m < 2 or m > k:
+            raise ValueError(f"bad KLL parameters k={k}, m={m}")
+        self.arr = NULL
+        self.n = 0
+        self.cap = 0
+        self.k = k
+        self.m = m
+        self.seed = seed
+        self.scratch = _Scratch()
+        self.scratch.ensure(_scratch_need(k))
+
+    def __dealloc__(self):
+        cdef int64_t i
+        if self.arr != NULL:
+            for i in range(self.n):
+                _kll_free(&self.arr[i])
+            free(self.arr)
+
+    def __len__(self):
+        return self.n
+
+    def grow(self, int64_t nslots):
+        """Make sure slots ``0 .. nslots-1`` exist (new ones empty)."""
+        cdef int64_t i, c
+        cdef KLLData* p
+        if nslots <= self.n:
+            return
+        if nslots > self.cap:
+            c = max(nslots, 2 * self.cap, 16)
+            p = <KLLData*>realloc(self.arr, c * sizeof(KLLData))
+            if p == NULL:
+                raise MemoryError()
+            self.arr = p
+            self.cap = c
+        for i in range(self.n, nslots):
+            _kll_init(&self.arr[i], self.k, self.m, self.seed + <uint64_t>i * 0x9E3779B97F4A7C15ULL)
+        self.n = nslots
+
+    def update(self, const int64_t[::1] slots, const double[::1] x) -> int:
+        """Value ``x[i]`` goes into the sketch of slot ``slots[i]`` (NaN skipped).
+        Returns ``ERR_BAD_SIZES`` for a slot out of range."""
+        cdef int64_t i, sl, n = x.shape[0]
+        cdef int st = 0
+        if slots.shape[0] != n:
+            raise ValueError("slots and values differ in length")
+        cdef double* sc = self.scratch.p
+        with nogil:
+            for i in range(n):
+                sl = slots[i]
+                if sl < 0 or sl >= self.n:
+                    st = ERR_BAD_SIZES
+                    break
+                st = _kll_add(&self.arr[sl], x[i], sc)
+                if st != 0:
+                    break
+        return st
+
+    def merge(self, const int64_t[::1] dst, const int64_t[::1] src) -> int:
+        """Sketch ``dst[i]`` <- ``dst[i]`` (+) ``src[i]`` in order."""
+        cdef int64_t i, a, b
+        cdef int st = 0
+        cdef KLLData tmp
+        if dst.shape[0] != src.shape[0]:
+            raise ValueError("dst and src differ in length")
+        memset(&tmp, 0, sizeof(KLLData))
+        with nogil:
+            for i in range(dst.shape[0]):
+                a = dst[i]
+                b = src[i]
+                if a < 0 or a >= self.n or b < 0 or b >= self.n:
+                    st = ERR_BAD_SIZES
+                    break
+                if a == b:
+                    st = _kll_copy(&tmp, &self.arr[b])
+                    if st == 0:
+                        st = _kll_merge(&self.arr[a], &tmp, self.scratch.p)
+                else:
+                    st = _kll_merge(&self.arr[a], &self.arr[b], self.scratch.p)
+                if st != 0:
+                    break
+            _kll_free(&tmp)
+        return st
+
+    def reset(self, const int64_t[::1] slots) -> int:
+        cdef int64_t i, sl
+        for i in range(slots.shape[0]):
+            sl = slots[i]
+            if sl < 0 or sl >= self.n:
+                return ERR_BAD_SIZES
+        with nogil:
+            for i in range(slots.shape[0]):
+                sl = slots[i]
+                _kll_free(&self.arr[sl])
+                _kll_init(&self.arr[sl], self.k, self.m,
+                          self.seed + <uint64_t>sl * 0x9E3779B97F4A7C15ULL)
+        return 0
+
+    def get(self, int64_t slot):
+        """A KLLCore copy of one slot's sketch."""
+        if slot < 0 or slot >= self.n:
+            raise IndexError(slot)
+        cdef KLLCore c = KLLCore(self.k, self.m, 0)
+        if _kll_copy(&c.d, &self.arr[slot]) != 0:
+            raise MemoryError()
+        c.scratch.ensure(_scratch_need(c.d.k) + c.d.total_size)
+        return c
+
+    def put(self, int64_t slot, KLLCore core):
+        """Replace one slot's sketch with a copy of ``core``."""
+        if slot < 0 or slot >= self.n:
+            raise IndexError(slot)
+        if core.d.k != self.k or core.d.m != self.m:
+            raise ValueError("KLL parameters differ")
+        if _kll_copy(&self.arr[slot], &core.d) != 0:
+            raise MemoryError()
+        self.scratch.ensure(_scratch_need(self.k) + self.arr[slot].total_size)
+
+    def quantiles(self, const int64_t[::1] slots, double q, double[::1] out) -> int:
+        """out[i] = the q-quantile (inclusive rank) of slot ``slots[i]``; NaN for
+        an empty sketch. Modifies ``out``."""
+        cdef int64_t i, sl, tot, j, cnt, lo
+        cdef int h
+        cdef KLLData* d
+        cdef double target, cum
+        cdef double* items = NULL
+        cdef double* wts = NULL
+        cdef int64_t* order = NULL
+        if out.shape[0] < slots.shape[0]:
+            raise ValueError("output too short")
+        for i in range(slots.shape[0]):
+            if slots[i] < 0 or slots[i] >= self.n:
+                return ERR_BAD_SIZES
+        with nogil:
+            for i in range(slots.shape[0]):
+                d = &self.arr[slots[i]]
+                if d.n == 0:
+                    out[i] = _nan()
+                    continue
+                if q <= 0.0:
+                    out[i] = d.minv
+                    continue
+                if q >= 1.0:
+                    out[i] = d.maxv
+                    continue
+                tot = d.total_size
+                items = <double*>realloc(items, (tot + 1) * sizeof(double))
+                order = <int64_t*>realloc(order, (tot + 1) * sizeof(int64_t))
+                if items == NULL or order == NULL:
+                    break
+                # weighted items, encoded as (value, level) pairs sorted by value
+                cnt = 0
+                for h in range(d.nlev):
+                    for j in range(d.sz[h]):
+                        items[cnt] = d.lv[h][j]
+                        order[cnt] = h
+                        cnt += 1
+                _sort_pairs(items, order, cnt)
+                target = q * d.n
+                cum = 0.0
+                out[i] = d.maxv
+                for j in range(cnt):
+                    cum += <double>(<int64_t>1 << order[j])
+                    if cum >= target:
+                        out[i] = items[j]
+                        break
+            free(items)
+            free(order)
+        return 0
+
+
+# ------------------------------------------------------------ Space-Saving
+
+cdef inline int64_t _tbl_find(const uint64_t* keys, const uint8_t* used, uint64_t mask,
+                              uint64_t h) noexcept nogil:
+    """Open-addressing lookup (linear probing): the cell of ``h`` or the empty
+    cell where it would go."""
+    cdef uint64_t i = _fmix64(h) & mask
+    while used[i] and keys[i] != h:
+        i = (i + 1) & mask
+    return <int64_t>i
+
+
+cdef struct SSWork:
+    uint64_t* tkeys
+    uint8_t* tused
+    int64_t* tval
+    uint64_t mask
+    int64_t tsize
+    uint64_t* ch
+    int64_t* cc
+    int64_t* ce
+    int64_t* cr
+    int64_t* tmp
+    int64_t ncand
+
+
+cdef void _ssw_free(SSWork* w) noexcept nogil:
+    free(w.tkeys)
+    free(w.tused)
+    free(w.tval)
+    free(w.ch)
+    free(w.cc)
+    free(w.ce)
+    free(w.cr)
+    free(w.tmp)
+
+
+cdef int _ssw_alloc(SSWork* w, int64_t table_items, int64_t ncand) noexcept nogil:
+    """Scratch for a hash table of ``table_items`` keys and ``ncand`` candidates."""
+    memset(w, 0, sizeof(SSWork))
+    w.tsize = 16
+    while w.tsize < 2 * table_items + 2:
+        w.tsize *= 2
+    w.mask = <uint64_t>(w.tsize - 1)
+    w.ncand = ncand
+    w.tkeys = <uint64_t*>malloc(w.tsize * sizeof(uint64_t))
+    w.tused = <uint8_t*>malloc(w.tsize)
+    w.tval = <int64_t*>malloc(w.tsize * sizeof(int64_t))
+    w.ch = <uint64_t*>malloc((ncand + 1) * sizeof(uint64_t))
+    w.cc = <int64_t*>malloc((ncand + 1) * sizeof(int64_t))
+    w.ce = <int64_t*>malloc((ncand + 1) * sizeof(int64_t))
+    w.cr = <int64_t*>malloc((ncand + 1) * sizeof(int64_t))
+    w.tmp = <int64_t*>malloc((ncand + 1) * sizeof(int64_t))
+    if (w.tkeys == NULL or w.tused == NULL or w.tval == NULL or w.ch == NULL
+            or w.cc == NULL or w.ce == NULL or w.cr == NULL or w.tmp == NULL):
+        _ssw_free(w)
+        memset(w, 0, sizeof(SSWork))
+        return ERR_NOMEM
+    return 0
+
+
+cdef int64_t _ss_combine(SSWork* w, uint64_t* hashes, int64_t* counts, int64_t* errs,
+                         int64_t* reps, int64_t size, int64_t capacity,
+                         const uint64_t* oh, const int64_t* oc, const int64_t* oe,
+                         const int64_t* orp, int64_t n2, int64_t o_min) noexcept nogil:
+    """Space-Saving combine (see ``ss_merge``); ``w`` has a table for ``size``
+    keys and room for ``size + n2`` candidates. Returns the new size."""
+    cdef int64_t m1 = 0, i, j, total, keep, pos, thr
+    if size == capacity and size > 0:
+        m1 = counts[0]
+        for i in range(size):
+            if counts[i] < m1:
+                m1 = counts[i]
+    memset(w.tused, 0, w.tsize)
+    for i in range(size):
+        pos = _tbl_find(w.tkeys, w.tused, w.mask, hashes[i])
+        w.tused[pos] = 1
+        w.tkeys[pos] = hashes[i]
+        w.tval[pos] = i
+        w.ch[i] = hashes[i]
+        w.cc[i] = counts[i] + o_min
+        w.ce[i] = errs[i] + o_min
+        w.cr[i] = reps[i]
+    total = size
+    for j in range(n2):
+        pos = _tbl_find(w.tkeys, w.tused, w.mask, oh[j])
+        if w.tused[pos]:
+            i = w.tval[pos]
+            w.cc[i] += oc[j] - o_min
+            w.ce[i] += oe[j] - o_min
+        else:
+            w.ch[total] = oh[j]
+            w.cc[total] = oc[j] + m1
+            w.ce[total] = oe[j] + m1
+            w.cr[total] = orp[j]
+            total += 1
+    if total <= capacity:
+        for i in range(total):
+            hashes[i] = w.ch[i]
+            counts[i] = w.cc[i]
+            errs[i] = w.ce[i]
+            reps[i] = w.cr[i]
+        return total
+    for i in range(total):
+        w.tmp[i] = -w.cc[i]
+    nth_element(w.tmp, w.tmp + (capacity - 1), w.tmp + total)
+    thr = -w.tmp[capacity - 1]
+    keep = 0
+    for i in range(total):
+        if w.cc[i] > thr:
+            hashes[keep] = w.ch[i]
+            counts[keep] = w.cc[i]
+            errs[keep] = w.ce[i]
+            reps[keep] = w.cr[i]
+            keep += 1
+    for i in range(total):
+        if keep >= capacity:
+            break
+        if w.cc[i] == thr:
+            hashes[keep] = w.ch[i]
+            counts[keep] = w.cc[i]
+            errs[keep] = w.ce[i]
+            reps[keep] = w.cr[i]
+            keep += 1
+    return keep
+
+
+cdef int _check_ss(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
+                   int64_t[::1] reps, int64_t size, int64_t capacity) except -1:
+    if (capacity < 1 or hashes.shape[0] < capacity or counts.shape[0] < capacity
+            or errs.shape[0] < capacity or reps.shape[0] < capacity
+            or size < 0 or size > capacity):
+        raise ValueError("bad Space-Saving buffers")
+    return 0
+
+
+def ss_merge(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
+             int64_t[::1] reps, int64_t size, int64_t capacity,
+             const uint64_t[::1] o_hashes, const int64_t[::1] o_counts,
+             const int64_t[::1] o_errs, int64_t o_min) -> int:
+    """Combine a summary (``size`` entries, arrays of length >= ``capacity``)
+    with another summary ``o`` whose unmonitored items have count <= ``o_min``.
+
+    Each item gets count ``c1 + c2`` and error ``e1 + e2``, where a side that
+    does not monitor it contributes its minimum count (0 unless full) to both;
+    the ``capacity`` largest counts stay. ``reps`` is carried along with the
+    entries (preset it, e.g. to ``0..size-1``); entries from ``o`` get
+    ``-(j + 1)``. Returns the new size (or a negative status); modifies the
+    four summary arrays."""
+    _check_ss(hashes, counts, errs, reps, size, capacity)
+    cdef int64_t n2 = o_hashes.shape[0], j, res
+    if o_counts.shape[0] < n2 or o_errs.shape[0] < n2:
+        raise ValueError("bad Space-Saving buffers")
+    cdef SSWork w
+    cdef int64_t* orp = <int64_t*>malloc((n2 + 1) * sizeof(int64_t))
+    if orp == NULL:
+        raise MemoryError()
+    cdef const uint64_t* ohp = &o_hashes[0] if n2 > 0 else NULL
+    cdef const int64_t* ocp = &o_counts[0] if n2 > 0 else NULL
+    cdef const int64_t* oep = &o_errs[0] if n2 > 0 else NULL
+    with nogil:
+        for j in range(n2):
+            orp[j] = -(j + 1)
+        if _ssw_alloc(&w, size, size + n2) != 0:
+            res = ERR_NOMEM
+        else:
+            res = _ss_combine(&w, &hashes[0], &counts[0], &errs[0], &reps[0], size,
+                              capacity, ohp, ocp, oep, orp, n2, o_min)
+            _ssw_free(&w)
+        free(orp)
+    return res
+
+
+def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
+              int64_t[::1] reps, int64_t size, int64_t capacity,
+              const int64_t[::1] weights, int64_t chunk, int mode,
+              const uint8_t[::1] a, const uint8_t[::1] b, const uint8_t[::1] valid,
+              int64_t voff, int64_t n, uint64_t seed) -> int:
+    """Space-Saving update with a batch, ``chunk`` rows at a time: each chunk
+    is counted exactly (hash table; weight-0 rows skipped) and combined into
+    the summary as by ``ss_merge`` with ``o_min = 0``. New entries get
+    ``reps = -(row + 1)`` (their first row in the batch). Returns the new size
+    or ``ERR_NEGATIVE_WEIGHT`` (summary unchanged) / ``ERR_NOMEM``."""
+    _check_ss(hashes, counts, errs, reps, size, capacity)
+    cdef HashSrc s
+    _src_init(&s, mode, a, b, valid, voff, n, seed)
+    cdef bint weighted = weights.shape[0] > 0
+    if weighted and weights.shape[0] < n:
+        raise ValueError("weights shorter than values")
+    if chunk < 1:
+        raise ValueError("chunk must be positive")
+    if chunk > n:
+        chunk = max(n, 1)
+    cdef const int64_t* wp = &weights[0] if weighted else NULL
+    cdef uint64_t hb[BLOCK]
+    cdef int64_t rb[BLOCK]
+    cdef SSWork w
+    cdef int64_t off, cend, got, j, pos, wt, distinct, res = size
+    cdef uint64_t* oh = NULL
+    cdef int64_t* oc = NULL
+    cdef int64_t* orow = NULL
+    cdef int64_t* oe = NULL
+    cdef uint64_t* tk
+    cdef uint8_t* tu
+    cdef int64_t* tv
+    cdef uint64_t tmask
+    cdef int64_t tsize = 16
+    cdef bint neg = False
+    while tsize < 2 * chunk + 2:
+        tsize *= 2
+    if weighted:
+        with nogil:
+            neg = _any_negative(wp, n)
+        if neg:
+            return ERR_NEGATIVE_WEIGHT
+    with nogil:
+        tk = <uint64_t*>malloc(tsize * sizeof(uint64_t))
+        tu = <uint8_t*>malloc(tsize)
+        tv = <int64_t*>malloc(tsize * sizeof(int64_t))
+        oh = <uint64_t*>malloc((chunk + 1) * sizeof(uint64_t))
+        oc = <int64_t*>malloc((chunk + 1) * sizeof(int64_t))
+        oe = <int64_t*>malloc((chunk + 1) * sizeof(int64_t))
+        orow = <int64_t*>malloc((chunk + 1) * sizeof(int64_t))
+        tmask = <uint64_t>(tsize - 1)
+        if (tk == NULL or tu == NULL or tv == NULL or oh == NULL or oc == NULL
+                or oe == NULL or orow == NULL or _ssw_alloc(&w, capacity, capacity + chunk) != 0):
+            res = ERR_NOMEM
+        else:
+            memset(oe, 0, (chunk + 1) * sizeof(int64_t))
+            off = 0
+            while off < n:
+                cend = min(off + chunk, n)
+                memset(tu, 0, tsize)
+                distinct = 0
+                while off < cend:
+                    got = _hash_block(&s, off, min(<int64_t>BLOCK, cend - off), hb, rb)
+                    for j in range(got):
+                        wt = wp[rb[j]] if weighted else 1
+                        if wt == 0:
+                            continue
+                        pos = _tbl_find(tk, tu, tmask, hb[j])
+                        if tu[pos]:
+                            oc[tv[pos]] += wt
+                        else:
+                            tu[pos] = 1
+                            tk[pos] = hb[j]
+                            tv[pos] = distinct
+                            oh[distinct] = hb[j]
+                            oc[distinct] = wt
+                            orow[distinct] = -(rb[j] + 1)
+                            distinct += 1
+                    off += min(<int64_t>BLOCK, cend - off)
+                res = _ss_combine(&w, &hashes[0], &counts[0], &errs[0], &reps[0], res,
+                                  capacity, oh, oc, oe, orow, distinct, 0)
+            _ssw_free(&w)
+        free(tk)
+        free(tu)
+        free(tv)
+        free(oh)
+        free(oc)
+        free(oe)
+        free(orow)
+    return res
+
+
+# ------------------------------------------------------------ reservoir
+
+def reservoir_update(int64_t k, double[::1] fstate, int64_t[::1] istate,
+                     uint64_t[::1] rng, int64_t[::1] positions, int64_t[::1] src,
+                     const uint8_t[::1] valid, int64_t voff, int64_t n) -> int:
+    """Algorithm L over the valid rows ``0 .. n-1`` of one batch.
+
+    State: ``istate = [seen, next]`` (rows seen so far, global number of the
+    next row to take once full), ``fstate = [W]``, ``rng = [splitmix state]``.
+    ``positions[slot]`` gets the global row number of the sampled row and
+    ``src[slot]`` (preset to -1 by the caller) the batch row that replaced it.
+    Modifies all state arrays, ``positions`` and ``src``."""
+    if positions.shape[0] < k or src.shape[0] < k or k < 1:
+        raise ValueError("bad reservoir buffers")
+    if istate.shape[0] < 2 or fstate.shape[0] < 1 or rng.shape[0] < 1:
+        raise ValueError("bad reservoir state")
+    cdef const uint8_t* bm = NULL
+    if valid.shape[0] > 0:
+        if (voff + n + 7) // 8 > valid.shape[0]:
+            raise ValueError("validity bitmap too short")
+        bm = &valid[0]
+    cdef int64_t i, seen = istate[0], nxt = istate[1], slot
+    cdef double W = fstate[0], skip
+    cdef uint64_t s = rng[0]
+    with nogil:
+        for i in range(n):
+            if bm != NULL and not _bit(bm, voff + i):
+                continue
+            if seen < k:
+                positions[seen] = seen
+                src[seen] = i
+                seen += 1
+                if seen == k:
+                    W = exp(log(_unit_open0(&s)) / k)
+                    skip = floor(log(_unit_open0(&s)) / log(1.0 - W))
+                    nxt = seen + (<int64_t>skip if skip < 4e18 else <int64_t>4000000000000000000)
+                continue
+            if seen == nxt:
+                slot = <int64_t>range64(_splitmix(&s), <uint64_t>k)
+                positions[slot] = seen
+                src[slot] = i
+                W = W * exp(log(_unit_open0(&s)) / k)
+                skip = floor(log(_unit_open0(&s)) / log(1.0 - W))
+                nxt = seen + 1 + (<int64_t>skip if skip < 4e18 else <int64_t>4000000000000000000)
+            seen += 1
+    istate[0] = seen
+    istate[1] = nxt
+    fstate[0] = W
+    rng[0] = s
+    return 0
+
+
+def reservoir_skip(int64_t k, double W, uint64_t rng, int64_t seen):
+    """Restart Algorithm L after a merge at ``seen`` rows with threshold ``W``:
+    returns ``(next, rng)``."""
+    cdef uint64_t s = rng
+    cdef double skip = floor(log(_unit_open0(&s)) / log(1.0 - W))
+    cdef int64_t nxt = seen + (<int64_t>skip if skip < 4e18 else <int64_t>4000000000000000000)
+    return nxt, s
