@@ -1,0 +1,399 @@
+# cython: language_level=3
+"""Key table kernel: rows of one or more key columns -> dense group ids.
+
+The 64-bit row hash (from ``fastops.hashing``) picks the bucket of an
+open-addressing table (linear probing, power-of-two capacity, load <= 1/2);
+exact equality of the stored key values decides the group. Each key column is
+handed over normalised by ``fastops.keys``:
+
+- kind 0, fixed width: one ``uint64`` per row (integers sign- or zero-extended,
+  floats as bits with -0.0 -> 0.0 and every NaN -> the canonical NaN, booleans
+  0/1, temporal types their integer storage);
+- kind 1, variable width: int64 offsets (``n + 1``) into a byte buffer.
+
+Nulls come as one byte per row (1 = null) or not at all; a null equals only a
+null. ``KeyIndex`` owns its memory (``malloc``) and frees it in ``__dealloc__``.
+"""
+from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcmp, memcpy, memset
+
+import numpy as np
+
+cdef uint64_t CANONICAL_NAN64 = 0x7FF8000000000000ULL
+cdef uint32_t CANONICAL_NAN32 = 0x7FC00000U
+
+
+def normalize_f64(const uint64_t[::1] bits, uint64_t[::1] out):
+    """out[i] = bits[i] with -0.0 -> 0.0 and every NaN -> canonical NaN. Modifies ``out``."""
+    cdef Py_ssize_t i, n = bits.shape[0]
+    cdef uint64_t b
+    with nogil:
+        for i in range(n):
+            b = bits[i]
+            if (b << 1) == 0:
+                b = 0
+            elif (b & 0x7FFFFFFFFFFFFFFFULL) > 0x7FF0000000000000ULL:
+                b = CANONICAL_NAN64
+            out[i] = b
+
+
+def normalize_f32(const uint32_t[::1] bits, uint64_t[::1] out):
+    """out[i] = bits[i] (zero-extended) with -0.0 -> 0.0, NaN -> canonical. Modifies ``out``."""
+    cdef Py_ssize_t i, n = bits.shape[0]
+    cdef uint32_t b
+    with nogil:
+        for i in range(n):
+            b = bits[i]
+            if (b << 1) == 0:
+                b = 0
+            elif (b & 0x7FFFFFFFU) > 0x7F800000U:
+                b = CANONICAL_NAN32
+            out[i] = b
+
+
+cdef struct KeyCol:
+    int kind                 # 0 fixed (uint64), 1 variable width (bytes)
+    uint64_t* gvals          # fixed: value per group
+    uint8_t* gnull           # per group: 1 = null
+    int64_t* goffs           # variable: ngroups + 1 offsets into gdata
+    uint8_t* gdata
+    int64_t dcap             # capacity of gdata
+    const uint64_t* ivals    # inputs of the current call
+    const uint8_t* inull
+    const int64_t* ioffs
+    const uint8_t* idata
+
+
+cdef inline bint _row_equals(KeyCol* cols, int ncols, int64_t g, Py_ssize_t i) noexcept nogil:
+    cdef int c
+    cdef KeyCol* col
+    cdef bint rnull
+    cdef int64_t a0, a1, b0, b1
+    for c in range(ncols):
+        col = &cols[c]
+        rnull = col.inull != NULL and col.inull[i] != 0
+        if rnull or col.gnull[g]:
+            if rnull and col.gnull[g]:
+                continue
+            return False
+        if col.kind == 0:
+            if col.gvals[g] != col.ivals[i]:
+                return False
+        else:
+            a0 = col.goffs[g]
+            a1 = col.goffs[g + 1]
+            b0 = col.ioffs[i]
+            b1 = col.ioffs[i + 1]
+            if a1 - a0 != b1 - b0:
+                return False
+            if a1 > a0 and memcmp(col.gdata + a0, col.idata + b0, <size_t>(a1 - a0)) != 0:
+                return False
+    return True
+
+
+cdef inline void _store_row(KeyCol* cols, int ncols, int64_t g, Py_ssize_t i) noexcept nogil:
+    cdef int c
+    cdef KeyCol* col
+    cdef bint rnull
+    cdef int64_t start, length
+    for c in range(ncols):
+        col = &cols[c]
+        rnull = col.inull != NULL and col.inull[i] != 0
+        col.gnull[g] = 1 if rnull else 0
+        if col.kind == 0:
+            col.gvals[g] = 0 if rnull else col.ivals[i]
+        else:
+            start = col.goffs[g]
+            length = 0 if rnull else col.ioffs[i + 1] - col.ioffs[i]
+            if length > 0:
+                memcpy(col.gdata + start, col.idata + col.ioffs[i], <size_t>length)
+            col.goffs[g + 1] = start + length
+
+
+cdef class KeyIndex:
+    """Hash table of distinct keys with per-group key storage (C memory)."""
+
+    cdef KeyCol* cols
+    cdef int ncols
+    cdef int64_t* table
+    cdef int64_t cap
+    cdef uint64_t* ghash
+    cdef int64_t ngroups
+    cdef int64_t gcap
+
+    def __cinit__(self, kinds):
+        cdef int c
+        self.ncols = len(kinds)
+        self.cols = <KeyCol*>malloc(sizeof(KeyCol) * max(self.ncols, 1))
+        if self.cols == NULL:
+            raise MemoryError()
+        memset(self.cols, 0, sizeof(KeyCol) * max(self.ncols, 1))
+        for c in range(self.ncols):
+            if kinds[c] not in (0, 1):
+                raise ValueError(f"key column kind must be 0 or 1, got {kinds[c]!r}")
+            self.cols[c].kind = kinds[c]
+        self.cap = 0
+        self.table = NULL
+        self.ghash = NULL
+        self.ngroups = 0
+        self.gcap = 0
+        self._reserve_groups(16)
+        self._rehash(64)
+
+    def __dealloc__(self):
+        cdef int c
+        if self.cols != NULL:
+            for c in range(self.ncols):
+                free(self.cols[c].gvals)
+                free(self.cols[c].gnull)
+                free(self.cols[c].goffs)
+                free(self.cols[c].gdata)
+            free(self.cols)
+        free(self.table)
+        free(self.ghash)
+
+    @property
+    def num_groups(self) -> int:
+        return self.ngroups
+
+    @property
+    def capacity(self) -> int:
+        return self.cap
+
+    cdef int _reserve_groups(self, int64_t need) except -1:
+        cdef int64_t newcap = self.gcap if self.gcap > 0 else 16
+        cdef int c
+        cdef void* p
+        if need <= self.gcap:
+            return 0
+        while newcap < need:
+            newcap *= 2
+        p = realloc(self.ghash, sizeof(uint64_t) * newcap)
+        if p == NULL:
+            raise MemoryError()
+        self.ghash = <uint64_t*>p
+        for c in range(self.ncols):
+            p = realloc(self.cols[c].gnull, newcap)
+            if p == NULL:
+                raise MemoryError()
+            self.cols[c].gnull = <uint8_t*>p
+            if self.cols[c].kind == 0:
+                p = realloc(self.cols[c].gvals, sizeof(uint64_t) * newcap)
+                if p == NULL:
+                    raise MemoryError()
+                self.cols[c].gvals = <uint64_t*>p
+            else:
+                p = realloc(self.cols[c].goffs, sizeof(int64_t) * (newcap + 1))
+                if p == NULL:
+                    raise MemoryError()
+                if self.cols[c].goffs == NULL:
+                    (<int64_t*>p)[0] = 0
+                self.cols[c].goffs = <int64_t*>p
+        self.gcap = newcap
+        return 0
+
+    cdef int _reserve_data(self, int c, int64_t extra) except -1:
+        cdef KeyCol* col = &self.cols[c]
+        cdef int64_t need = col.goffs[self.ngroups] + extra
+        cdef int64_t newcap = col.dcap if col.dcap > 0 else 256
+        cdef void* p
+        if need <= col.dcap and col.gdata != NULL:
+            return 0
+        while newcap < need:
+            newcap *= 2
+        p = realloc(col.gdata, newcap)
+        if p == NULL:
+            raise MemoryError()
+        col.gdata = <uint8_t*>p
+        col.dcap = newcap
+        return 0
+
+    cdef int _rehash(self, int64_t newcap) except -1:
+        cdef int64_t* t = <int64_t*>malloc(sizeof(int64_t) * newcap)
+        cdef int64_t g, pos
+        cdef uint64_t mask = <uint64_t>(newcap - 1)
+        if t == NULL:
+            raise MemoryError()
+        with nogil:
+            for pos in range(newcap):
+                t[pos] = -1
+            for g in range(self.ngroups):
+                pos = <int64_t>(self.ghash[g] & mask)
+                while t[pos] >= 0:
+                    pos = <int64_t>((<uint64_t>pos + 1) & mask)
+                t[pos] = g
+        free(self.table)
+        self.table = t
+        self.cap = newcap
+        return 0
+
+    def lookup_or_insert(self, const uint64_t[::1] hashes, list columns, int64_t[::1] out):
+        """Group id of every row, inserting new keys. Modifies ``out``.
+
+        ``columns[c]`` is ``(values_u64, nulls_u8_or_None)`` for a fixed column
+        and ``(offsets_i64, data_u8, nulls_u8_or_None)`` for a variable one, all
+        with ``len(hashes)`` rows (offsets: ``len + 1``). Returns the number of
+        groups after the call.
+        """
+        cdef Py_ssize_t i, n = hashes.shape[0]
+        cdef int c
+        cdef int64_t need, g, pos, ng
+        cdef uint64_t h, mask
+        cdef const uint64_t[::1] v
+        cdef const uint8_t[::1] nl
+        cdef const int64_t[::1] of
+        cdef const uint8_t[::1] dt
+        cdef KeyCol* cols = self.cols
+        cdef int ncols = self.ncols
+        keep = []
+        if len(columns) != ncols:
+            raise ValueError(f"expected {ncols} key columns, got {len(columns)}")
+        if out.shape[0] != n:
+            raise ValueError("out must have one entry per row")
+        if n == 0:
+            return self.ngroups
+        self._reserve_groups(self.ngroups + n)
+        need = 64
+        while need < 2 * (self.ngroups + n):
+            need *= 2
+        if need > self.cap:
+            self._rehash(need)
+        for c in range(ncols):
+            spec = columns[c]
+            nulls = spec[len(spec) - 1]
+            if nulls is not None:
+                nl = nulls
+                if nl.shape[0] != n:
+                    raise ValueError(f"key column {c}: null mask has {nl.shape[0]} rows, expected {n}")
+                cols[c].inull = &nl[0]
+                keep.append(nl)
+            else:
+                cols[c].inull = NULL
+            if cols[c].kind == 0:
+                v = spec[0]
+                if v.shape[0] != n:
+                    raise ValueError(f"key column {c}: {v.shape[0]} values, expected {n}")
+                cols[c].ivals = &v[0]
+                keep.append(v)
+            else:
+                of = spec[0]
+                dt = spec[1]
+                if of.shape[0] != n + 1:
+                    raise ValueError(f"key column {c}: {of.shape[0]} offsets, expected {n + 1}")
+                if of[n] < of[0] or of[0] < 0 or of[n] > dt.shape[0]:
+                    raise ValueError(f"key column {c}: offsets out of range of the data buffer")
+                cols[c].ioffs = &of[0]
+                cols[c].idata = &dt[0] if dt.shape[0] > 0 else NULL
+                keep.append(of)
+                keep.append(dt)
+                self._reserve_data(c, of[n] - of[0])
+        mask = <uint64_t>(self.cap - 1)
+        ng = self.ngroups
+        with nogil:
+            for i in range(n):
+                h = hashes[i]
+                pos = <int64_t>(h & mask)
+                while True:
+                    g = self.table[pos]
+                    if g < 0:
+                        g = ng
+                        ng += 1
+                        self.table[pos] = g
+                        self.ghash[g] = h
+                        _store_row(cols, ncols, g, i)
+                        break
+                    if self.ghash[g] == h and _row_equals(cols, ncols, g, i):
+                        break
+                    pos = <int64_t>((<uint64_t>pos + 1) & mask)
+                out[i] = g
+        self.ngroups = ng
+        for c in range(ncols):
+            cols[c].inull = NULL
+            cols[c].ivals = NULL
+            cols[c].ioffs = NULL
+            cols[c].idata = NULL
+        return ng
+
+    def group_hashes(self, const int64_t[::1] ids, uint64_t[::1] out):
+        """out[i] = hash of group ids[i]. Modifies ``out``. Returns -1 on a bad id."""
+        cdef Py_ssize_t i, n = ids.shape[0]
+        cdef int status = 0
+        with nogil:
+            for i in range(n):
+                if ids[i] < 0 or ids[i] >= self.ngroups:
+                    status = -1
+                    break
+                out[i] = self.ghash[ids[i]]
+        return status
+
+    def gather_fixed(self, int c, const int64_t[::1] ids, uint64_t[::1] out, uint8_t[::1] nulls):
+        """Values and null flags of fixed column ``c`` for groups ``ids``. Modifies outputs.
+
+        Returns the number of nulls, or -1 on a bad id.
+        """
+        cdef Py_ssize_t i, n = ids.shape[0]
+        cdef int64_t g, nnull = 0
+        cdef KeyCol* col
+        if c < 0 or c >= self.ncols or self.cols[c].kind != 0:
+            raise ValueError(f"key column {c} is not a fixed-width column")
+        col = &self.cols[c]
+        with nogil:
+            for i in range(n):
+                g = ids[i]
+                if g < 0 or g >= self.ngroups:
+                    nnull = -1
+                    break
+                out[i] = col.gvals[g]
+                nulls[i] = col.gnull[g]
+                nnull += col.gnull[g]
+        return nnull
+
+    def binary_sizes(self, int c, const int64_t[::1] ids, int64_t[::1] offsets, uint8_t[::1] nulls):
+        """Output offsets (``len(ids) + 1``) and null flags of variable column ``c``.
+
+        Modifies outputs. Returns the total byte size, or -1 on a bad id.
+        """
+        cdef Py_ssize_t i, n = ids.shape[0]
+        cdef int64_t g, total = 0
+        cdef KeyCol* col
+        if c < 0 or c >= self.ncols or self.cols[c].kind != 1:
+            raise ValueError(f"key column {c} is not a variable-width column")
+        col = &self.cols[c]
+        with nogil:
+            offsets[0] = 0
+            for i in range(n):
+                g = ids[i]
+                if g < 0 or g >= self.ngroups:
+                    total = -1
+                    break
+                total += col.goffs[g + 1] - col.goffs[g]
+                offsets[i + 1] = total
+                nulls[i] = col.gnull[g]
+        return total
+
+    def binary_fill(self, int c, const int64_t[::1] ids, const int64_t[::1] offsets,
+                    uint8_t[::1] data):
+        """Copy the bytes of groups ``ids`` of variable column ``c`` (after ``binary_sizes``)."""
+        cdef Py_ssize_t i, n = ids.shape[0]
+        cdef int64_t g, length
+        cdef KeyCol* col
+        if c < 0 or c >= self.ncols or self.cols[c].kind != 1:
+            raise ValueError(f"key column {c} is not a variable-width column")
+        if n == 0 or data.shape[0] == 0:
+            return
+        col = &self.cols[c]
+        with nogil:
+            for i in range(n):
+                g = ids[i]
+                length = col.goffs[g + 1] - col.goffs[g]
+                if length > 0:
+                    memcpy(&data[offsets[i]], col.gdata + col.goffs[g], <size_t>length)
+
+    def nbytes(self) -> int:
+        """Bytes of C memory held."""
+        cdef int64_t total = self.cap * 8 + self.gcap * 8
+        cdef int c
+        for c in range(self.ncols):
+            total += self.gcap * (9 if self.cols[c].kind == 0 else 9) + self.cols[c].dcap
+        return total

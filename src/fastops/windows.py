@@ -1,0 +1,112 @@
+"""Window assigners: frozen dataclasses that validate themselves.
+
+Event time is int64 milliseconds. A window is the half-open interval
+``[start, end)``.
+
+- ``Tumbling(size, offset=0)``: ``start = floor((t - offset) / size) * size + offset``.
+- ``Sliding(size, slide, offset=0)``: every window of length ``size`` whose
+  start is ``offset + j * slide`` (for integer ``j``, negative too) and that
+  contains ``t``; the latest is ``floor((t - offset) / slide) * slide + offset``.
+  ``slide <= size``; the aggregator keeps panes of width ``gcd(size, slide)``.
+- ``Session(gap)``: per key, rows whose intervals ``[t, t + gap]`` touch or
+  overlap are one session ``[first_t, last_t + gap)`` (as Flink's
+  ``TimeWindow.intersects``, which is inclusive).
+- ``GlobalWindow()``: no window, a running aggregate per key.
+
+Durations go through :func:`fastops.durations.parse_duration`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from fastops.durations import parse_duration, parse_positive_duration
+
+
+def _set(obj: Any, name: str, value: Any) -> None:
+    object.__setattr__(obj, name, value)
+
+
+@dataclass(frozen=True)
+class Tumbling:
+    """Fixed, non-overlapping windows of ``size`` ms, shifted by ``offset``."""
+
+    size: Any
+    offset: Any = 0
+
+    def __post_init__(self) -> None:
+        _set(self, "size", parse_positive_duration(self.size, "Tumbling size"))
+        off = parse_duration(self.offset)
+        _set(self, "offset", off % self.size)  # an offset of k*size changes nothing
+
+    @property
+    def slide(self) -> int:
+        return self.size
+
+    @property
+    def pane(self) -> int:
+        return self.size
+
+    def assign(self, t: int) -> list[tuple[int, int]]:
+        """The windows ``(start, end)`` containing ``t`` (Python model, for docs and tests)."""
+        start = (t - self.offset) // self.size * self.size + self.offset
+        return [(start, start + self.size)]
+
+
+@dataclass(frozen=True)
+class Sliding:
+    """Windows of ``size`` ms starting every ``slide`` ms (hopping windows)."""
+
+    size: Any
+    slide: Any
+    offset: Any = 0
+
+    def __post_init__(self) -> None:
+        _set(self, "size", parse_positive_duration(self.size, "Sliding size"))
+        _set(self, "slide", parse_positive_duration(self.slide, "Sliding slide"))
+        if self.slide > self.size:
+            raise ValueError(f"Sliding slide ({self.slide} ms) must not exceed size ({self.size} ms)")
+        _set(self, "offset", parse_duration(self.offset) % self.slide)
+
+    @property
+    def pane(self) -> int:
+        """Pane width ``gcd(size, slide)``: each row updates exactly one pane."""
+        return math.gcd(self.size, self.slide)
+
+    def assign(self, t: int) -> list[tuple[int, int]]:
+        last = (t - self.offset) // self.slide * self.slide + self.offset
+        out = []
+        start = last
+        while start > t - self.size:
+            out.append((start, start + self.size))
+            start -= self.slide
+        return out[::-1]
+
+
+@dataclass(frozen=True)
+class Session:
+    """Per-key activity sessions closed by ``gap`` ms of inactivity."""
+
+    gap: Any
+
+    def __post_init__(self) -> None:
+        _set(self, "gap", parse_positive_duration(self.gap, "Session gap"))
+
+
+@dataclass(frozen=True)
+class GlobalWindow:
+    """No window: one running aggregate per key, never fired by watermarks."""
+
+
+WindowSpec = Any  # Tumbling | Sliding | Session | GlobalWindow | None
+
+
+def as_window(window: Any) -> Any:
+    """Check a window argument; ``None`` means :class:`GlobalWindow`."""
+    if window is None:
+        return GlobalWindow()
+    if isinstance(window, (Tumbling, Sliding, Session, GlobalWindow)):
+        return window
+    raise TypeError(f"window must be Tumbling, Sliding, Session, GlobalWindow or None, "
+                    f"got {type(window).__name__}")
