@@ -27,7 +27,7 @@ from fastops.partitioning import key_group_range, moved_fraction, partition, par
 # --- runtime and DataStream API ---
 from fastops.datastream import (DataStream, KeyedStream, StreamEnvironment, WindowedStream,
                                 col)
-# process: pending
+from fastops.operators.process import KeyedProcessFunction
 from fastops.runtime import JobFailed, JobResult
 # --- end runtime ---
 
@@ -45,7 +45,7 @@ __all__ = [
     "DataStream",
     "KeyedStream",
     "WindowedStream",
-
+    "KeyedProcessFunction",
     "JobFailed",
     "JobResult",
     "col",

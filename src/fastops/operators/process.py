@@ -1,0 +1,242 @@
+"""Keyed process functions: vectorised user logic with keyed state and
+event-time timers.
+
+The function sees the rows of one key group at a time (a RecordBatch), never
+a single row. State is declared by name and Arrow type and read / written for
+all rows of a batch at once; timers fire when the watermark passes them.
+
+>>> import fastops as fo, pyarrow as pa, pyarrow.compute as pc
+>>> class RunningCount(fo.KeyedProcessFunction):
+...     def process_batch(self, batch, ctx):
+...         seen = ctx.state("seen", pa.int64())
+...         before = pc.fill_null(seen.value(batch), 0)
+...         counts = pc.add(before, ctx.running_count(batch))
+...         seen.update(batch, counts)
+...         return batch.append_column("count", counts)
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Optional
+
+import numpy as np
+import pyarrow as pa
+
+from fastops.messages import MIN_WATERMARK
+from fastops.operators.base import Operator, OperatorContractError, check_batch
+
+
+class KeyedProcessFunction:
+    """Subclass and override ``process_batch`` (and ``on_timer`` if you use timers)."""
+
+    def open(self, ctx: "ProcessContext") -> None:
+        """Called once per task before any batch."""
+
+    def process_batch(self, batch: pa.RecordBatch, ctx: "ProcessContext") -> Any:
+        """Rows of one key group; return a RecordBatch, an iterable of them, or None."""
+        raise NotImplementedError
+
+    def on_timer(self, timestamps: pa.Array, keys: pa.RecordBatch, ctx: "ProcessContext") -> Any:
+        """Timers whose time <= the watermark: one row per (key, time), in time order."""
+        return None
+
+    def close(self, ctx: "ProcessContext") -> Any:
+        """End of input."""
+        return None
+
+
+def _last_per_id(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct ids and the position of each one's last row."""
+    rev = ids[::-1]
+    uniq, first_in_rev = np.unique(rev, return_index=True)
+    return uniq, len(ids) - 1 - first_in_rev
+
+
+class ValueState:
+    """One value of a fixed Arrow type per key (null when unset)."""
+
+    def __init__(self, name: str, type: pa.DataType, ctx: "ProcessContext"):
+        self.name = name
+        self.type = type
+        self._ctx = ctx
+        self._array = pa.nulls(0, type)
+
+    def _dense(self) -> pa.Array:
+        n = self._ctx.keys.num_groups
+        if len(self._array) < n:
+            self._array = pa.concat_arrays([self._array, pa.nulls(n - len(self._array), self.type)])
+        return self._array
+
+    def value(self, batch: pa.RecordBatch) -> pa.Array:
+        """The state of each row's key (rows of one key see the same value)."""
+        ids = self._ctx.key_ids(batch)
+        return self._dense().take(pa.array(ids))
+
+    def update(self, batch: pa.RecordBatch, values: Any) -> None:
+        """Set each row's key to ``values`` (for a key with several rows, the last wins)."""
+        ids = self._ctx.key_ids(batch)
+        values = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values)
+        if len(values) != len(ids):
+            raise ValueError(f"state {self.name!r}: {len(values)} values for {len(ids)} rows")
+        try:
+            values = values.cast(self.type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise TypeError(f"state {self.name!r} holds {self.type}, got {values.type}: {exc}") from None
+        if isinstance(values, pa.ChunkedArray):
+            values = values.combine_chunks()
+        uniq, last = _last_per_id(ids)
+        dense = self._dense()
+        # new[i] = values[last of i] where i was updated, else dense[i]
+        source = np.full(len(dense), -1, dtype=np.int64)
+        source[uniq] = last
+        updated = source >= 0
+        picked = values.take(pa.array(np.where(updated, source, 0)))
+        import pyarrow.compute as pc
+
+        self._array = pc.if_else(pa.array(updated), picked, dense) if len(dense) else dense
+
+    def clear(self, batch: pa.RecordBatch) -> None:
+        ids = self._ctx.key_ids(batch)
+        import pyarrow.compute as pc
+
+        dense = self._dense()
+        mask = np.zeros(len(dense), dtype=bool)
+        mask[ids] = True
+        self._array = pc.if_else(pa.array(mask), pa.nulls(len(dense), self.type), dense)
+
+
+class ProcessContext:
+    """What a KeyedProcessFunction can reach: keyed state, timers, the watermark."""
+
+    def __init__(self, key_columns: tuple[str, ...], task_index: int, parallelism: int):
+        from fastops.keys import KeyTable
+
+        self.key_columns = key_columns
+        self.keys = KeyTable(key_columns)
+        self.task_index = task_index
+        self.parallelism = parallelism
+        self.current_watermark = MIN_WATERMARK
+        self.key_group: Optional[int] = None
+        self._states: dict[str, ValueState] = {}
+        self._cache: tuple[Any, np.ndarray] = (None, np.zeros(0, np.int64))
+        self._timer_ids = np.zeros(0, np.int64)
+        self._timer_ts = np.zeros(0, np.int64)
+
+    def key_ids(self, batch: pa.RecordBatch) -> np.ndarray:
+        """Dense id of each row's key (cached for the batch being processed)."""
+        if self._cache[0] is batch:
+            return self._cache[1]
+        cols = []
+        for k in self.key_columns:
+            idx = batch.schema.get_field_index(k)
+            if idx < 0:
+                raise KeyError(f"key column {k!r} not in batch (columns: {batch.schema.names})")
+            cols.append(batch.column(idx))
+        ids = self.keys.lookup_or_insert(cols)
+        self._cache = (batch, ids)
+        return ids
+
+    def state(self, name: str, type: pa.DataType) -> ValueState:
+        """The value state ``name`` (created on first use with ``type``)."""
+        st = self._states.get(name)
+        if st is None:
+            st = self._states[name] = ValueState(name, type, self)
+        elif st.type != type:
+            raise TypeError(f"state {name!r} was declared as {st.type}, now asked as {type}")
+        return st
+
+    def running_count(self, batch: pa.RecordBatch) -> pa.Array:
+        """1, 2, 3, ... per key within ``batch`` (row order)."""
+        ids = self.key_ids(batch)
+        order = np.argsort(ids, kind="stable")
+        sorted_ids = ids[order]
+        starts = np.r_[0, np.flatnonzero(np.diff(sorted_ids)) + 1]
+        rank = np.arange(len(ids)) - np.repeat(starts, np.diff(np.r_[starts, len(ids)]))
+        out = np.empty(len(ids), dtype=np.int64)
+        out[order] = rank + 1
+        return pa.array(out)
+
+    def register_timer(self, batch: pa.RecordBatch, timestamps: Any) -> None:
+        """An event-time timer per row: ``on_timer`` runs once the watermark reaches it."""
+        from fastops.watermarks import to_ms
+
+        ts = to_ms(timestamps if not isinstance(timestamps, list) else pa.array(timestamps, pa.int64()),
+                   "timer")
+        ids = self.key_ids(batch)
+        if len(ts) != len(ids):
+            raise ValueError(f"register_timer: {len(ts)} timestamps for {len(ids)} rows")
+        self._timer_ids = np.concatenate([self._timer_ids, ids])
+        self._timer_ts = np.concatenate([self._timer_ts, ts.astype(np.int64)])
+
+    def _due(self, t_ms: int) -> Optional[tuple[np.ndarray, np.ndarray]]:
+        due = self._timer_ts <= t_ms
+        if not due.any():
+            return None
+        pairs = np.unique(np.stack([self._timer_ts[due], self._timer_ids[due]], axis=1), axis=0)
+        self._timer_ids = self._timer_ids[~due]
+        self._timer_ts = self._timer_ts[~due]
+        return pairs[:, 1], pairs[:, 0]  # ids, timestamps (sorted by time)
+
+
+def _outputs(value: Any, name: str) -> list:
+    if value is None:
+        return []
+    if isinstance(value, (pa.RecordBatch, pa.Table)):
+        return [check_batch(value, f"process {name!r}")]
+    if isinstance(value, Iterable):
+        return [check_batch(v, f"process {name!r}", "yield") for v in value]
+    raise OperatorContractError(f"process {name!r}: the function must return a pyarrow.RecordBatch, "
+                                f"an iterable of them or None, got {type(value).__name__}")
+
+
+class KeyedProcessOperator(Operator):
+    def __init__(self, function: KeyedProcessFunction, keys: tuple[str, ...],
+                 time_column: Optional[str], name: str):
+        import copy
+
+        self.function = copy.deepcopy(function)  # one instance per task
+        self.key_columns = keys
+        self.time_column = time_column
+        self.name = name
+
+    def open(self, ctx) -> None:
+        super().open(ctx)
+        self.pctx = ProcessContext(self.key_columns, ctx.task_index, ctx.parallelism)
+        self.max_parallelism = ctx.max_parallelism
+        self.function.open(self.pctx)
+
+    def process(self, batch: pa.RecordBatch) -> list:
+        from fastops.hashing import hash_columns
+        from fastops.partitioning import ids_from_hashes, scatter_by_ids
+
+        if batch.num_rows == 0:
+            return []
+        cols = []
+        for k in self.key_columns:
+            if batch.schema.get_field_index(k) < 0:
+                raise KeyError(f"key column {k!r} not in batch (columns: {batch.schema.names})")
+            cols.append(batch.column(k))
+        groups = ids_from_hashes(hash_columns(cols), self.max_parallelism, "hash")
+        present = np.unique(groups)
+        if len(present) == 1:
+            parts = [(int(present[0]), batch)]
+        else:
+            parts = [(g, p) for g, p in enumerate(scatter_by_ids(batch, groups, self.max_parallelism))
+                     if p.num_rows]
+        out: list = []
+        for g, part in parts:
+            self.pctx.key_group = g
+            out.extend(_outputs(self.function.process_batch(part, self.pctx), self.name))
+        return out
+
+    def on_watermark(self, t_ms: int) -> list:
+        self.pctx.current_watermark = t_ms
+        due = self.pctx._due(t_ms)
+        if due is None:
+            return []
+        ids, ts = due
+        keys = self.pctx.keys.keys_batch(ids)
+        self.pctx._cache = (keys, ids)
+        return _outputs(self.function.on_timer(pa.array(ts, pa.int64()), keys, self.pctx), self.name)
+
+    def close(self) -> list:
+        return _outputs(self.function.close(self.pctx), self.name)
