@@ -1,0 +1,104 @@
+"""Typed stubs for the window aggregation kernels (``fastops._window``).
+
+Arrays are NumPy, C-contiguous; comments give the C element type. "modified"
+marks outputs written in place.
+"""
+import numpy as np
+
+def pane_rehash(og: np.ndarray, oq: np.ndarray, ov: np.ndarray,  # const int64[::1]
+                hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # int64[::1], modified
+                ) -> None: ...
+def pane_assign(hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # int64[::1], modified
+                s_group: np.ndarray, s_pane: np.ndarray, s_next: np.ndarray,  # int64, modified
+                s_flags: np.ndarray,      # uint8[::1], modified
+                free_stack: np.ndarray,   # int64[::1], modified
+                counters: np.ndarray,     # int64[::1] (4), modified
+                gids: np.ndarray, ts: np.ndarray,  # const int64[::1]
+                offset: int, p: int, ks: int, k: int, j_purged: int, j_fired: int,
+                out_slots: np.ndarray,    # int64[::1], modified
+                new_panes: np.ndarray,    # int64[::1], modified
+                ) -> tuple[int, int, int]: ...
+def pane_collect(hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # const int64[::1]
+                 s_group: np.ndarray, s_next: np.ndarray,  # const int64[::1]
+                 s_flags: np.ndarray,      # const uint8[::1]
+                 panes: np.ndarray,        # const int64[::1]
+                 refire: bool,
+                 group_mark: np.ndarray,   # int64[::1], all -1 (restored)
+                 out_groups: np.ndarray, out_row: np.ndarray, out_src: np.ndarray,  # int64, modified
+                 ) -> tuple[int, int]: ...
+def pane_clear_dirty(hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # const int64[::1]
+                     s_next: np.ndarray,   # const int64[::1]
+                     s_flags: np.ndarray,  # uint8[::1], modified
+                     panes: np.ndarray,    # const int64[::1]
+                     ) -> None: ...
+def pane_purge(hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # int64[::1], modified
+               s_group: np.ndarray, s_next: np.ndarray,  # const int64[::1]
+               free_stack: np.ndarray, counters: np.ndarray,  # int64[::1], modified
+               panes: np.ndarray,      # const int64[::1]
+               out_slots: np.ndarray,  # int64[::1], modified
+               ) -> int: ...
+def slots_alloc(free_stack: np.ndarray, counters: np.ndarray,  # int64[::1], modified
+                out: np.ndarray,  # int64[::1], modified
+                ) -> None: ...
+def slots_free(free_stack: np.ndarray, counters: np.ndarray,  # int64[::1], modified
+               slots: np.ndarray,  # const int64[::1]
+               ) -> None: ...
+def session_assign(g_head: np.ndarray, s_group: np.ndarray, s_start: np.ndarray,
+                   s_end: np.ndarray, s_next: np.ndarray,  # int64[::1], modified
+                   s_flags: np.ndarray,   # uint8[::1], modified
+                   s_parent: np.ndarray, free_stack: np.ndarray, counters: np.ndarray,  # int64
+                   gids: np.ndarray, ts: np.ndarray,  # const int64[::1]
+                   gap: int, late_limit: int,
+                   out_slots: np.ndarray, merge_dst: np.ndarray, merge_src: np.ndarray,  # modified
+                   ) -> tuple[int, int]: ...
+def session_release(s_parent: np.ndarray,  # int64[::1], modified
+                    slots: np.ndarray,     # const int64[::1]
+                    free_stack: np.ndarray, counters: np.ndarray,  # int64[::1], modified
+                    ) -> None: ...
+def session_fire(s_flags: np.ndarray,  # uint8[::1], modified
+                 s_end: np.ndarray,    # const int64[::1]
+                 nslots: int, t: int,
+                 out: np.ndarray,      # int64[::1], modified
+                 ) -> int: ...
+def session_purge(g_head: np.ndarray,  # int64[::1], modified
+                  s_group: np.ndarray, s_end: np.ndarray,  # const int64[::1]
+                  s_next: np.ndarray,  # int64[::1], modified
+                  s_flags: np.ndarray,  # uint8[::1], modified
+                  free_stack: np.ndarray, counters: np.ndarray,  # int64[::1], modified
+                  limit: int,
+                  out: np.ndarray,     # int64[::1], modified
+                  ) -> int: ...
+
+# aggregates: slots const int64[::1] (< 0: skip); valid const uint8[::1] bitmap or empty
+def agg_count(slots: np.ndarray, valid: np.ndarray, voff: int, cnt: np.ndarray) -> None: ...
+def agg_sum_f64(slots: np.ndarray, vals: np.ndarray,  # const double[::1]
+                valid: np.ndarray, voff: int, cnt: np.ndarray,
+                total: np.ndarray, comp: np.ndarray,  # double[::1], modified
+                ) -> None: ...
+def agg_sum_i64(slots: np.ndarray, vals: np.ndarray,  # const int64[::1]
+                valid: np.ndarray, voff: int, cnt: np.ndarray,
+                total: np.ndarray,  # int64[::1], modified
+                ) -> None: ...
+def agg_minmax(slots: np.ndarray, vals: np.ndarray,  # const int64 | double [::1]
+               valid: np.ndarray, voff: int, is_max: bool, cnt: np.ndarray,
+               cur: np.ndarray,  # same dtype as vals, modified
+               ) -> None: ...
+def agg_welford(slots: np.ndarray, vals: np.ndarray,  # const double[::1]
+                valid: np.ndarray, voff: int, cnt: np.ndarray,
+                mean: np.ndarray, m2: np.ndarray,  # double[::1], modified
+                ) -> None: ...
+def agg_firstlast(slots: np.ndarray, vals: np.ndarray,  # const int64 | double [::1]
+                  valid: np.ndarray, voff: int, ts: np.ndarray,  # const int64[::1]
+                  is_last: bool, cnt: np.ndarray,
+                  cur: np.ndarray, cur_ts: np.ndarray,  # modified
+                  ) -> None: ...
+def merge_count(dst: np.ndarray, src: np.ndarray, cnt: np.ndarray) -> None: ...
+def merge_sum_f64(dst: np.ndarray, src: np.ndarray, cnt: np.ndarray,
+                  total: np.ndarray, comp: np.ndarray) -> None: ...
+def merge_sum_i64(dst: np.ndarray, src: np.ndarray, cnt: np.ndarray, total: np.ndarray) -> None: ...
+def merge_minmax(dst: np.ndarray, src: np.ndarray, is_max: bool, cnt: np.ndarray,
+                 cur: np.ndarray) -> None: ...
+def merge_welford(dst: np.ndarray, src: np.ndarray, cnt: np.ndarray,
+                  mean: np.ndarray, m2: np.ndarray) -> None: ...
+def merge_firstlast(dst: np.ndarray, src: np.ndarray, is_last: bool, cnt: np.ndarray,
+                    cur: np.ndarray, cur_ts: np.ndarray) -> None: ...

@@ -1,0 +1,670 @@
+# cython: language_level=3
+"""Window aggregation kernels: slot tables and columnar aggregate state.
+
+A *slot* is one accumulator: (group, pane) for tumbling and sliding windows,
+(group, session) for session windows. Slot ids are dense int64, reused after
+purge through a free stack. All state lives in NumPy arrays owned by
+``fastops.window``; every kernel takes contiguous memoryviews, runs one
+``with nogil:`` block, and modifies the arrays it is given. Capacities are
+ensured by the caller before the call (``counters`` holds the sizes).
+
+Pane table (tumbling / sliding)
+    Open-addressing hash map ``(g, q) -> slot`` (arrays ``hg, hq, hv``; ``hv``
+    is ``-1`` for empty, ``-2`` for a tombstone). Entry ``(-1, q)`` is the head
+    of pane ``q``'s list of slots (linked through ``s_next``). Times are
+    relative to the window offset; pane ``q`` covers ``[q*p, (q+1)*p)``;
+    window ``j`` covers panes ``[j*ks, j*ks + k)`` with ``ks = slide/p``,
+    ``k = size/p``.
+
+Session table
+    Per group a list of live sessions sorted by start (``g_head``,
+    ``s_next``); ``s_start``/``s_end`` with ``end = last + gap``.
+
+``counters``: ``[0]`` slot high-water mark, ``[1]`` free stack size,
+``[2]`` live hash entries, ``[3]`` tombstones.
+"""
+from libc.stdint cimport int64_t, uint8_t, uint64_t
+
+cdef int64_t EMPTY = -1
+cdef int64_t TOMB = -2
+cdef uint8_t DIRTY = 1      # pane flag: updated after one of its windows fired
+cdef uint8_t S_LIVE = 1     # session flags
+cdef uint8_t S_DIRTY = 2
+cdef uint8_t S_FIRED = 4
+
+ctypedef fused num_t:
+    int64_t
+    double
+
+
+cdef inline int64_t _floordiv(int64_t a, int64_t b) noexcept nogil:
+    cdef int64_t q = a / b
+    if (a % b != 0) and ((a < 0) != (b < 0)):
+        q -= 1
+    return q
+
+
+cdef inline uint64_t _mix(int64_t g, int64_t q) noexcept nogil:
+    cdef uint64_t h = <uint64_t>g * 0x9E3779B97F4A7C15ULL
+    h ^= <uint64_t>q * 0xC2B2AE3D27D4EB4FULL + 0x165667B19E3779F9ULL
+    h ^= h >> 31
+    h *= 0xBF58476D1CE4E5B9ULL
+    h ^= h >> 29
+    return h
+
+
+cdef inline int64_t _find(const int64_t* hg, const int64_t* hq, const int64_t* hv,
+                          uint64_t mask, int64_t g, int64_t q, int64_t* where) noexcept nogil:
+    """Slot of (g, q), or -1 with ``where`` = the position to insert at."""
+    cdef int64_t pos = <int64_t>(_mix(g, q) & mask)
+    cdef int64_t tomb = -1
+    cdef int64_t v
+    while True:
+        v = hv[pos]
+        if v == EMPTY:
+            where[0] = tomb if tomb >= 0 else pos
+            return -1
+        if v == TOMB:
+            if tomb < 0:
+                tomb = pos
+        elif hg[pos] == g and hq[pos] == q:
+            where[0] = pos
+            return v
+        pos = <int64_t>((<uint64_t>pos + 1) & mask)
+
+
+cdef inline void _put(int64_t* hg, int64_t* hq, int64_t* hv, int64_t pos, int64_t g, int64_t q,
+                      int64_t v, int64_t* counters) noexcept nogil:
+    if hv[pos] == TOMB:
+        counters[3] -= 1
+    hg[pos] = g
+    hq[pos] = q
+    hv[pos] = v
+    counters[2] += 1
+
+
+cdef inline int64_t _alloc(int64_t* free_stack, int64_t* counters) noexcept nogil:
+    if counters[1] > 0:
+        counters[1] -= 1
+        return free_stack[counters[1]]
+    counters[0] += 1
+    return counters[0] - 1
+
+
+# ---------------------------------------------------------------- pane table
+
+def pane_rehash(const int64_t[::1] og, const int64_t[::1] oq, const int64_t[::1] ov,
+                int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv):
+    """Re-insert the live entries of the old map into the new (empty, all -1) one."""
+    cdef Py_ssize_t i, n = ov.shape[0]
+    cdef uint64_t mask = <uint64_t>(hv.shape[0] - 1)
+    cdef int64_t pos
+    with nogil:
+        for i in range(n):
+            if ov[i] < 0:
+                continue
+            pos = <int64_t>(_mix(og[i], oq[i]) & mask)
+            while hv[pos] != EMPTY:
+                pos = <int64_t>((<uint64_t>pos + 1) & mask)
+            hg[pos] = og[i]
+            hq[pos] = oq[i]
+            hv[pos] = ov[i]
+
+
+def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
+                int64_t[::1] s_group, int64_t[::1] s_pane, int64_t[::1] s_next,
+                uint8_t[::1] s_flags, int64_t[::1] free_stack, int64_t[::1] counters,
+                const int64_t[::1] gids, const int64_t[::1] ts, int64_t offset,
+                int64_t p, int64_t ks, int64_t k, int64_t j_purged, int64_t j_fired,
+                int64_t[::1] out_slots, int64_t[::1] new_panes):
+    """Slot of every row (``-1``: late, all its windows purged). Modifies the table.
+
+    A new (g, q) gets a fresh slot prepended to pane q's list; a new pane q is
+    written to ``new_panes``. A row whose pane has a fired, unpurged window
+    marks the slot DIRTY. Returns ``(new pane count, late count, dirty count)``.
+    """
+    cdef Py_ssize_t i, n = gids.shape[0]
+    cdef uint64_t mask = <uint64_t>(hv.shape[0] - 1)
+    cdef int64_t q, g, slot, head, where, jf
+    cdef int64_t nnew = 0, nlate = 0, ndirty = 0
+    cdef int64_t* cnt = &counters[0]
+    cdef int64_t last_g = -1, last_q = 0, last_slot = -1
+    with nogil:
+        for i in range(n):
+            q = _floordiv(ts[i] - offset, p)
+            if _floordiv(q, ks) <= j_purged:
+                out_slots[i] = -1
+                nlate += 1
+                continue
+            g = gids[i]
+            if g == last_g and q == last_q:
+                slot = last_slot
+            else:
+                slot = _find(&hg[0], &hq[0], &hv[0], mask, g, q, &where)
+                if slot < 0:
+                    slot = _alloc(&free_stack[0], cnt)
+                    _put(&hg[0], &hq[0], &hv[0], where, g, q, slot, cnt)
+                    s_group[slot] = g
+                    s_pane[slot] = q
+                    s_flags[slot] = 0
+                    head = _find(&hg[0], &hq[0], &hv[0], mask, -1, q, &where)
+                    if head < 0:
+                        s_next[slot] = -1
+                        _put(&hg[0], &hq[0], &hv[0], where, -1, q, slot, cnt)
+                        new_panes[nnew] = q
+                        nnew += 1
+                    else:
+                        s_next[slot] = head
+                        hv[where] = slot
+                last_g = g
+                last_q = q
+                last_slot = slot
+            jf = _floordiv(q - k + ks, ks)
+            if jf <= j_purged:
+                jf = j_purged + 1
+            if jf <= j_fired:
+                s_flags[slot] |= DIRTY
+                ndirty += 1
+            out_slots[i] = slot
+    return nnew, nlate, ndirty
+
+
+def pane_collect(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] hv,
+                 const int64_t[::1] s_group, const int64_t[::1] s_next,
+                 const uint8_t[::1] s_flags, const int64_t[::1] panes, bint refire,
+                 int64_t[::1] group_mark, int64_t[::1] out_groups, int64_t[::1] out_row,
+                 int64_t[::1] out_src):
+    """The (output row, pane slot) pairs of one window made of ``panes``.
+
+    Every group with a slot in these panes gets one output row (in order of
+    first appearance), or with ``refire`` only the groups having a DIRTY slot.
+    ``group_mark`` (one entry per group) must be all -1 and is left so.
+    Fills ``out_groups`` (group of each output row) and ``out_row``/``out_src``
+    (pairs). Returns ``(rows, pairs)``.
+    """
+    cdef Py_ssize_t a, m = panes.shape[0]
+    cdef uint64_t mask = <uint64_t>(hv.shape[0] - 1)
+    cdef int64_t slot, g, where, nrows = 0, npairs = 0, r
+    with nogil:
+        if refire:
+            for a in range(m):
+                slot = _find(&hg[0], &hq[0], &hv[0], mask, -1, panes[a], &where)
+                while slot >= 0:
+                    if s_flags[slot] & DIRTY:
+                        g = s_group[slot]
+                        if group_mark[g] < 0:
+                            group_mark[g] = nrows
+                            out_groups[nrows] = g
+                            nrows += 1
+                    slot = s_next[slot]
+        for a in range(m):
+            slot = _find(&hg[0], &hq[0], &hv[0], mask, -1, panes[a], &where)
+            while slot >= 0:
+                g = s_group[slot]
+                r = group_mark[g]
+                if r < 0 and not refire:
+                    r = nrows
+                    group_mark[g] = r
+                    out_groups[nrows] = g
+                    nrows += 1
+                if r >= 0:
+                    out_row[npairs] = r
+                    out_src[npairs] = slot
+                    npairs += 1
+                slot = s_next[slot]
+        for r in range(nrows):
+            group_mark[out_groups[r]] = -1
+    return nrows, npairs
+
+
+def pane_clear_dirty(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] hv,
+                     const int64_t[::1] s_next, uint8_t[::1] s_flags, const int64_t[::1] panes):
+    """Clear the DIRTY flag of every slot of ``panes``. Modifies ``s_flags``."""
+    cdef Py_ssize_t a, m = panes.shape[0]
+    cdef uint64_t mask = <uint64_t>(hv.shape[0] - 1)
+    cdef int64_t slot, where
+    with nogil:
+        for a in range(m):
+            slot = _find(&hg[0], &hq[0], &hv[0], mask, -1, panes[a], &where)
+            while slot >= 0:
+                s_flags[slot] &= ~DIRTY
+                slot = s_next[slot]
+
+
+def pane_purge(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
+               const int64_t[::1] s_group, const int64_t[::1] s_next,
+               int64_t[::1] free_stack, int64_t[::1] counters, const int64_t[::1] panes,
+               int64_t[::1] out_slots):
+    """Drop every slot of ``panes``: tombstone their entries, push them on the
+    free stack and list them in ``out_slots``. Returns the number of slots."""
+    cdef Py_ssize_t a, m = panes.shape[0]
+    cdef uint64_t mask = <uint64_t>(hv.shape[0] - 1)
+    cdef int64_t slot, where, w2, n = 0
+    with nogil:
+        for a in range(m):
+            slot = _find(&hg[0], &hq[0], &hv[0], mask, -1, panes[a], &where)
+            if slot < 0:
+                continue
+            hv[where] = TOMB
+            counters[2] -= 1
+            counters[3] += 1
+            while slot >= 0:
+                if _find(&hg[0], &hq[0], &hv[0], mask, s_group[slot], panes[a], &w2) >= 0:
+                    hv[w2] = TOMB
+                    counters[2] -= 1
+                    counters[3] += 1
+                free_stack[counters[1]] = slot
+                counters[1] += 1
+                out_slots[n] = slot
+                n += 1
+                slot = s_next[slot]
+    return n
+
+
+def slots_alloc(int64_t[::1] free_stack, int64_t[::1] counters, int64_t[::1] out):
+    """Take ``len(out)`` slot ids (free stack first). Modifies ``out``, ``counters``."""
+    cdef Py_ssize_t i, n = out.shape[0]
+    with nogil:
+        for i in range(n):
+            out[i] = _alloc(&free_stack[0], &counters[0])
+
+
+def slots_free(int64_t[::1] free_stack, int64_t[::1] counters, const int64_t[::1] slots):
+    """Return ``slots`` to the free stack."""
+    cdef Py_ssize_t i, n = slots.shape[0]
+    with nogil:
+        for i in range(n):
+            free_stack[counters[1]] = slots[i]
+            counters[1] += 1
+
+
+# ---------------------------------------------------------------- session table
+
+def session_assign(int64_t[::1] g_head, int64_t[::1] s_group, int64_t[::1] s_start,
+                   int64_t[::1] s_end, int64_t[::1] s_next, uint8_t[::1] s_flags,
+                   int64_t[::1] s_parent, int64_t[::1] free_stack, int64_t[::1] counters,
+                   const int64_t[::1] gids, const int64_t[::1] ts, int64_t gap,
+                   int64_t late_limit, int64_t[::1] out_slots, int64_t[::1] merge_dst,
+                   int64_t[::1] merge_src):
+    """Session slot of every row, merging sessions a row bridges.
+
+    Row ``t`` joins every live session ``[s, e)`` of its group with
+    ``s <= t + gap`` and ``e >= t``; if it joins several they merge into the
+    earliest (pairs in ``merge_dst``/``merge_src``, in order; the merged-away
+    slots are unlinked but not freed). A row joining none opens a session,
+    unless ``t + gap <= late_limit`` (``watermark - allowed_lateness``): then
+    it is late (slot -1). Returns ``(merges, late count)``.
+    """
+    cdef Py_ssize_t i, n = gids.shape[0]
+    cdef int64_t t, g, lo, hi, prev, cur, a, nm = 0, nlate = 0, s
+    with nogil:
+        for i in range(n):
+            t = ts[i]
+            g = gids[i]
+            lo = t
+            hi = t + gap
+            prev = -1
+            a = -1
+            cur = g_head[g]
+            while cur >= 0:
+                if s_start[cur] > hi:
+                    break
+                if s_end[cur] >= lo:
+                    if a < 0:
+                        a = cur
+                        if lo < s_start[a]:
+                            s_start[a] = lo
+                        if hi > s_end[a]:
+                            s_end[a] = hi
+                        s_flags[a] |= S_DIRTY
+                        cur = s_next[a]
+                        continue
+                    # cur directly follows a: merge it into a
+                    if s_end[cur] > s_end[a]:
+                        s_end[a] = s_end[cur]
+                    s_next[a] = s_next[cur]
+                    s_parent[cur] = a
+                    s_flags[cur] = 0
+                    merge_dst[nm] = a
+                    merge_src[nm] = cur
+                    nm += 1
+                    cur = s_next[a]
+                    continue
+                prev = cur
+                cur = s_next[cur]
+            if a < 0:
+                if hi <= late_limit:
+                    out_slots[i] = -1
+                    nlate += 1
+                    continue
+                a = _alloc(&free_stack[0], &counters[0])
+                s_group[a] = g
+                s_start[a] = lo
+                s_end[a] = hi
+                s_flags[a] = S_LIVE | S_DIRTY
+                s_parent[a] = -1
+                if prev < 0:
+                    s_next[a] = g_head[g]
+                    g_head[g] = a
+                else:
+                    s_next[a] = s_next[prev]
+                    s_next[prev] = a
+            out_slots[i] = a
+        if nm > 0:
+            for i in range(n):
+                s = out_slots[i]
+                if s >= 0:
+                    while s_parent[s] >= 0:
+                        s = s_parent[s]
+                    out_slots[i] = s
+            for i in range(nm):
+                s = merge_dst[i]
+                while s_parent[s] >= 0:
+                    s = s_parent[s]
+                merge_dst[i] = s
+    return nm, nlate
+
+
+def session_release(int64_t[::1] s_parent, const int64_t[::1] slots,
+                    int64_t[::1] free_stack, int64_t[::1] counters):
+    """Free merged-away session slots (after their state was merged and reset)."""
+    cdef Py_ssize_t i, n = slots.shape[0]
+    with nogil:
+        for i in range(n):
+            s_parent[slots[i]] = -1
+            free_stack[counters[1]] = slots[i]
+            counters[1] += 1
+
+
+def session_fire(uint8_t[::1] s_flags, const int64_t[::1] s_end, int64_t nslots, int64_t t,
+                 int64_t[::1] out):
+    """Live sessions with ``end <= t`` that never fired or changed since:
+    listed in ``out``, marked FIRED, DIRTY cleared. Returns the count."""
+    cdef int64_t s, n = 0
+    cdef uint8_t f
+    with nogil:
+        for s in range(nslots):
+            f = s_flags[s]
+            if (f & S_LIVE) and s_end[s] <= t and ((f & S_DIRTY) or not (f & S_FIRED)):
+                out[n] = s
+                n += 1
+                s_flags[s] = (f | S_FIRED) & ~S_DIRTY
+    return n
+
+
+def session_purge(int64_t[::1] g_head, const int64_t[::1] s_group, const int64_t[::1] s_end,
+                  int64_t[::1] s_next, uint8_t[::1] s_flags, int64_t[::1] free_stack,
+                  int64_t[::1] counters, int64_t limit, int64_t[::1] out):
+    """Drop live sessions with ``end <= limit`` (``watermark - allowed_lateness``):
+    unlink, free, list in ``out``. Returns the count."""
+    cdef int64_t s, g, cur, prev, n = 0, nslots = counters[0]
+    with nogil:
+        for s in range(nslots):
+            if not (s_flags[s] & S_LIVE) or s_end[s] > limit:
+                continue
+            g = s_group[s]
+            prev = -1
+            cur = g_head[g]
+            while cur >= 0 and cur != s:
+                prev = cur
+                cur = s_next[cur]
+            if cur == s:
+                if prev < 0:
+                    g_head[g] = s_next[s]
+                else:
+                    s_next[prev] = s_next[s]
+            s_flags[s] = 0
+            free_stack[counters[1]] = s
+            counters[1] += 1
+            out[n] = s
+            n += 1
+    return n
+
+
+# ---------------------------------------------------------------- aggregates
+# ``valid`` is the Arrow validity bitmap (bit ``voff + i``), or empty: no nulls.
+# ``slots[i] < 0`` skips row i. ``cnt`` counts the non-null values of a slot;
+# a slot with ``cnt == 0`` is empty and its other fields are garbage.
+
+cdef inline bint _skip(const uint8_t[::1] valid, bint has_valid, int64_t voff,
+                       Py_ssize_t i) noexcept nogil:
+    cdef int64_t j
+    if not has_valid:
+        return False
+    j = voff + i
+    return not ((valid[j >> 3] >> (j & 7)) & 1)
+
+
+def agg_count(const int64_t[::1] slots, const uint8_t[::1] valid, int64_t voff,
+              int64_t[::1] cnt):
+    """cnt[slot] += 1 per non-null row. Modifies ``cnt``."""
+    cdef Py_ssize_t i, n = slots.shape[0]
+    cdef bint hv = valid.shape[0] > 0
+    cdef int64_t s
+    with nogil:
+        for i in range(n):
+            s = slots[i]
+            if s < 0 or _skip(valid, hv, voff, i):
+                continue
+            cnt[s] += 1
+
+
+def agg_sum_f64(const int64_t[::1] slots, const double[::1] vals, const uint8_t[::1] valid,
+                int64_t voff, int64_t[::1] cnt, double[::1] total, double[::1] comp):
+    """Neumaier-compensated sums (result ``total + comp``). Modifies outputs."""
+    cdef Py_ssize_t i, n = slots.shape[0]
+    cdef bint hv = valid.shape[0] > 0
+    cdef int64_t s
+    cdef double v, a, t
+    with nogil:
+        for i in range(n):
+            s = slots[i]
+            if s < 0 or _skip(valid, hv, voff, i):
+                continue
+            v = vals[i]
+            if cnt[s] == 0:
+                total[s] = v
+                comp[s] = 0.0
+            else:
+                a = total[s]
+                t = a + v
+                if (a if a >= 0 else -a) >= (v if v >= 0 else -v):
+                    comp[s] += (a - t) + v
+                else:
+                    comp[s] += (v - t) + a
+                total[s] = t
+            cnt[s] += 1
+
+
+def agg_sum_i64(const int64_t[::1] slots, const int64_t[::1] vals, const uint8_t[::1] valid,
+                int64_t voff, int64_t[::1] cnt, int64_t[::1] total):
+    """Integer sums, wrapping on overflow (two's complement). Modifies outputs."""
+    cdef Py_ssize_t i, n = slots.shape[0]
+    cdef bint hv = valid.shape[0] > 0
+    cdef int64_t s
+    with nogil:
+        for i in range(n):
+            s = slots[i]
+            if s < 0 or _skip(valid, hv, voff, i):
+                continue
+            if cnt[s] == 0:
+                total[s] = vals[i]
+            else:
+                total[s] = <int64_t>(<uint64_t>total[s] + <uint64_t>vals[i])
+            cnt[s] += 1
+
+
+def agg_minmax(const int64_t[::1] slots, const num_t[::1] vals, const uint8_t[::1] valid,
+               int64_t voff, bint is_max, int64_t[::1] cnt, num_t[::1] cur):
+    """Running min (or max); float NaN values are skipped. Modifies outputs."""
+    cdef Py_ssize_t i, n = slots.shape[0]
+    cdef bint hv = valid.shape[0] > 0
+    cdef int64_t s
+    cdef num_t v
+    with nogil:
+        for i in range(n):
+            s = slots[i]
+            if s < 0 or _skip(valid, hv, voff, i):
+                continue
+            v = vals[i]
+            if num_t is double:
+                if v != v:
+                    continue
+            if cnt[s] == 0 or (v > cur[s] if is_max else v < cur[s]):
+                cur[s] = v
+            cnt[s] += 1
+
+
+def agg_welford(const int64_t[::1] slots, const double[::1] vals, const uint8_t[::1] valid,
+                int64_t voff, int64_t[::1] cnt, double[::1] mean, double[::1] m2):
+    """Welford's running mean and sum of squared deviations. Modifies outputs."""
+    cdef Py_ssize_t i, n = slots.shape[0]
+    cdef bint hv = valid.shape[0] > 0
+    cdef int64_t s, c
+    cdef double v, d
+    with nogil:
+        for i in range(n):
+            s = slots[i]
+            if s < 0 or _skip(valid, hv, voff, i):
+                continue
+            v = vals[i]
+            c = cnt[s] + 1
+            cnt[s] = c
+            if c == 1:
+                mean[s] = v
+                m2[s] = 0.0
+            else:
+                d = v - mean[s]
+                mean[s] += d / c
+                m2[s] += d * (v - mean[s])
+
+
+def agg_firstlast(const int64_t[::1] slots, const num_t[::1] vals, const uint8_t[::1] valid,
+                  int64_t voff, const int64_t[::1] ts, bint is_last, int64_t[::1] cnt,
+                  num_t[::1] cur, int64_t[::1] cur_ts):
+    """Value with the smallest (first) or largest (last) event time; ties: the
+    earliest row for first, the latest row for last. Modifies outputs."""
+    cdef Py_ssize_t i, n = slots.shape[0]
+    cdef bint hv = valid.shape[0] > 0
+    cdef int64_t s, t
+    with nogil:
+        for i in range(n):
+            s = slots[i]
+            if s < 0 or _skip(valid, hv, voff, i):
+                continue
+            t = ts[i]
+            if cnt[s] == 0 or (t >= cur_ts[s] if is_last else t < cur_ts[s]):
+                cur[s] = vals[i]
+                cur_ts[s] = t
+            cnt[s] += 1
+
+
+# merges: state[dst[i]] <- state[dst[i]] (+) state[src[i]], in order
+
+def merge_count(const int64_t[::1] dst, const int64_t[::1] src, int64_t[::1] cnt):
+    cdef Py_ssize_t i, n = dst.shape[0]
+    with nogil:
+        for i in range(n):
+            cnt[dst[i]] += cnt[src[i]]
+
+
+def merge_sum_f64(const int64_t[::1] dst, const int64_t[::1] src, int64_t[::1] cnt,
+                  double[::1] total, double[::1] comp):
+    cdef Py_ssize_t i, n = dst.shape[0]
+    cdef int64_t d, s
+    cdef double a, v, t
+    with nogil:
+        for i in range(n):
+            d = dst[i]
+            s = src[i]
+            if cnt[s] == 0:
+                continue
+            if cnt[d] == 0:
+                total[d] = total[s]
+                comp[d] = comp[s]
+            else:
+                a = total[d]
+                v = total[s]
+                t = a + v
+                if (a if a >= 0 else -a) >= (v if v >= 0 else -v):
+                    comp[d] += (a - t) + v
+                else:
+                    comp[d] += (v - t) + a
+                total[d] = t
+                comp[d] += comp[s]
+            cnt[d] += cnt[s]
+
+
+def merge_sum_i64(const int64_t[::1] dst, const int64_t[::1] src, int64_t[::1] cnt,
+                  int64_t[::1] total):
+    cdef Py_ssize_t i, n = dst.shape[0]
+    cdef int64_t d, s
+    with nogil:
+        for i in range(n):
+            d = dst[i]
+            s = src[i]
+            if cnt[s] == 0:
+                continue
+            if cnt[d] == 0:
+                total[d] = total[s]
+            else:
+                total[d] = <int64_t>(<uint64_t>total[d] + <uint64_t>total[s])
+            cnt[d] += cnt[s]
+
+
+def merge_minmax(const int64_t[::1] dst, const int64_t[::1] src, bint is_max,
+                 int64_t[::1] cnt, num_t[::1] cur):
+    cdef Py_ssize_t i, n = dst.shape[0]
+    cdef int64_t d, s
+    with nogil:
+        for i in range(n):
+            d = dst[i]
+            s = src[i]
+            if cnt[s] == 0:
+                continue
+            if cnt[d] == 0 or (cur[s] > cur[d] if is_max else cur[s] < cur[d]):
+                cur[d] = cur[s]
+            cnt[d] += cnt[s]
+
+
+def merge_welford(const int64_t[::1] dst, const int64_t[::1] src, int64_t[::1] cnt,
+                  double[::1] mean, double[::1] m2):
+    """Chan et al.'s pairwise combination of (count, mean, M2)."""
+    cdef Py_ssize_t i, n = dst.shape[0]
+    cdef int64_t d, s
+    cdef double na, nb, nt, delta
+    with nogil:
+        for i in range(n):
+            d = dst[i]
+            s = src[i]
+            if cnt[s] == 0:
+                continue
+            if cnt[d] == 0:
+                mean[d] = mean[s]
+                m2[d] = m2[s]
+                cnt[d] = cnt[s]
+                continue
+            na = <double>cnt[d]
+            nb = <double>cnt[s]
+            nt = na + nb
+            delta = mean[s] - mean[d]
+            mean[d] += delta * (nb / nt)
+            m2[d] += m2[s] + delta * delta * (na * nb / nt)
+            cnt[d] += cnt[s]
+
+
+def merge_firstlast(const int64_t[::1] dst, const int64_t[::1] src, bint is_last,
+                    int64_t[::1] cnt, num_t[::1] cur, int64_t[::1] cur_ts):
+    """Merge in order: ``src`` counts as the later rows on ties."""
+    cdef Py_ssize_t i, n = dst.shape[0]
+    cdef int64_t d, s
+    with nogil:
+        for i in range(n):
+            d = dst[i]
+            s = src[i]
+            if cnt[s] == 0:
+                continue
+            if cnt[d] == 0 or (cur_ts[s] >= cur_ts[d] if is_last else cur_ts[s] < cur_ts[d]):
+                cur[d] = cur[s]
+                cur_ts[d] = cur_ts[s]
+            cnt[d] += cnt[s]

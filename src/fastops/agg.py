@@ -1,0 +1,544 @@
+"""Aggregates for window and keyed aggregation, and the plug-in protocol.
+
+Built-ins: ``count()`` (rows), ``count(col)`` (non-null values), ``sum``,
+``min``, ``max``, ``mean``, ``var`` / ``stddev`` (``ddof=1`` sample, ``ddof=0``
+population; Welford updates, Chan merges), ``first`` / ``last`` (by event
+time). SQL null rules: null inputs are skipped and a slot without a non-null
+value gives null (``count`` gives 0).
+
+Types
+    ``sum`` of integers is int64 and wraps silently on overflow (two's
+    complement, as C); ``sum`` of floats is float64 with Neumaier
+    compensation. ``mean``/``var``/``stddev`` are float64. ``min``, ``max``,
+    ``first``, ``last`` keep the input type (integers, floats, bool, timestamp,
+    date, time, duration); float NaN values are ignored by ``min``/``max``
+    (as pandas does). Strings and other types raise ``TypeError`` naming the
+    column and type.
+
+Slots and state
+    A *slot* is one accumulator (one key in one window or pane), a dense int64
+    id allocated by the window aggregator and reused after purge. An
+    aggregate object is configuration only; its per-slot state is one value
+    returned by ``new_state`` and threaded through the calls below (for the
+    built-ins: a few NumPy arrays indexed by slot).
+
+Plug-ins
+    Subclass :class:`SlotAggregate` and make a constructor reachable as
+    ``fastops.agg.<name>(...)`` with :func:`register`. The aggregator calls
+    ``update`` once per batch, ``merge`` to combine panes (sliding windows) or
+    sessions, ``result`` at emission, ``reset`` at purge, and
+    ``to_bytes``/``from_bytes`` in snapshots. ``update`` and ``merge`` may see
+    slot ids beyond the current size (for ``merge``: fresh destination slots
+    that hold nothing yet) and must grow the state to cover them.
+"""
+from __future__ import annotations
+
+import builtins as _builtins
+import io
+from typing import Any, Callable, Optional
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.types as pat
+
+from fastops import _arrow, _window
+
+__all__ = ["SlotAggregate", "register", "count", "sum", "min", "max", "mean", "var",
+           "stddev", "first", "last", "registered"]
+
+_EMPTY_U8 = np.zeros(0, dtype=np.uint8)
+
+
+class SlotAggregate:
+    """Base class of aggregates with per-slot state (see module docs).
+
+    Attributes
+    ----------
+    column
+        Input column name, or None for an aggregate without input (``count()``).
+    name
+        Short name for messages and ``repr``.
+    """
+
+    column: Optional[str] = None
+    name: str = "aggregate"
+
+    def output_type(self, input_type: Optional[pa.DataType]) -> pa.DataType:
+        """Arrow type of ``result`` for inputs of ``input_type``."""
+        raise NotImplementedError
+
+    def validate(self, input_type: Optional[pa.DataType]) -> None:
+        """Raise ``TypeError`` naming the column and type if unsupported."""
+
+    def new_state(self) -> Any:
+        """The state of zero slots."""
+        raise NotImplementedError
+
+    def update(self, state: Any, slots: np.ndarray, values: pa.Array) -> Any:
+        """Row ``i`` of ``values`` goes into slot ``slots[i]`` (nulls already
+        removed). Grows the state to ``max(slots) + 1`` slots; returns it."""
+        raise NotImplementedError
+
+    def merge(self, state: Any, dst: np.ndarray, src: np.ndarray) -> Any:
+        """``state[dst[i]] <- state[dst[i]] (+) state[src[i]]`` for each ``i`` in order."""
+        raise NotImplementedError
+
+    def result(self, state: Any, slots: np.ndarray) -> pa.Array:
+        """One value per slot of ``slots``, in order."""
+        raise NotImplementedError
+
+    def reset(self, state: Any, slots: np.ndarray) -> Any:
+        """Empty ``slots`` (purged) so they can be reused."""
+        raise NotImplementedError
+
+    def to_bytes(self, state: Any) -> bytes:
+        raise NotImplementedError
+
+    def from_bytes(self, data: bytes) -> Any:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """A stable text naming the aggregate and its parameters (checked on restore)."""
+        return f"{type(self).__module__}.{type(self).__name__}({self.column!r})"
+
+    def __repr__(self) -> str:
+        return f"agg.{self.name}({'' if self.column is None else repr(self.column)})"
+
+
+# ---------------------------------------------------------------- columnar state
+
+class Columns:
+    """Per-slot state of a built-in aggregate: named NumPy arrays of one length."""
+
+    __slots__ = ("arrays", "size")
+
+    def __init__(self, spec: dict[str, np.dtype], size: int = 0):
+        self.arrays = {k: np.zeros(size, dtype=dt) for k, dt in spec.items()}
+        self.size = size
+
+    def ensure(self, n: int) -> None:
+        """Grow (doubling) to at least ``n`` slots; new slots are empty."""
+        if n <= self.size:
+            return
+        new = _builtins.max(n, 2 * self.size, 64)
+        for k, a in self.arrays.items():
+            b = np.zeros(new, dtype=a.dtype)
+            b[: self.size] = a
+            self.arrays[k] = b
+        self.size = new
+
+    def __getitem__(self, k: str) -> np.ndarray:
+        return self.arrays[k]
+
+    def to_bytes(self) -> bytes:
+        batch = pa.RecordBatch.from_arrays([pa.array(a) for a in self.arrays.values()],
+                                           names=list(self.arrays))
+        sink = io.BytesIO()
+        with pa.ipc.new_stream(sink, batch.schema) as w:
+            w.write_batch(batch)
+        return sink.getvalue()
+
+    @classmethod
+    def from_bytes(cls, spec: dict[str, np.dtype], data: bytes) -> "Columns":
+        batch = pa.ipc.open_stream(data).read_all().combine_chunks()
+        if list(batch.schema.names) != list(spec):
+            raise ValueError(f"aggregate state has fields {batch.schema.names}, expected {list(spec)}")
+        out = cls(spec, 0)
+        for k in spec:
+            col = batch.column(k)
+            out.arrays[k] = np.array(col.to_numpy(zero_copy_only=False), dtype=spec[k])
+        out.size = batch.num_rows
+        return out
+
+
+def _numeric_storage(t: pa.DataType) -> Optional[np.dtype]:
+    """Storage dtype (int64 / float64) of a numeric-like type, None if unsupported."""
+    if pat.is_floating(t):
+        return None if t.bit_width == 16 else np.dtype(np.float64)
+    if pat.is_integer(t) or pat.is_boolean(t) or pat.is_temporal(t):
+        return np.dtype(np.int64)
+    return None
+
+
+def as_storage(arr: pa.Array, dtype: np.dtype) -> np.ndarray:
+    """Values of a numeric-like array as contiguous int64 or float64 (nulls: garbage)."""
+    t = arr.type
+    n = len(arr)
+    if pat.is_boolean(t):
+        bits = np.unpackbits(_arrow.bit_values(arr), bitorder="little", count=arr.offset + n)
+        return bits[arr.offset:].astype(dtype)
+    if pat.is_floating(t):
+        src = np.dtype(np.float32 if t.bit_width == 32 else np.float64)
+    else:
+        width = t.bit_width // 8
+        signed = not pat.is_unsigned_integer(t)
+        src = np.dtype(f"{'int' if signed else 'uint'}{width * 8}")
+    vals = _arrow.fixed_values(arr, src)
+    if vals.dtype == dtype:
+        return np.ascontiguousarray(vals)
+    return vals.astype(dtype)
+
+
+def from_storage(vals: np.ndarray, null: Optional[np.ndarray], t: pa.DataType) -> pa.Array:
+    """An Arrow array of type ``t`` from int64/float64 storage; ``null`` marks nulls."""
+    n = len(vals)
+    nnull = int(null.sum()) if null is not None else 0
+    validity = None
+    if nnull:
+        validity = pa.py_buffer(np.packbits(~null, bitorder="little"))
+    if pat.is_boolean(t):
+        data = pa.py_buffer(np.packbits(vals.astype(bool), bitorder="little"))
+    elif pat.is_floating(t):
+        data = pa.py_buffer(np.ascontiguousarray(vals, dtype=np.float32 if t.bit_width == 32 else np.float64))
+    else:
+        width = t.bit_width // 8
+        signed = not pat.is_unsigned_integer(t)
+        dt = np.dtype(f"{'int' if signed else 'uint'}{width * 8}")
+        data = pa.py_buffer(np.ascontiguousarray(vals.astype(dt, copy=False)))
+    return pa.Array.from_buffers(t, n, [validity, data], null_count=nnull)
+
+
+def _valid(values: pa.Array) -> tuple[np.ndarray, int]:
+    v = _arrow.validity(values)
+    return (_EMPTY_U8, 0) if v is None else (v, values.offset)
+
+
+def _mask_slots(slots: np.ndarray, values: pa.Array) -> np.ndarray:
+    return np.ascontiguousarray(slots, dtype=np.int64)
+
+
+class BuiltinAggregate(SlotAggregate):
+    """A built-in: columnar state, kernels in ``fastops._window``.
+
+    ``update_rows(state, slots, values, ts, size)`` is the aggregator's fast
+    path: ``slots < 0`` are skipped, nulls are skipped through the validity
+    bitmap, ``size`` is the slot capacity to grow to.
+    """
+
+    needs_input = True
+    fields: dict[str, np.dtype] = {}
+
+    def __init__(self, column: Optional[str]):
+        if column is not None and not isinstance(column, str):
+            raise TypeError(f"{self.name}: column must be a str, got {type(column).__name__}")
+        if self.needs_input and column is None:
+            raise TypeError(f"{self.name} needs an input column")
+        self.column = column
+        self._dtype = np.dtype(np.float64)
+
+    def bind(self, input_type: Optional[pa.DataType]) -> None:
+        """Fix the input type (validates it)."""
+        self.validate(input_type)
+        if input_type is not None:
+            st = _numeric_storage(input_type)
+            if st is not None:
+                self._dtype = st
+
+    def _state_spec(self) -> dict[str, np.dtype]:
+        return dict(self.fields)
+
+    def new_state(self) -> Columns:
+        return Columns(self._state_spec())
+
+    def update(self, state: Columns, slots: np.ndarray, values: pa.Array) -> Columns:
+        slots = np.ascontiguousarray(slots, dtype=np.int64)
+        if len(slots):
+            n = int(slots.max()) + 1
+            self.update_rows(state, slots, values, np.arange(len(slots), dtype=np.int64), n)
+        return state
+
+    def reset(self, state: Columns, slots: np.ndarray) -> Columns:
+        if len(slots):
+            state["cnt"][slots] = 0
+        return state
+
+    def to_bytes(self, state: Columns) -> bytes:
+        return state.to_bytes()
+
+    def from_bytes(self, data: bytes) -> Columns:
+        return Columns.from_bytes(self._state_spec(), data)
+
+    def _null(self, state: Columns, slots: np.ndarray) -> Optional[np.ndarray]:
+        null = state["cnt"][slots] == 0
+        return null if null.any() else None
+
+    def _grow(self, state: Columns, *slot_arrays: np.ndarray) -> None:
+        hi = 0
+        for s in slot_arrays:
+            if len(s):
+                hi = _builtins.max(hi, int(s.max()) + 1)
+        state.ensure(hi)
+
+    def describe(self) -> str:
+        return f"{self.name}({self.column!r})"
+
+
+def _type_error(agg: SlotAggregate, t: pa.DataType, what: str) -> TypeError:
+    return TypeError(f"{agg.name}({agg.column!r}): column {agg.column!r} has type {t}; "
+                     f"{agg.name} needs {what}")
+
+
+class Count(BuiltinAggregate):
+    name = "count"
+    needs_input = False
+    fields = {"cnt": np.dtype(np.int64)}
+
+    def output_type(self, input_type):
+        return pa.int64()
+
+    def validate(self, input_type):
+        return None
+
+    def update_rows(self, state, slots, values, ts, size):
+        state.ensure(size)
+        if values is None:
+            _window.agg_count(slots, _EMPTY_U8, 0, state["cnt"])
+        else:
+            v, off = _valid(values)
+            _window.agg_count(slots, v, off, state["cnt"])
+
+    def update(self, state, slots, values):
+        slots = np.ascontiguousarray(slots, dtype=np.int64)
+        if len(slots):
+            self.update_rows(state, slots, values, None, int(slots.max()) + 1)
+        return state
+
+    def merge(self, state, dst, src):
+        self._grow(state, dst, src)
+        _window.merge_count(dst, src, state["cnt"])
+        return state
+
+    def result(self, state, slots):
+        return pa.array(state["cnt"][slots], type=pa.int64())
+
+
+class Sum(BuiltinAggregate):
+    name = "sum"
+
+    def validate(self, input_type):
+        if input_type is None or not (pat.is_integer(input_type) or pat.is_floating(input_type)) \
+                or (pat.is_floating(input_type) and input_type.bit_width == 16):
+            raise _type_error(self, input_type, "an integer or floating-point column")
+
+    def _state_spec(self):
+        if self._dtype == np.int64:
+            return {"cnt": np.dtype(np.int64), "sum": np.dtype(np.int64)}
+        return {"cnt": np.dtype(np.int64), "sum": np.dtype(np.float64), "comp": np.dtype(np.float64)}
+
+    def output_type(self, input_type):
+        return pa.int64() if pat.is_integer(input_type) else pa.float64()
+
+    def update_rows(self, state, slots, values, ts, size):
+        state.ensure(size)
+        v, off = _valid(values)
+        x = as_storage(values, self._dtype)
+        if self._dtype == np.int64:
+            _window.agg_sum_i64(slots, x, v, off, state["cnt"], state["sum"])
+        else:
+            _window.agg_sum_f64(slots, x, v, off, state["cnt"], state["sum"], state["comp"])
+
+    def merge(self, state, dst, src):
+        self._grow(state, dst, src)
+        if self._dtype == np.int64:
+            _window.merge_sum_i64(dst, src, state["cnt"], state["sum"])
+        else:
+            _window.merge_sum_f64(dst, src, state["cnt"], state["sum"], state["comp"])
+        return state
+
+    def result(self, state, slots):
+        if self._dtype == np.int64:
+            vals = state["sum"][slots]
+            t = pa.int64()
+        else:
+            vals = state["sum"][slots] + state["comp"][slots]
+            t = pa.float64()
+        return pa.array(vals, type=t, mask=self._null(state, slots))
+
+
+class _Ordered(BuiltinAggregate):
+    """Aggregates that keep one input value per slot (min, max, first, last)."""
+
+    def validate(self, input_type):
+        st = None if input_type is None else _numeric_storage(input_type)
+        if st is None:
+            raise _type_error(self, input_type, "a numeric, boolean or temporal column")
+        if self.name in ("min", "max") and pat.is_uint64(input_type):
+            raise _type_error(self, input_type, "values that fit int64 (uint64 is not ordered here)")
+        self._out = input_type
+
+    def output_type(self, input_type):
+        return input_type
+
+    def result(self, state, slots):
+        return from_storage(state["val"][slots], self._null(state, slots), self._out)
+
+
+class MinMax(_Ordered):
+    def __init__(self, column, is_max):
+        self.name = "max" if is_max else "min"
+        self.is_max = bool(is_max)
+        super().__init__(column)
+
+    def _state_spec(self):
+        return {"cnt": np.dtype(np.int64), "val": self._dtype}
+
+    def update_rows(self, state, slots, values, ts, size):
+        state.ensure(size)
+        v, off = _valid(values)
+        _window.agg_minmax(slots, as_storage(values, self._dtype), v, off, self.is_max,
+                           state["cnt"], state["val"])
+
+    def merge(self, state, dst, src):
+        self._grow(state, dst, src)
+        _window.merge_minmax(dst, src, self.is_max, state["cnt"], state["val"])
+        return state
+
+
+class FirstLast(_Ordered):
+    def __init__(self, column, is_last):
+        self.name = "last" if is_last else "first"
+        self.is_last = bool(is_last)
+        super().__init__(column)
+
+    def _state_spec(self):
+        return {"cnt": np.dtype(np.int64), "val": self._dtype, "ts": np.dtype(np.int64)}
+
+    def update_rows(self, state, slots, values, ts, size):
+        state.ensure(size)
+        v, off = _valid(values)
+        _window.agg_firstlast(slots, as_storage(values, self._dtype), v, off, ts, self.is_last,
+                              state["cnt"], state["val"], state["ts"])
+
+    def merge(self, state, dst, src):
+        self._grow(state, dst, src)
+        _window.merge_firstlast(dst, src, self.is_last, state["cnt"], state["val"], state["ts"])
+        return state
+
+
+class Moments(BuiltinAggregate):
+    """mean, var, stddev from Welford's (count, mean, M2)."""
+
+    fields = {"cnt": np.dtype(np.int64), "mean": np.dtype(np.float64), "m2": np.dtype(np.float64)}
+
+    def __init__(self, column, kind, ddof=1):
+        if kind not in ("mean", "var", "stddev"):
+            raise ValueError(f"unknown moment {kind!r}")
+        if ddof not in (0, 1):
+            raise ValueError(f"{kind}: ddof must be 0 (population) or 1 (sample), got {ddof!r}")
+        self.name = kind
+        self.ddof = int(ddof)
+        super().__init__(column)
+
+    def validate(self, input_type):
+        if input_type is None or not (pat.is_integer(input_type) or pat.is_floating(input_type)) \
+                or (pat.is_floating(input_type) and input_type.bit_width == 16):
+            raise _type_error(self, input_type, "an integer or floating-point column")
+
+    def bind(self, input_type):
+        self.validate(input_type)
+        self._dtype = np.dtype(np.float64)
+
+    def output_type(self, input_type):
+        return pa.float64()
+
+    def update_rows(self, state, slots, values, ts, size):
+        state.ensure(size)
+        v, off = _valid(values)
+        _window.agg_welford(slots, as_storage(values, np.dtype(np.float64)), v, off,
+                            state["cnt"], state["mean"], state["m2"])
+
+    def merge(self, state, dst, src):
+        self._grow(state, dst, src)
+        _window.merge_welford(dst, src, state["cnt"], state["mean"], state["m2"])
+        return state
+
+    def result(self, state, slots):
+        cnt = state["cnt"][slots]
+        if self.name == "mean":
+            return pa.array(state["mean"][slots], type=pa.float64(), mask=cnt == 0)
+        denom = cnt - self.ddof
+        null = denom <= 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            var = np.where(null, 0.0, state["m2"][slots] / np.where(null, 1, denom))
+        var = np.maximum(var, 0.0)
+        if self.name == "stddev":
+            var = np.sqrt(var)
+        return pa.array(var, type=pa.float64(), mask=null)
+
+    def describe(self):
+        return f"{self.name}({self.column!r}, ddof={self.ddof})"
+
+    def __repr__(self):
+        return f"agg.{self.name}({self.column!r}, ddof={self.ddof})"
+
+
+# ---------------------------------------------------------------- constructors
+
+def count(column: Optional[str] = None) -> SlotAggregate:
+    """Rows per slot, or with ``column`` its non-null values (0 if none)."""
+    return Count(column)
+
+
+def sum(column: str) -> SlotAggregate:  # noqa: A001 - the SQL name
+    """Sum of non-null values: int64 for integers (wrapping), float64 (compensated) for floats."""
+    return Sum(column)
+
+
+def min(column: str) -> SlotAggregate:  # noqa: A001
+    """Smallest non-null value (NaN ignored), input type kept."""
+    return MinMax(column, False)
+
+
+def max(column: str) -> SlotAggregate:  # noqa: A001
+    """Largest non-null value (NaN ignored), input type kept."""
+    return MinMax(column, True)
+
+
+def mean(column: str) -> SlotAggregate:
+    """Arithmetic mean (float64) of the non-null values."""
+    return Moments(column, "mean")
+
+
+def var(column: str, ddof: int = 1) -> SlotAggregate:
+    """Variance: ``ddof=1`` sample (null for fewer than 2 values), ``ddof=0`` population."""
+    return Moments(column, "var", ddof)
+
+
+def stddev(column: str, ddof: int = 1) -> SlotAggregate:
+    """Standard deviation: ``sqrt(var(column, ddof))``."""
+    return Moments(column, "stddev", ddof)
+
+
+def first(column: str) -> SlotAggregate:
+    """Non-null value with the smallest event time (ties: the row seen first)."""
+    return FirstLast(column, False)
+
+
+def last(column: str) -> SlotAggregate:
+    """Non-null value with the largest event time (ties: the row seen last)."""
+    return FirstLast(column, True)
+
+
+_BUILTINS = ("count", "sum", "min", "max", "mean", "var", "stddev", "first", "last")
+_REGISTRY: dict[str, Callable[..., SlotAggregate]] = {n: globals()[n] for n in _BUILTINS}
+
+
+def register(name: str, factory: Callable[..., SlotAggregate]) -> None:
+    """Make ``factory`` reachable as ``fastops.agg.<name>(...)``.
+
+    Raises ``ValueError`` if ``name`` is taken (built-ins included) and
+    ``TypeError`` if it is not an identifier or ``factory`` is not callable.
+    """
+    if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
+        raise TypeError(f"aggregate name must be a public identifier, got {name!r}")
+    if not callable(factory):
+        raise TypeError(f"aggregate factory for {name!r} must be callable")
+    if name in _REGISTRY or name in globals():
+        raise ValueError(f"aggregate {name!r} is already registered")
+    _REGISTRY[name] = factory
+    globals()[name] = factory
+
+
+def registered() -> list[str]:
+    """Names of every aggregate constructor, built-ins first."""
+    return list(_REGISTRY)

@@ -1,0 +1,770 @@
+"""``WindowAggregator``: incremental, keyed, event-time window aggregation.
+
+Flink's semantics over Arrow batches::
+
+    agg = WindowAggregator(Tumbling("1s"), by=["user"], aggs={"n": agg.count()})
+    agg.process(batch)                  # accumulate (any number of times)
+    out = agg.advance_watermark(t)      # windows with end <= t
+    late = agg.take_late()              # rows that came after their window was purged
+    out = agg.flush()                   # end of stream: everything still open
+
+Windows are ``[start, end)`` with ``start = floor((t - offset) / slide) * slide
++ offset``. ``advance_watermark(t)`` emits every window with ``end <= t`` (it
+fires when the watermark passes ``end - 1``) and purges it once
+``end + allowed_lateness <= t``. A watermark behind the current one is
+ignored.
+
+Lateness
+    A row whose window is fired but not purged updates it, and the next
+    ``advance_watermark`` emits the window again (a second row with the
+    updated result, as Flink's default trigger). A row whose window is purged
+    goes to the side output (``late`` / ``take_late()``) with a ``reason``
+    and the ``watermark`` it met; rows are never dropped silently:
+    rows counted in windows + late rows = rows in. For sliding windows a row
+    belongs to ``size / slide`` windows; it is late only if *all* of them are
+    purged (its pane is gone). If only some are purged, the row still updates
+    its pane and the live windows re-emit; purged windows are never emitted
+    again. For session windows a row is late if it joins no live session and
+    its own session ``[t, t + gap)`` would already be purged.
+
+Output
+    ``window_start``, ``window_end`` (``timestamp[ms]``), the key columns with
+    their types, then the aggregates in the order given. Rows come in
+    window-end order; within one end: sliding/tumbling windows in order of
+    the panes (latest pane first) and of the key's first row in a pane,
+    sessions by start; the order is deterministic for the same input and
+    state. Without a window (``GlobalWindow`` / ``None``) the output has no
+    window columns: ``take_updates()`` gives the groups changed since the last
+    call and ``flush()`` every group.
+
+Implementation
+    Key columns -> dense group ids (:class:`fastops.keys.KeyTable`); a slot
+    table maps (group, pane) -> slot (tumbling: pane = window; sliding:
+    panes of ``gcd(size, slide)``, a window combines its panes at emission,
+    so per-row cost does not grow with ``size / slide``) or keeps per-group
+    session lists (sessions a row bridges are merged); aggregate state is
+    columnar per slot. Purged slots are reused.
+
+Performance notes: one pass per batch for the key hash, one for the group
+lookup, one for slot assignment and one per aggregate, all in ``nogil``
+kernels; nothing per row or per group happens in Python.
+"""
+from __future__ import annotations
+
+import bisect
+import io
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from fastops import _window
+from fastops.agg import BuiltinAggregate, SlotAggregate
+from fastops.durations import parse_duration
+from fastops.keys import KeyTable
+from fastops.watermarks import MIN_WATERMARK, to_ms
+from fastops.windows import GlobalWindow, Session, Sliding, Tumbling, as_window
+
+__all__ = ["WindowAggregator", "State", "MissingColumnError"]
+
+MAX_WATERMARK = 2**63 - 1
+_I64_MIN = -(2**63)
+_I64_MAX = 2**63 - 1
+_FAR = 2**62
+_TS = pa.timestamp("ms")
+_RESERVED = ("window_start", "window_end")
+
+
+class MissingColumnError(KeyError, ValueError):
+    """A column the aggregator needs is not in the batch (both KeyError and ValueError)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+def _clamp(v: int) -> int:
+    return max(-_FAR, min(_FAR, v))
+
+
+def _grown(a: np.ndarray, n: int, fill: int = 0) -> np.ndarray:
+    if len(a) >= n:
+        return a
+    new = max(n, 2 * len(a), 64)
+    b = np.full(new, fill, dtype=a.dtype)
+    b[: len(a)] = a
+    return b
+
+
+# ---------------------------------------------------------------- state
+
+@dataclass(frozen=True)
+class State:
+    """A snapshot of a :class:`WindowAggregator` (immutable; Arrow inside).
+
+    ``meta``: scalars (watermark, counters, ...); ``arrays``: slot-table
+    arrays; ``keys``: the key table (one row per group, in id order);
+    ``group_hashes``: each group's 64-bit key hash (for splitting keyed state
+    by key group); ``aggs``: each aggregate's serialised state; ``late``:
+    late rows not yet taken. ``to_bytes`` / ``from_bytes`` round-trip through
+    one Arrow IPC stream; no pickled code.
+    """
+
+    config: str
+    meta: Mapping[str, Any]
+    arrays: Mapping[str, np.ndarray]
+    keys: pa.RecordBatch
+    group_hashes: np.ndarray
+    aggs: tuple
+    input_schema: pa.Schema
+    late: Optional[pa.RecordBatch] = None
+
+    def to_bytes(self) -> bytes:
+        names, kinds, payloads = [], [], []
+
+        def ipc(batch: pa.RecordBatch) -> bytes:
+            sink = io.BytesIO()
+            with pa.ipc.new_stream(sink, batch.schema) as w:
+                w.write_batch(batch)
+            return sink.getvalue()
+
+        for k, a in self.arrays.items():
+            names.append(k)
+            kinds.append("array:" + a.dtype.str)
+            payloads.append(np.ascontiguousarray(a).tobytes())
+        names.append("group_hashes")
+        kinds.append("array:" + self.group_hashes.dtype.str)
+        payloads.append(np.ascontiguousarray(self.group_hashes).tobytes())
+        names.append("keys")
+        kinds.append("ipc")
+        payloads.append(ipc(self.keys))
+        names.append("input_schema")
+        kinds.append("ipc")
+        payloads.append(ipc(pa.RecordBatch.from_pylist([], schema=self.input_schema)))
+        for i, b in enumerate(self.aggs):
+            names.append(f"agg{i}")
+            kinds.append("bytes")
+            payloads.append(bytes(b))
+        if self.late is not None:
+            names.append("late")
+            kinds.append("ipc")
+            payloads.append(ipc(self.late))
+        meta = {b"fastops.window.config": self.config.encode(),
+                b"fastops.window.meta": json.dumps(dict(self.meta)).encode()}
+        schema = pa.schema([("name", pa.string()), ("kind", pa.string()),
+                            ("payload", pa.large_binary())], metadata=meta)
+        batch = pa.RecordBatch.from_arrays(
+            [pa.array(names), pa.array(kinds), pa.array(payloads, pa.large_binary())], schema=schema)
+        return ipc(batch)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "State":
+        try:
+            reader = pa.ipc.open_stream(data)
+            table = reader.read_all()
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise ValueError(f"not a window aggregator state: {exc}") from None
+        meta_raw = table.schema.metadata or {}
+        if b"fastops.window.config" not in meta_raw:
+            raise ValueError("not a window aggregator state: metadata missing")
+        config = meta_raw[b"fastops.window.config"].decode()
+        meta = json.loads(meta_raw[b"fastops.window.meta"].decode())
+        arrays: dict[str, np.ndarray] = {}
+        aggs: list[bytes] = []
+        keys = late = schema = None
+        hashes = np.zeros(0, dtype=np.uint64)
+        for name, kind, payload in zip(table.column("name").to_pylist(),
+                                       table.column("kind").to_pylist(),
+                                       table.column("payload").to_pylist()):
+            if kind.startswith("array:"):
+                a = np.frombuffer(payload, dtype=np.dtype(kind[6:])).copy()
+                if name == "group_hashes":
+                    hashes = a
+                else:
+                    arrays[name] = a
+            elif kind == "ipc":
+                b = pa.ipc.open_stream(payload).read_all()
+                rb = b.combine_chunks().to_batches()
+                rb = rb[0] if rb else pa.RecordBatch.from_pylist([], schema=b.schema)
+                if name == "keys":
+                    keys = rb.replace_schema_metadata(b.schema.metadata)
+                elif name == "late":
+                    late = rb
+                elif name == "input_schema":
+                    schema = b.schema
+            elif kind == "bytes":
+                aggs.append(payload)
+        return cls(config, meta, arrays, keys, hashes, tuple(aggs), schema, late)
+
+
+# ---------------------------------------------------------------- aggregator
+
+class WindowAggregator:
+    """Keyed event-time window aggregation (see module docs).
+
+    Parameters
+    ----------
+    window
+        ``Tumbling``, ``Sliding``, ``Session``, ``GlobalWindow`` or None.
+    by
+        Key column name(s); empty for one global group.
+    aggs
+        Output name -> aggregate (``fastops.agg.count()``, ...), in output order.
+    time
+        Event-time column: integer ms, timestamp (any unit) or date.
+    allowed_lateness
+        Duration a fired window is kept to absorb late rows.
+    schema
+        Optional input schema: fixes types up front (so even an empty output
+        has the final schema) and validates the columns at construction.
+    """
+
+    def __init__(self, window: Any, by: Sequence[str] | str = (), aggs: Optional[Mapping[str, Any]] = None,
+                 time: str = "ts", allowed_lateness: Any = 0, schema: Optional[pa.Schema] = None):
+        self.window = as_window(window)
+        if isinstance(by, str):
+            by = [by]
+        self.by = [str(b) for b in by]
+        if len(set(self.by)) != len(self.by):
+            raise ValueError(f"duplicate key columns in by={self.by}")
+        if not aggs:
+            raise ValueError("aggs must name at least one aggregate")
+        if not isinstance(aggs, Mapping):
+            raise TypeError(f"aggs must be a dict name -> aggregate, got {type(aggs).__name__}")
+        self.aggs: dict[str, SlotAggregate] = {}
+        for name, a in aggs.items():
+            if not isinstance(name, str):
+                raise TypeError(f"aggregate names must be str, got {name!r}")
+            if not isinstance(a, SlotAggregate):
+                raise TypeError(f"aggregate {name!r} must be a fastops.agg aggregate, got {type(a).__name__}")
+            self.aggs[name] = a
+        self._windowed = not isinstance(self.window, GlobalWindow)
+        out_names = (list(_RESERVED) if self._windowed else []) + self.by + list(self.aggs)
+        dup = {n for n in out_names if out_names.count(n) > 1}
+        if dup:
+            raise ValueError(f"output column name(s) {sorted(dup)} used twice "
+                             f"(window columns, keys and aggregate names must differ)")
+        if not isinstance(time, str):
+            raise TypeError(f"time must be a column name, got {type(time).__name__}")
+        self.time = time
+        self.allowed_lateness = parse_duration(allowed_lateness)
+        if self.allowed_lateness < 0:
+            raise ValueError(f"allowed_lateness must be >= 0, got {allowed_lateness!r}")
+        self._keys = KeyTable(self.by)
+        self._agg_list = list(self.aggs.values())
+        self._states = [a.new_state() for a in self._agg_list]
+        self._input_types: Optional[dict[str, pa.DataType]] = None
+        self._out_schema: Optional[pa.Schema] = None
+        self._wm = MIN_WATERMARK
+        self._late: list[pa.RecordBatch] = []
+        self.rows_in = 0
+        self.rows_late = 0
+        self._init_tables()
+        if schema is not None:
+            self._bind(schema)
+
+    # ------------------------------------------------------------ setup
+    def _init_tables(self) -> None:
+        self._counters = np.zeros(4, dtype=np.int64)
+        self._free = np.zeros(64, dtype=np.int64)
+        self._s_group = np.zeros(64, dtype=np.int64)
+        self._s_next = np.full(64, -1, dtype=np.int64)
+        self._s_flags = np.zeros(64, dtype=np.uint8)
+        self._ndirty = 0
+        w = self.window
+        if isinstance(w, (Tumbling, Sliding)):
+            self._mode = "pane"
+            self._size, self._slide, self._offset = w.size, w.slide, w.offset
+            self._p = w.pane
+            self._ks = self._slide // self._p
+            self._k = self._size // self._p
+            self._hg = np.zeros(256, dtype=np.int64)
+            self._hq = np.zeros(256, dtype=np.int64)
+            self._hv = np.full(256, -1, dtype=np.int64)
+            self._s_pane = np.zeros(64, dtype=np.int64)
+            self._panes: list[int] = []
+            self._mark = np.full(64, -1, dtype=np.int64)
+        elif isinstance(w, Session):
+            self._mode = "session"
+            self._gap = w.gap
+            self._g_head = np.full(64, -1, dtype=np.int64)
+            self._s_start = np.zeros(64, dtype=np.int64)
+            self._s_end = np.zeros(64, dtype=np.int64)
+            self._s_parent = np.full(64, -1, dtype=np.int64)
+        else:
+            self._mode = "global"
+            self._touched = np.zeros(64, dtype=np.uint8)
+
+    def _config(self) -> str:
+        w = self.window
+        desc = {"window": type(w).__name__, "params": {k: getattr(w, k) for k in getattr(w, "__dataclass_fields__", {})},
+                "by": self.by, "aggs": [[n, a.describe()] for n, a in self.aggs.items()],
+                "time": self.time, "allowed_lateness": self.allowed_lateness}
+        return json.dumps(desc, sort_keys=True)
+
+    def _bind(self, schema: pa.Schema) -> None:
+        """Fix the input types from the first batch's schema (validating them)."""
+        names = schema.names
+        self._check_columns(names)
+        to_ms(pa.array([], type=schema.field(self.time).type), self.time)  # type check only
+        types = {self.time: schema.field(self.time).type}
+        for b in self.by:
+            types[b] = schema.field(b).type
+        for name, a in self.aggs.items():
+            t = None if a.column is None else schema.field(a.column).type
+            if a.column is not None:
+                types[a.column] = t
+            if isinstance(a, BuiltinAggregate):
+                a.bind(t)
+            else:
+                a.validate(t)
+        if self.by:
+            self._keys._prepare([pa.array([], type=types[b]) for b in self.by])
+        self._input_types = types
+        fields = []
+        if self._windowed:
+            fields += [pa.field("window_start", _TS), pa.field("window_end", _TS)]
+        fields += [pa.field(b, self._keys.types[i]) for i, b in enumerate(self.by)]
+        for name, a in self.aggs.items():
+            t = None if a.column is None else types[a.column]
+            fields.append(pa.field(name, a.output_type(t)))
+        self._out_schema = pa.schema(fields)
+
+    def _check_columns(self, names: Sequence[str]) -> None:
+        if self.time not in names:
+            raise MissingColumnError(f"time column {self.time!r} not in batch (columns: {list(names)})")
+        for b in self.by:
+            if b not in names:
+                raise MissingColumnError(f"key column {b!r} not in batch (columns: {list(names)})")
+        for name, a in self.aggs.items():
+            if a.column is not None and a.column not in names:
+                raise MissingColumnError(f"aggregate {name!r}: column {a.column!r} not in batch "
+                                         f"(columns: {list(names)})")
+
+    @property
+    def output_schema(self) -> Optional[pa.Schema]:
+        """Schema of emitted batches (known after the first batch or with ``schema=``)."""
+        return self._out_schema
+
+    @property
+    def watermark(self) -> int:
+        return self._wm
+
+    @property
+    def key_table(self) -> KeyTable:
+        return self._keys
+
+    @property
+    def num_slots(self) -> int:
+        """Slots in use (open windows / panes / sessions times keys)."""
+        if self._mode == "global":
+            return self._keys.num_groups
+        return int(self._counters[0] - self._counters[1])
+
+    # ------------------------------------------------------------ process
+    def process(self, batch: pa.RecordBatch | pa.Table) -> None:
+        """Accumulate the rows of ``batch``."""
+        if isinstance(batch, pa.Table):
+            for b in batch.combine_chunks().to_batches():
+                self.process(b)
+            return
+        if not isinstance(batch, pa.RecordBatch):
+            raise TypeError(f"process expects a pyarrow RecordBatch or Table, got {type(batch).__name__}")
+        self._check_columns(batch.schema.names)
+        if self._input_types is None:
+            self._bind(batch.schema)
+        else:
+            for col, t in self._input_types.items():
+                bt = batch.schema.field(col).type
+                if bt != t:
+                    raise TypeError(f"column {col!r} has type {bt}, but earlier batches had {t}")
+        n = batch.num_rows
+        if n == 0:
+            return
+        ts = np.ascontiguousarray(to_ms(batch.column(self.time), self.time))
+        if self.by:
+            gids = self._keys.lookup_or_insert([batch.column(b) for b in self.by])
+        else:
+            gids = self._keys.lookup_n(n)
+        if self._mode == "pane":
+            slots, nlate = self._assign_panes(gids, ts)
+        elif self._mode == "session":
+            slots, nlate = self._assign_sessions(gids, ts)
+        else:
+            slots, nlate = gids, 0
+            self._touched = _grown(self._touched, self._keys.num_groups)
+            self._touched[gids] = 1
+        size = self._slot_capacity()
+        for a, (i, st) in zip(self._agg_list, enumerate(self._states)):
+            values = None if a.column is None else batch.column(a.column)
+            if isinstance(values, pa.ChunkedArray):
+                values = values.combine_chunks()
+            if isinstance(a, BuiltinAggregate):
+                a.update_rows(st, slots, values, ts, size)
+            else:
+                keep = slots >= 0
+                if values is not None and values.null_count:
+                    keep &= values.is_valid().to_numpy(zero_copy_only=False)
+                if values is None:
+                    values = pa.nulls(n)
+                if not keep.all():
+                    idx = np.flatnonzero(keep)
+                    self._states[i] = a.update(st, slots[idx], values.take(pa.array(idx)))
+                else:
+                    self._states[i] = a.update(st, slots, values)
+        if self._mode == "session" and self._pending_release is not None:
+            rel = self._pending_release
+            self._pending_release = None
+            self._reset_slots(rel)
+            _window.session_release(self._s_parent, rel, self._free, self._counters)
+        self.rows_in += n
+        if nlate:
+            self.rows_late += nlate
+            self._add_late(batch, slots < 0, "window purged" if self._mode == "pane" else "session purged")
+
+    def _slot_capacity(self) -> int:
+        if self._mode == "global":
+            return self._keys.num_groups
+        return int(self._counters[0])
+
+    def _ensure_slots(self, extra: int) -> None:
+        need = int(self._counters[0]) + extra
+        self._s_group = _grown(self._s_group, need)
+        self._s_next = _grown(self._s_next, need, -1)
+        self._s_flags = _grown(self._s_flags, need)
+        self._free = _grown(self._free, need)
+        if self._mode == "pane":
+            self._s_pane = _grown(self._s_pane, need)
+        elif self._mode == "session":
+            self._s_start = _grown(self._s_start, need)
+            self._s_end = _grown(self._s_end, need)
+            self._s_parent = _grown(self._s_parent, need, -1)
+
+    def _ensure_hash(self, extra: int) -> None:
+        live, tomb = int(self._counters[2]), int(self._counters[3])
+        cap = len(self._hv)
+        if 2 * (live + tomb + 2 * extra) <= cap:
+            return
+        new = 256
+        while new < 4 * (live + 2 * extra):
+            new *= 2
+        hg = np.zeros(new, dtype=np.int64)
+        hq = np.zeros(new, dtype=np.int64)
+        hv = np.full(new, -1, dtype=np.int64)
+        _window.pane_rehash(self._hg, self._hq, self._hv, hg, hq, hv)
+        self._hg, self._hq, self._hv = hg, hq, hv
+        self._counters[3] = 0
+
+    def _j_fired(self, t: int) -> int:
+        """Last window index with ``end <= t``."""
+        return _clamp((t - self._offset - self._size) // self._slide)
+
+    def _j_purged(self, t: int) -> int:
+        """Last window index with ``end + allowed_lateness <= t``."""
+        return _clamp((t - self.allowed_lateness - self._offset - self._size) // self._slide)
+
+    def _assign_panes(self, gids: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, int]:
+        n = len(gids)
+        self._ensure_slots(n)
+        self._ensure_hash(n)
+        out = np.empty(n, dtype=np.int64)
+        new_panes = np.empty(n + 1, dtype=np.int64)
+        wm = self._wm
+        jp = self._j_purged(wm) if wm != MIN_WATERMARK else -_FAR
+        jf = self._j_fired(wm) if wm != MIN_WATERMARK else -_FAR
+        nnew, nlate, ndirty = _window.pane_assign(
+            self._hg, self._hq, self._hv, self._s_group, self._s_pane, self._s_next, self._s_flags,
+            self._free, self._counters, gids, ts, self._offset, self._p, self._ks, self._k,
+            jp, jf, out, new_panes)
+        for q in new_panes[:nnew].tolist():
+            bisect.insort(self._panes, q)
+        self._ndirty += ndirty
+        return out, nlate
+
+    def _assign_sessions(self, gids: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, int]:
+        n = len(gids)
+        self._ensure_slots(n)
+        self._g_head = _grown(self._g_head, self._keys.num_groups, -1)
+        out = np.empty(n, dtype=np.int64)
+        mdst = np.empty(n, dtype=np.int64)
+        msrc = np.empty(n, dtype=np.int64)
+        limit = (self._wm - self.allowed_lateness) if self._wm != MIN_WATERMARK else -_FAR
+        nm, nlate = _window.session_assign(
+            self._g_head, self._s_group, self._s_start, self._s_end, self._s_next, self._s_flags,
+            self._s_parent, self._free, self._counters, gids, ts, self._gap, _clamp(limit),
+            out, mdst, msrc)
+        self._pending_release = None
+        if nm:
+            dst, src = mdst[:nm].copy(), msrc[:nm].copy()
+            cap = self._slot_capacity()
+            for i, (a, st) in enumerate(zip(self._agg_list, self._states)):
+                if isinstance(a, BuiltinAggregate):
+                    st.ensure(cap)
+                self._states[i] = a.merge(st, dst, src)
+            self._pending_release = src
+        return out, nlate
+
+    def _reset_slots(self, slots: np.ndarray) -> None:
+        if len(slots) == 0:
+            return
+        for i, (a, st) in enumerate(zip(self._agg_list, self._states)):
+            self._states[i] = a.reset(st, slots)
+
+    def _add_late(self, batch: pa.RecordBatch, mask: np.ndarray, reason: str) -> None:
+        rows = batch.filter(pa.array(mask))
+        m = rows.num_rows
+        reason_col = pa.DictionaryArray.from_arrays(pa.array(np.zeros(m, dtype=np.int32)), pa.array([reason]))
+        wm_col = pa.array(np.full(m, self._wm, dtype=np.int64), type=_TS)
+        names = [n for n in rows.schema.names if n not in ("reason", "watermark")]
+        cols = [rows.column(n) for n in names]
+        self._late.append(pa.RecordBatch.from_arrays(cols + [reason_col.cast(pa.string()), wm_col],
+                                                     names=names + ["reason", "watermark"]))
+
+    # ------------------------------------------------------------ emission
+    def _empty(self) -> pa.RecordBatch:
+        if self._out_schema is None:
+            fields = ([pa.field("window_start", _TS), pa.field("window_end", _TS)] if self._windowed else [])
+            fields += [pa.field(b, pa.null()) for b in self.by]
+            fields += [pa.field(n, pa.null()) for n in self.aggs]
+            schema = pa.schema(fields)
+        else:
+            schema = self._out_schema
+        return pa.RecordBatch.from_pylist([], schema=schema)
+
+    def _build(self, starts: Optional[np.ndarray], ends: Optional[np.ndarray], groups: np.ndarray,
+               slots: np.ndarray) -> pa.RecordBatch:
+        cols = []
+        if self._windowed:
+            cols += [pa.array(starts, type=_TS), pa.array(ends, type=_TS)]
+        cols += self._keys.keys(groups) if self.by else []
+        for a, st in zip(self._agg_list, self._states):
+            cols.append(a.result(st, slots))
+        return pa.RecordBatch.from_arrays(cols, schema=self._out_schema)
+
+    def advance_watermark(self, t: int) -> pa.RecordBatch:
+        """Emit every window with ``end <= t`` (and re-emit updated ones); purge
+        windows with ``end + allowed_lateness <= t``. Backwards ``t`` is ignored."""
+        if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
+            raise TypeError(f"watermark must be an int of ms, got {type(t).__name__}")
+        t = int(t)
+        if not _I64_MIN <= t <= _I64_MAX:
+            raise ValueError(f"watermark {t} does not fit in int64")
+        if t < self._wm:
+            return self._empty()
+        old = self._wm
+        self._wm = t
+        if self._out_schema is None or self._mode == "global":
+            return self._empty()
+        if self._mode == "pane":
+            return self._advance_panes(old, t)
+        return self._advance_sessions(t)
+
+    def _pane_windows(self, lo: int, hi: int) -> list[int]:
+        """Window indices j in (lo, hi] that contain an active pane."""
+        ks, k = self._ks, self._k
+        js: set[int] = set()
+        panes = self._panes
+        # panes of windows in (lo, hi]: q in [(lo+1)*ks, hi*ks + k)
+        a = bisect.bisect_left(panes, (lo + 1) * ks)
+        b = bisect.bisect_left(panes, hi * ks + k)
+        for q in panes[a:b]:
+            jf = -((k - 1 - q) // ks)  # ceil((q - k + 1) / ks)
+            jl = q // ks
+            for j in range(max(jf, lo + 1), min(jl, hi) + 1):
+                js.add(j)
+        return sorted(js)
+
+    def _window_panes(self, j: int) -> np.ndarray:
+        lo = j * self._ks
+        a = bisect.bisect_left(self._panes, lo)
+        b = bisect.bisect_left(self._panes, lo + self._k)
+        return np.array(self._panes[a:b][::-1], dtype=np.int64)
+
+    def _advance_panes(self, old: int, t: int) -> pa.RecordBatch:
+        jf_old = self._j_fired(old) if old != MIN_WATERMARK else -_FAR
+        jp_old = self._j_purged(old) if old != MIN_WATERMARK else -_FAR
+        jf_new, jp_new = self._j_fired(t), self._j_purged(t)
+        work: list[tuple[int, bool]] = []
+        if self._ndirty and jf_old > jp_old:
+            work += [(j, True) for j in self._pane_windows(jp_old, jf_old)]
+        if jf_new > jf_old:
+            work += [(j, False) for j in self._pane_windows(jf_old, jf_new)]
+        pieces_g, pieces_s, pieces_row, starts, ends = [], [], [], [], []
+        nlive = int(self._counters[0])
+        self._mark = _grown(self._mark, self._keys.num_groups, -1)
+        refire_panes: set[int] = set()
+        total_rows = 0
+        for j, refire in work:
+            panes = self._window_panes(j)
+            if len(panes) == 0:
+                continue
+            if refire:
+                refire_panes.update(panes.tolist())
+            og = np.empty(nlive, dtype=np.int64)
+            orow = np.empty(nlive, dtype=np.int64)
+            osrc = np.empty(nlive, dtype=np.int64)
+            nrows, npairs = _window.pane_collect(self._hg, self._hq, self._hv, self._s_group,
+                                                 self._s_next, self._s_flags, panes, refire,
+                                                 self._mark, og, orow, osrc)
+            if nrows == 0:
+                continue
+            pieces_g.append(og[:nrows])
+            pieces_row.append(orow[:npairs] + total_rows)
+            pieces_s.append(osrc[:npairs])
+            start = self._offset + j * self._slide
+            starts.append(np.full(nrows, start, dtype=np.int64))
+            ends.append(np.full(nrows, start + self._size, dtype=np.int64))
+            total_rows += nrows
+        if refire_panes:
+            _window.pane_clear_dirty(self._hg, self._hq, self._hv, self._s_next, self._s_flags,
+                                     np.array(sorted(refire_panes), dtype=np.int64))
+        self._ndirty = 0 if not refire_panes and self._ndirty == 0 else self._remaining_dirty(jp_old, jf_old)
+        out = self._empty()
+        if total_rows:
+            groups = np.concatenate(pieces_g)
+            src = np.concatenate(pieces_s)
+            if self._k == 1:
+                result_slots = src  # one pane per window: rows and pairs coincide
+                temps = None
+            else:
+                temps = np.empty(total_rows, dtype=np.int64)
+                self._ensure_slots(total_rows)
+                _window.slots_alloc(self._free, self._counters, temps)
+                dst = temps[np.concatenate(pieces_row)]
+                cap = self._slot_capacity()
+                for i, (a, st) in enumerate(zip(self._agg_list, self._states)):
+                    if isinstance(a, BuiltinAggregate):
+                        st.ensure(cap)
+                    self._states[i] = a.merge(st, dst, src)
+                result_slots = temps
+            out = self._build(np.concatenate(starts), np.concatenate(ends), groups, result_slots)
+            if temps is not None:
+                self._reset_slots(temps)
+                _window.slots_free(self._free, self._counters, temps)
+        # purge panes whose last window is purged: q // ks <= jp_new
+        limit = (jp_new + 1) * self._ks  # panes q < limit
+        b = bisect.bisect_left(self._panes, limit)
+        if b:
+            dead = np.array(self._panes[:b], dtype=np.int64)
+            del self._panes[:b]
+            freed = np.empty(int(self._counters[0]), dtype=np.int64)
+            nf = _window.pane_purge(self._hg, self._hq, self._hv, self._s_group, self._s_next,
+                                    self._free, self._counters, dead, freed)
+            self._reset_slots(freed[:nf])
+        return out
+
+    def _remaining_dirty(self, jp_old: int, jf_old: int) -> int:
+        # every dirty pane lies in a refire window, and all of those were cleared
+        return 0
+
+    def _advance_sessions(self, t: int) -> pa.RecordBatch:
+        nslots = int(self._counters[0])
+        fired = np.empty(max(nslots, 1), dtype=np.int64)
+        nf = _window.session_fire(self._s_flags, self._s_end, nslots, t, fired)
+        out = self._empty()
+        if nf:
+            fired = fired[:nf]
+            order = np.lexsort((self._s_start[fired], self._s_end[fired]))
+            fired = fired[order]
+            out = self._build(self._s_start[fired], self._s_end[fired], self._s_group[fired], fired)
+        limit = t - self.allowed_lateness
+        if limit >= -_FAR:
+            purged = np.empty(max(nslots, 1), dtype=np.int64)
+            npg = _window.session_purge(self._g_head, self._s_group, self._s_end, self._s_next,
+                                        self._s_flags, self._free, self._counters, _clamp(limit), purged)
+            self._reset_slots(purged[:npg])
+        return out
+
+    def flush(self) -> pa.RecordBatch:
+        """End of stream: emit every open window (watermark = max int64); for a
+        global aggregate, every group."""
+        if self._mode == "global":
+            if self._out_schema is None or self._keys.num_groups == 0:
+                return self._empty()
+            groups = np.arange(self._keys.num_groups, dtype=np.int64)
+            self._touched[:] = 0
+            return self._build(None, None, groups, groups)
+        return self.advance_watermark(MAX_WATERMARK)
+
+    def take_updates(self) -> pa.RecordBatch:
+        """Global aggregate: current values of the groups changed since the last call."""
+        if self._mode != "global":
+            raise TypeError("take_updates is for a running aggregate (no window); use advance_watermark")
+        if self._out_schema is None:
+            return self._empty()
+        groups = np.flatnonzero(self._touched[: self._keys.num_groups]).astype(np.int64)
+        self._touched[:] = 0
+        if len(groups) == 0:
+            return self._empty()
+        return self._build(None, None, groups, groups)
+
+    # ------------------------------------------------------------ late rows
+    @property
+    def late(self) -> Optional[pa.RecordBatch]:
+        """Late rows so far (input columns + ``reason`` + ``watermark``), or None."""
+        if not self._late:
+            return None
+        if len(self._late) > 1:
+            self._late = [pa.Table.from_batches(self._late).combine_chunks().to_batches()[0]]
+        return self._late[0]
+
+    def take_late(self) -> Optional[pa.RecordBatch]:
+        """The late rows, cleared afterwards (None if there are none)."""
+        out = self.late
+        self._late = []
+        return out
+
+    # ------------------------------------------------------------ snapshot
+    def snapshot(self) -> State:
+        """An immutable copy of the whole state (see :class:`State`)."""
+        arrays = {"counters": self._counters, "free": self._free, "s_group": self._s_group,
+                  "s_next": self._s_next, "s_flags": self._s_flags}
+        if self._mode == "pane":
+            arrays.update(hg=self._hg, hq=self._hq, hv=self._hv, s_pane=self._s_pane,
+                          panes=np.array(self._panes, dtype=np.int64))
+        elif self._mode == "session":
+            arrays.update(g_head=self._g_head, s_start=self._s_start, s_end=self._s_end,
+                          s_parent=self._s_parent)
+        else:
+            arrays.update(touched=self._touched)
+        arrays = {k: np.array(v, copy=True) for k, v in arrays.items()}
+        meta = {"watermark": self._wm, "ndirty": self._ndirty, "rows_in": self.rows_in,
+                "rows_late": self.rows_late, "bound": self._input_types is not None}
+        schema = pa.schema([]) if self._input_types is None else pa.schema(
+            [pa.field(k, v) for k, v in self._input_types.items()])
+        return State(self._config(), meta, arrays, self._keys.snapshot(), self._keys.group_hashes(),
+                     tuple(a.to_bytes(st) for a, st in zip(self._agg_list, self._states)),
+                     schema, self.late)
+
+    def restore(self, state: State) -> None:
+        """Continue from ``state`` (from ``snapshot`` of an aggregator with the same config)."""
+        if isinstance(state, (bytes, bytearray, memoryview)):
+            state = State.from_bytes(bytes(state))
+        if not isinstance(state, State):
+            raise TypeError(f"restore expects a State (or its bytes), got {type(state).__name__}")
+        if state.config != self._config():
+            raise ValueError(f"state was taken from a differently configured aggregator: "
+                             f"{state.config} != {self._config()}")
+        self._init_tables()
+        self._keys = KeyTable.restore(state.keys)
+        if state.meta.get("bound"):
+            self._input_types = None
+            self._bind(state.input_schema)
+        a = {k: np.array(v, copy=True) for k, v in state.arrays.items()}
+        self._counters, self._free, self._s_group = a["counters"], a["free"], a["s_group"]
+        self._s_next, self._s_flags = a["s_next"], a["s_flags"]
+        if self._mode == "pane":
+            self._hg, self._hq, self._hv, self._s_pane = a["hg"], a["hq"], a["hv"], a["s_pane"]
+            self._panes = a["panes"].tolist()
+        elif self._mode == "session":
+            self._g_head, self._s_start, self._s_end = a["g_head"], a["s_start"], a["s_end"]
+            self._s_parent = a["s_parent"]
+        else:
+            self._touched = a["touched"]
+        self._states = [ag.from_bytes(b) for ag, b in zip(self._agg_list, state.aggs)]
+        self._wm = int(state.meta["watermark"])
+        self._ndirty = int(state.meta["ndirty"])
+        self.rows_in = int(state.meta["rows_in"])
+        self.rows_late = int(state.meta["rows_late"])
+        self._late = [state.late] if state.late is not None else []
