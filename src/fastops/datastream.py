@@ -67,11 +67,22 @@ class StreamEnvironment:
         ``True`` runs one thread per task; ``False`` runs every task in the
         calling thread in a fixed order (deterministic; for tests and
         debugging). Default: threads unless ``parallelism == 1``.
+    checkpoint_dir, checkpoint_interval, checkpoints_retained, mode
+        Periodic checkpoints (``"exactly_once"`` aligns barriers,
+        ``"at_least_once"`` does not) written to ``checkpoint_dir``; a job
+        started with an existing ``checkpoint_dir`` resumes from its latest
+        complete checkpoint.
+    restart_attempts, restart_delay
+        After a failure, restart in-process (from the latest checkpoint, or
+        from the start without checkpoints) up to this many times.
     """
 
     def __init__(self, parallelism: int = 1, max_parallelism: int = 128,
                  channel_capacity: int = 8, threads: Optional[bool] = None,
-                 chaining: bool = True):
+                 chaining: bool = True, checkpoint_dir: Optional[str] = None,
+                 checkpoint_interval: Any = "5s", checkpoints_retained: int = 3,
+                 mode: str = "exactly_once", restart_attempts: int = 0,
+                 restart_delay: Any = 0):
         self.parallelism = _check_parallelism(parallelism)
         self.max_parallelism = _check_parallelism(max_parallelism, "max_parallelism")
         if parallelism > max_parallelism:
@@ -79,6 +90,20 @@ class StreamEnvironment:
         self.channel_capacity = _check_parallelism(channel_capacity, "channel_capacity")
         self.threads = (parallelism > 1) if threads is None else bool(threads)
         self.chaining = chaining
+        from fastops.durations import parse_duration
+
+        if mode not in ("exactly_once", "at_least_once"):
+            raise ValueError(f"mode must be 'exactly_once' or 'at_least_once', got {mode!r}")
+        self.mode = mode
+        self.checkpoint_dir = None if checkpoint_dir is None else str(checkpoint_dir)
+        self.checkpoint_interval_ms = parse_duration(checkpoint_interval) if checkpoint_interval is not None else None
+        if self.checkpoint_interval_ms is not None and self.checkpoint_interval_ms <= 0:
+            raise ValueError(f"checkpoint_interval must be > 0, got {checkpoint_interval!r}")
+        self.checkpoints_retained = _check_parallelism(checkpoints_retained, "checkpoints_retained")
+        if isinstance(restart_attempts, bool) or not isinstance(restart_attempts, int) or restart_attempts < 0:
+            raise ValueError(f"restart_attempts must be an int >= 0, got {restart_attempts!r}")
+        self.restart_attempts = restart_attempts
+        self.restart_delay_s = parse_duration(restart_delay) / 1000.0 if restart_delay else 0.0
         self._sinks: list[Node] = []
         self.last_result: Optional[JobResult] = None
 
@@ -143,26 +168,84 @@ class StreamEnvironment:
         """The physical plan of the sinks added so far."""
         return self._plan(self._sinks).explain()
 
-    def _run(self, sinks: list[Node], job_name: str) -> JobResult:
+    def _storage(self) -> Any:
+        from fastops.runtime.checkpoint import CheckpointStorage
+
+        if self.checkpoint_dir is None:
+            return None
+        return CheckpointStorage(self.checkpoint_dir, self.checkpoints_retained)
+
+    def _restore_point(self, storage: Any, restore: Any, plan: PhysicalPlan) -> Any:
+        if restore is None or restore is False:
+            return None
+        if storage is None:
+            if restore == "latest":
+                return None
+            raise ValueError("restore needs a checkpoint_dir on the StreamEnvironment")
+        manifest = storage.latest() if restore == "latest" else storage.load(str(restore))
+        if manifest is not None and manifest.fingerprint != plan.fingerprint():
+            raise ValueError(
+                f"checkpoint {manifest.path!r} was taken from a different job graph "
+                f"(fingerprint {manifest.fingerprint}, this job {plan.fingerprint()}): refusing to "
+                f"restore it. This job: {'; '.join(plan.describe())}")
+        return manifest
+
+    def _run(self, sinks: list[Node], job_name: str, restore: Any = "latest") -> JobResult:
+        import time as _time
+
+        from fastops.runtime.errors import JobFailed
+
         plan = self._plan(sinks)
-        for n in sinks:
-            res = getattr(n, "collect_result", None)
-            if res is not None:
-                res.reset()
-        tasks, duration = Executor(self.threads, self.channel_capacity).run(plan, job_name)
+        storage = self._storage()
+        interval = self.checkpoint_interval_ms / 1000.0 if storage is not None and self.checkpoint_interval_ms else None
+        if storage is not None:
+            for c in plan.chains:
+                if c.head.is_source and not c.head.source.replayable:
+                    raise ValueError(
+                        f"source {c.head.name!r} cannot replay its input, so checkpoints cannot "
+                        f"give {self.mode.replace('_', '-')} results; use a file, collection, "
+                        "pandas or Arrow source, or from_generator(..., deterministic=True)")
+        manifest = self._restore_point(storage, restore, plan)
+        results = [n.collect_result for n in sinks if getattr(n, "collect_result", None) is not None]
+        for res in results:
+            res.reset()
+        attempt = 0
+        executor = Executor(self.threads, self.channel_capacity)
+        while True:
+            try:
+                run = executor.run(plan, job_name, storage, interval, self.mode == "exactly_once", manifest)
+                break
+            except JobFailed:
+                if attempt >= self.restart_attempts:
+                    raise
+                attempt += 1
+                if self.restart_delay_s:
+                    _time.sleep(self.restart_delay_s)
+                manifest = storage.latest() if storage is not None else None
+                if manifest is None:
+                    for res in results:
+                        res.reset()
+        tasks, duration = run.tasks, run.duration_s
         metrics = {t.name: t.metrics for t in tasks}
         source_ids = {c.index for c in plan.chains if c.head.is_source}
         rows_in = sum(t.metrics.rows_in for t in tasks if t.chain_spec.index in source_ids)  # type: ignore[attr-defined]
         rows_out = sum(t.metrics.sink_rows for t in tasks)
         outputs = {n.id: n.collect_result.table() for n in sinks if getattr(n, "collect_result", None)}
-        result = JobResult(job_name, duration, metrics, rows_in, rows_out, outputs)
+        result = JobResult(job_name, duration, metrics, rows_in, rows_out, outputs,
+                           checkpoints=run.checkpoints, restore_s=run.restore_s, restarts=attempt,
+                           restored_from=manifest.checkpoint_id if manifest is not None else None)
         self.last_result = result
         return result
 
-    def execute(self, job_name: str = "fastops job") -> JobResult:
-        """Run every sink added so far; they are then cleared (as in Flink)."""
+    def execute(self, job_name: str = "fastops job", restore: Any = "latest") -> JobResult:
+        """Run every sink added so far; they are then cleared (as in Flink).
+
+        With a ``checkpoint_dir``, ``restore="latest"`` resumes from the newest
+        complete checkpoint there (if any), a path resumes from that checkpoint,
+        ``None`` starts afresh.
+        """
         sinks, self._sinks = self._sinks, []
-        return self._run(sinks, job_name)
+        return self._run(sinks, job_name, restore)
 
 
 class DataStream:

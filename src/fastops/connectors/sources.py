@@ -170,7 +170,11 @@ def _expand(path: str | Sequence[str]) -> list[str]:
             if not matched:
                 raise FileNotFoundError(f"no file matches {p!r}")
             files.extend(matched)
-        elif os.path.isdir(p) or os.path.isfile(p):
+        elif os.path.isdir(p):
+            for root, dirs, names in os.walk(p):
+                dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
+                files.extend(os.path.join(root, n) for n in sorted(names) if not n.startswith(("_", ".")))
+        elif os.path.isfile(p):
             files.append(p)
         else:
             raise FileNotFoundError(f"no such file or directory: {p!r}")

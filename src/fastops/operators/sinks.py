@@ -1,6 +1,20 @@
-"""Sinks: the last operator of a chain. They emit nothing downstream."""
+"""Sinks: the last operator of a chain. They emit nothing downstream.
+
+Transactional sinks follow a two-phase commit protocol driven by checkpoints:
+rows written between two checkpoints form one transaction (an *epoch*);
+``pre_commit(checkpoint_id)`` seals it when the barrier passes (its handle goes
+into the checkpoint), and ``commit(checkpoint_id)`` makes every sealed epoch up
+to that checkpoint visible once the checkpoint is complete. On recovery,
+``recover(handles)`` commits the restored checkpoint's epochs (if a crash came
+between the manifest and the commit) and ``abort()`` drops everything else
+that was never committed. So output is exactly-once after a crash.
+
+A new connector (a database, a broker) implements ``begin`` / ``write`` /
+``pre_commit`` / ``commit`` / ``abort`` / ``recover``.
+"""
 from __future__ import annotations
 
+import glob
 import os
 import sys
 import threading
@@ -11,35 +25,10 @@ import pyarrow as pa
 from fastops.operators.base import Operator
 
 
-class CollectResult:
-    """Batches collected by every parallel instance of a collect sink."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.batches: dict[int, list[pa.RecordBatch]] = {}
-        self.schema: Optional[pa.Schema] = None
-
-    def add(self, task_index: int, batch: pa.RecordBatch) -> None:
-        with self._lock:
-            if self.schema is None:
-                self.schema = batch.schema
-            if batch.num_rows:
-                self.batches.setdefault(task_index, []).append(batch)
-
-    def reset(self) -> None:
-        with self._lock:
-            self.batches.clear()
-
-    def table(self) -> pa.Table:
-        with self._lock:
-            batches = [b for i in sorted(self.batches) for b in self.batches[i]]
-        if not batches:
-            return (self.schema or pa.schema([])).empty_table()
-        return pa.Table.from_batches(batches)
-
-
 class Sink(Operator):
     """Base of sinks: counts the rows it writes (``JobResult.rows_out``)."""
+
+    transactional = False
 
     def process(self, batch: pa.RecordBatch) -> list:
         if self.ctx.metrics is not None:
@@ -51,17 +40,125 @@ class Sink(Operator):
         raise NotImplementedError
 
 
-class CollectSink(Sink):
+class TransactionalSink(Sink):
+    """Two-phase commit sink (see the module docs). ``epoch`` numbers the open
+    transaction; it is the id of the checkpoint that will seal it."""
+
+    transactional = True
+
+    def open(self, ctx) -> None:
+        super().open(ctx)
+        self.epoch = 1
+        self.begin(self.epoch)
+
+    def begin(self, epoch: int) -> None:
+        """Start a transaction for the rows up to checkpoint ``epoch``."""
+
+    def pre_commit(self, checkpoint_id: int) -> Any:
+        """Seal the open transaction; return a JSON-serialisable handle."""
+        raise NotImplementedError
+
+    def commit(self, checkpoint_id: int) -> None:
+        """Make every sealed transaction up to ``checkpoint_id`` visible (idempotent)."""
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        """Drop all work that was not committed."""
+
+    def recover(self, handles: list, checkpoint_id: int) -> None:
+        """Restart after ``checkpoint_id``: commit its ``handles``, abort the rest."""
+        self.commit_handles(handles)
+        self.abort()
+        self.epoch = checkpoint_id + 1
+        self.begin(self.epoch)
+
+    def commit_handles(self, handles: list) -> None:
+        raise NotImplementedError
+
+    def snapshot_barrier(self, checkpoint_id: int) -> Any:
+        """Called by the task when barrier ``checkpoint_id`` passes."""
+        handle = self.pre_commit(checkpoint_id)
+        self.epoch = checkpoint_id + 1
+        self.begin(self.epoch)
+        return handle
+
+
+class CollectResult:
+    """Batches collected by every parallel instance of a collect sink.
+
+    Only committed batches count: rows of a checkpoint that did not complete
+    are dropped when the job restarts.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.committed: list[tuple[int, int, list[pa.RecordBatch]]] = []  # (task, epoch, batches)
+        self.sealed: dict[tuple[int, int], list[pa.RecordBatch]] = {}
+        self.schema: Optional[pa.Schema] = None
+
+    def seal(self, task_index: int, epoch: int, batches: list[pa.RecordBatch],
+             schema: Optional[pa.Schema]) -> None:
+        with self._lock:
+            if self.schema is None and schema is not None:
+                self.schema = schema
+            self.sealed[(task_index, epoch)] = batches
+
+    def commit(self, task_index: int, up_to_epoch: int) -> None:
+        with self._lock:
+            for key in sorted(k for k in self.sealed if k[0] == task_index and k[1] <= up_to_epoch):
+                self.committed.append((key[0], key[1], self.sealed.pop(key)))
+
+    def abort(self, task_index: int) -> None:
+        with self._lock:
+            for key in [k for k in self.sealed if k[0] == task_index]:
+                del self.sealed[key]
+
+    def reset(self) -> None:
+        with self._lock:
+            self.committed.clear()
+            self.sealed.clear()
+
+    def table(self) -> pa.Table:
+        with self._lock:
+            batches = [b for _, _, bs in sorted(self.committed, key=lambda c: (c[0], c[1])) for b in bs]
+        if not batches:
+            return (self.schema or pa.schema([])).empty_table()
+        return pa.Table.from_batches(batches)
+
+
+class CollectSink(TransactionalSink):
+    """Collects into a ``CollectResult``; exactly-once like the file sinks."""
+
     def __init__(self, result: CollectResult, name: str = "collect"):
         self.result = result
         self.name = name
 
+    def begin(self, epoch: int) -> None:
+        self._open: list[pa.RecordBatch] = []
+        self._schema: Optional[pa.Schema] = None
+
     def write(self, batch: pa.RecordBatch) -> None:
-        self.result.add(self.ctx.task_index, batch)
+        self._schema = self._schema or batch.schema
+        if batch.num_rows:
+            self._open.append(batch)
+
+    def pre_commit(self, checkpoint_id: int) -> Any:
+        self.result.seal(self.ctx.task_index, checkpoint_id, self._open, self._schema)
+        return checkpoint_id
+
+    def commit(self, checkpoint_id: int) -> None:
+        self.result.commit(self.ctx.task_index, checkpoint_id)
+
+    def commit_handles(self, handles: list) -> None:
+        for h in handles:
+            self.result.commit(self.ctx.task_index, int(h))
+
+    def abort(self) -> None:
+        self.result.abort(self.ctx.task_index)
 
 
 class FunctionSink(Sink):
-    """Calls ``fn(batch)`` for every batch."""
+    """Calls ``fn(batch)`` for every batch (at-least-once after a restart)."""
 
     def __init__(self, fn: Callable[[pa.RecordBatch], Any], name: str = "sink_to"):
         if not callable(fn):
@@ -89,37 +186,98 @@ class PrintSink(Sink):
             out.write("\n".join(lines) + "\n")
 
 
-class FileSink(Sink):
-    """One Parquet or Arrow IPC file per parallel task in ``directory``."""
+def _fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class FileSink(TransactionalSink):
+    """Parquet or Arrow IPC files in ``directory``, one per task and epoch.
+
+    Rows go to ``directory/_pending/part-TTTTT-EEEEEE.ext`` and become
+    ``directory/part-TTTTT-EEEEEE.ext`` (atomic rename) only when the checkpoint
+    that seals them completes (or the job ends). Readers such as
+    ``pyarrow.dataset`` skip ``_``-prefixed folders, so pending rows are never seen.
+    """
 
     def __init__(self, directory: str, fmt: str, name: Optional[str] = None):
         if fmt not in ("parquet", "ipc"):
             raise ValueError(f"unknown file format {fmt!r}")
         self.directory = os.fspath(directory)
         self.fmt = fmt
+        self.ext = "parquet" if fmt == "parquet" else "arrow"
         self.name = name or f"sink_to_{fmt}"
         self._writer: Any = None
+        self._lock = threading.Lock()
 
     def open(self, ctx) -> None:
+        self.pending_dir = os.path.join(self.directory, "_pending")
+        os.makedirs(self.pending_dir, exist_ok=True)
+        self._sealed: list[str] = []
         super().open(ctx)
-        os.makedirs(self.directory, exist_ok=True)
-        self.path = os.path.join(self.directory, f"part-{ctx.task_index:05d}.{'parquet' if self.fmt == 'parquet' else 'arrow'}")
 
-    def _open_writer(self, schema: pa.Schema) -> None:
-        if self.fmt == "parquet":
-            import pyarrow.parquet as pq
+    def _file(self, epoch: int) -> str:
+        return f"part-{self.ctx.task_index:05d}-{epoch:06d}.{self.ext}"
 
-            self._writer = pq.ParquetWriter(self.path, schema)
-        else:
-            self._writer = pa.ipc.new_file(self.path, schema)
+    def begin(self, epoch: int) -> None:
+        self._writer = None
+        self._path = os.path.join(self.pending_dir, self._file(epoch))
 
     def write(self, batch: pa.RecordBatch) -> None:
         if self._writer is None:
-            self._open_writer(batch.schema)
+            if self.fmt == "parquet":
+                import pyarrow.parquet as pq
+
+                self._writer = pq.ParquetWriter(self._path, batch.schema)
+            else:
+                self._writer = pa.ipc.new_file(self._path, batch.schema)
         self._writer.write_batch(batch)
 
-    def close(self) -> list:
+    def pre_commit(self, checkpoint_id: int) -> Any:
+        if self._writer is None:
+            return None
+        self._writer.close()
+        self._writer = None
+        with open(self._path, "rb") as f:
+            os.fsync(f.fileno())
+        name = os.path.basename(self._path)
+        with self._lock:
+            self._sealed.append(name)
+        return name
+
+    def commit_handles(self, handles: list) -> None:
+        for name in handles:
+            if name is None:
+                continue
+            src = os.path.join(self.pending_dir, name)
+            dst = os.path.join(self.directory, name)
+            if os.path.exists(src):
+                os.replace(src, dst)
+        _fsync_dir(self.directory)
+
+    def commit(self, checkpoint_id: int) -> None:
+        with self._lock:
+            due = [n for n in self._sealed if int(n.rsplit("-", 1)[1].split(".")[0]) <= checkpoint_id]
+            self._sealed = [n for n in self._sealed if n not in due]
+        self.commit_handles(due)
+
+    def abort(self) -> None:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+        mine = os.path.join(self.pending_dir, f"part-{self.ctx.task_index:05d}-*.{self.ext}")
+        for path in glob.glob(mine):
+            os.remove(path)
+        with self._lock:
+            self._sealed = []
+
+    def close(self) -> list:
         return []

@@ -1,4 +1,9 @@
-"""Executors: one thread per task, or every task in one thread (deterministic)."""
+"""Executors: one thread per task, or every task in one thread (deterministic).
+
+The executor also drives the checkpoint coordinator: it triggers checkpoints
+at the configured interval, completes them when every task acknowledged, and
+at the end of a successful run commits the sinks' last transactions.
+"""
 from __future__ import annotations
 
 import threading
@@ -7,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from fastops.runtime.channels import Cancelled
+from fastops.runtime.checkpoint import CheckpointStats, CheckpointStorage, Coordinator, Manifest
 from fastops.runtime.errors import JobFailed, user_traceback
 from fastops.runtime.metrics import TaskMetrics
 from fastops.runtime.plan import PhysicalPlan
@@ -23,6 +29,10 @@ class JobResult:
     rows_in: int
     rows_out: int
     outputs: dict[int, Any] = field(default_factory=dict)  # sink node id -> collected result
+    checkpoints: list[CheckpointStats] = field(default_factory=list)
+    restored_from: Optional[int] = None  # checkpoint id the (last) attempt started from
+    restore_s: float = 0.0
+    restarts: int = 0
 
     def summary(self) -> str:
         lines = [f"job {self.job_name!r}: {self.rows_in} rows in, {self.rows_out} rows out, "
@@ -30,18 +40,32 @@ class JobResult:
         for m in self.metrics.values():
             lines.append(f"  {m.task}: in {m.rows_in} out {m.rows_out} busy {m.busy_ms_per_s:.0f} "
                          f"idle {m.idle_ms_per_s:.0f} backpressured {m.backpressured_ms_per_s:.0f} ms/s")
+        for c in self.checkpoints:
+            lines.append(f"  checkpoint {c.checkpoint_id}: {c.duration_s * 1000:.1f} ms, "
+                         f"alignment {c.alignment_s * 1000:.1f} ms, {c.state_bytes} bytes")
         return "\n".join(lines)
 
 
-def _failure(task: Task, exc: BaseException) -> JobFailed:
+def _failure(task: Optional[Task], exc: BaseException) -> JobFailed:
+    name = task.name if task is not None else "job"
     if isinstance(exc, OperatorError):
         cause = user_traceback(exc.cause)
-        failed = JobFailed(exc.operator, task.name, cause, exc.batch)
+        failed = JobFailed(exc.operator, name, cause, exc.batch)
     else:
         cause = user_traceback(exc)
-        failed = JobFailed(task.name, task.name, cause, None)
+        failed = JobFailed(name, name, cause, None)
     failed.__cause__ = cause
     return failed
+
+
+@dataclass
+class Run:
+    """One attempt's tasks and what it measured."""
+
+    tasks: list[Task]
+    duration_s: float
+    checkpoints: list[CheckpointStats]
+    restore_s: float
 
 
 class Executor:
@@ -51,42 +75,72 @@ class Executor:
         self.threads = threads
         self.channel_capacity = channel_capacity
 
-    def run(self, plan: PhysicalPlan, job_name: str) -> tuple[list[Task], float]:
+    def run(self, plan: PhysicalPlan, job_name: str, storage: Optional[CheckpointStorage] = None,
+            interval_s: Optional[float] = None, exactly_once: bool = True,
+            restore: Optional[Manifest] = None) -> Run:
         cancel = threading.Event()
-        tasks = plan.instantiate(cancel, self.channel_capacity if self.threads else None)
+        t_restore = time.perf_counter()
+        positions = {k: v["position"] for k, v in restore.tasks.items()} if restore else None
+        tasks = plan.instantiate(cancel, self.channel_capacity if self.threads else None, positions)
+        first_id = max(storage.last_id() if storage else 0, restore.checkpoint_id if restore else 0) + 1
+        from fastops.operators.sinks import TransactionalSink
+
+        sinks = [op for t in tasks for op in t.chain.operators if isinstance(op, TransactionalSink)]
+        coordinator = Coordinator(storage, interval_s, plan.fingerprint(), first_id, sinks,
+                                  [t for t in tasks if isinstance(t, SourceTask)], {t.key for t in tasks})
+        t0 = time.perf_counter()
+        current: Optional[Task] = None
+        try:
+            for t in tasks:
+                current = t
+                t.coordinator = coordinator
+                t.exactly_once = exactly_once
+                t.metrics.started = t0
+                t.open()
+            if restore is not None:
+                for t in tasks:
+                    current = t
+                    t.restore(restore.tasks.get(t.key, {}), restore)
+        except Exception as exc:  # noqa: BLE001
+            self._close_sources(tasks)
+            failed = _failure(current, exc)
+            raise failed from failed.__cause__
+        restore_s = time.perf_counter() - t_restore if restore is not None else 0.0
+        if restore is not None and restore.finished:
+            for t in tasks:  # nothing left to do: the job had finished
+                t.finished = True
+            self._close_sources(tasks)
+            return Run(tasks, 0.0, [], restore_s)
         t0 = time.perf_counter()
         for t in tasks:
             t.metrics.started = t0
-        try:
-            for t in tasks:
-                t.open()
-        except Exception as exc:  # noqa: BLE001
-            failed = _failure(tasks[0], exc)
-            raise failed from failed.__cause__
         if self.threads:
-            self._run_threads(tasks, cancel)
+            self._run_threads(tasks, cancel, coordinator)
         else:
-            self._run_inline(tasks)
-        return tasks, time.perf_counter() - t0
+            self._run_inline(tasks, coordinator)
+        coordinator.finish()
+        return Run(tasks, time.perf_counter() - t0, coordinator.stats, restore_s)
 
-    def _run_inline(self, tasks: list[Task]) -> None:
+    def _run_inline(self, tasks: list[Task], coordinator: Coordinator) -> None:
         current: Optional[Task] = None
         try:
             while not all(t.finished for t in tasks):
+                coordinator.maybe_trigger()
                 progressed = False
                 for t in tasks:
                     if t.finished:
                         continue
                     current = t
                     progressed = t.step() or progressed
+                coordinator.poll()
                 if not progressed:
                     time.sleep(0.0005)  # every source is waiting for data
         except Exception as exc:  # noqa: BLE001
             self._close_sources(tasks)
-            failed = _failure(current, exc)  # type: ignore[arg-type]
+            failed = _failure(current, exc)
             raise failed from failed.__cause__
 
-    def _run_threads(self, tasks: list[Task], cancel: threading.Event) -> None:
+    def _run_threads(self, tasks: list[Task], cancel: threading.Event, coordinator: Coordinator) -> None:
         errors: list[tuple[Task, BaseException]] = []
         lock = threading.Lock()
 
@@ -108,11 +162,17 @@ class Executor:
         for th in threads:
             th.start()
         try:
-            for th in threads:
-                while th.is_alive():
-                    th.join(0.1)
-        except KeyboardInterrupt:
+            while any(th.is_alive() for th in threads):
+                threads[0].join(0.01) if threads[0].is_alive() else time.sleep(0.01)
+                if not cancel.is_set():
+                    coordinator.maybe_trigger()
+                    coordinator.poll()
+        except BaseException:
             cancel.set()
+            for t in tasks:
+                gate = getattr(t, "gate", None)
+                if gate is not None:
+                    gate.wake()
             for th in threads:
                 th.join()
             raise

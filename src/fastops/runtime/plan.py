@@ -39,6 +39,11 @@ def _effective(edge: Edge, downstream: Node) -> str:
     return edge.partitioning
 
 
+def _from_json(pos):
+    """Positions come back from JSON with tuples turned into lists."""
+    return tuple(pos) if isinstance(pos, list) else pos
+
+
 @dataclass(eq=False)
 class PhysicalPlan:
     chains: list[ChainSpec]
@@ -94,8 +99,27 @@ class PhysicalPlan:
                 lines.append(f"    <- {how} exchange from Task {src.index + 1} ({e.upstream.name})")
         return "\n".join(lines)
 
-    def instantiate(self, cancel: threading.Event, channel_capacity: Optional[int]) -> list[Task]:
-        """Create the tasks with their operators, gates, channels and writers."""
+    def fingerprint(self) -> str:
+        """Identifies the job graph: operators, parallelism, exchanges and keys."""
+        import json
+
+        import numpy as np
+
+        from fastops import _core
+
+        desc = [[[n.name for n in c.nodes], c.parallelism,
+                 [[e.partitioning, list(e.keys), e.tag, e.input_index, self.chain_of[e.upstream.id].index]
+                  for e in c.head.inputs]] for c in self.chains]
+        data = json.dumps(desc).encode()
+        return format(_core.hash_bytes(np.frombuffer(data, dtype=np.uint8), 0), "016x")
+
+    def describe(self) -> list:
+        return [f"Task {c.index + 1}: {c.name()} (parallelism {c.parallelism})" for c in self.chains]
+
+    def instantiate(self, cancel: threading.Event, channel_capacity: Optional[int],
+                    positions: Optional[dict] = None) -> list[Task]:
+        """Create the tasks with their operators, gates, channels and writers;
+        source readers start at ``positions[task key]`` when restoring."""
         tasks: dict[tuple[int, int], Task] = {}
         gates: dict[tuple[int, int], InputGate] = {}
         metrics: dict[tuple[int, int], TaskMetrics] = {}
@@ -138,13 +162,16 @@ class PhysicalPlan:
                 ctxs = [OperatorContext(n.name, i, c.parallelism, self.max_parallelism, m)
                         for n in c.nodes[offset:]]
                 name = m.task
+                key = f"{c.index}/{i}"
                 if c.head.is_source:
-                    reader = c.head.source.open(i, c.parallelism)
+                    pos = (positions or {}).get(key)
+                    reader = c.head.source.open(i, c.parallelism, _from_json(pos))
                     idle = next((getattr(op, "idle_timeout_ms", None) for op in ops
                                  if getattr(op, "idle_timeout_ms", None) is not None), None)
                     task: Task = SourceTask(name, reader, chain, ctxs, m, idle)
                 else:
                     task = OperatorTask(name, gates[(c.index, i)], chain, ctxs, m)
+                task.key = key
                 task.chain_spec = c  # type: ignore[attr-defined]
                 task.task_index = i  # type: ignore[attr-defined]
                 tasks[(c.index, i)] = task

@@ -187,6 +187,10 @@ class WatermarkTracker:
 class Task:
     """One parallel instance of a chain."""
 
+    key = ""  # "chain/task": identifies the task across restarts
+    coordinator: Any = None
+    exactly_once = True
+
     def __init__(self, name: str, chain: Chain, contexts: list[OperatorContext],
                  metrics: TaskMetrics):
         self.name = name
@@ -199,8 +203,43 @@ class Task:
         for op, ctx in zip(self.chain.operators, self.contexts):
             op.open(ctx)
 
+    def _sinks(self) -> list[tuple[int, Any]]:
+        from fastops.operators.sinks import TransactionalSink
+
+        return [(i, op) for i, op in enumerate(self.chain.operators) if isinstance(op, TransactionalSink)]
+
+    def restore(self, entry: dict, manifest: Any) -> None:
+        """Load operator states and recover sinks from a checkpoint entry."""
+        sinks = dict(self._sinks())
+        for i, op in enumerate(self.chain.operators):
+            if i in sinks:
+                handle = entry.get("sinks", {}).get(str(i))
+                sinks[i].recover([handle] if handle is not None else [], manifest.checkpoint_id)
+            elif not manifest.finished:
+                try:
+                    op.restore(manifest.operator_state(self.key, i))
+                except Exception as exc:  # noqa: BLE001
+                    raise OperatorError(op.name, None, exc) from exc
+
+    def snapshot(self, checkpoint_id: int) -> Any:
+        """Snapshot every operator of the chain (the barrier is at the chain's input)."""
+        from fastops.operators.sinks import TransactionalSink
+        from fastops.runtime.checkpoint import TaskSnapshot
+
+        snap = TaskSnapshot()
+        for i, op in enumerate(self.chain.operators):
+            if isinstance(op, TransactionalSink):
+                snap.sinks[i] = self.chain._call(op, "snapshot_barrier", None, checkpoint_id)
+                snap.operators.append(None)
+            else:
+                snap.operators.append(self.chain._call(op, "snapshot", None))
+        return snap
+
     def finish(self) -> None:
         self.chain.close()
+        handles = {i: self.chain._call(op, "pre_commit", None, op.epoch) for i, op in self._sinks()}
+        if self.coordinator is not None:
+            self.coordinator.task_finished(self.key, handles)
         self.chain.control(END_OF_STREAM)
         self.finished = True
         self.metrics.finished = time.perf_counter()
@@ -216,11 +255,22 @@ class SourceTask(Task):
         self.idle_timeout_ms = idle_timeout_ms
         self._last_data = time.perf_counter()
         self._idle_sent = False
+        self.pending_barrier: Optional[int] = None  # set by the checkpoint coordinator
+
+    def _checkpoint(self, checkpoint_id: int) -> None:
+        snap = self.snapshot(checkpoint_id)
+        snap.position = self.reader.position()
+        self.chain.control(CheckpointBarrier(checkpoint_id))
+        self.coordinator.ack(self.key, checkpoint_id, snap)
 
     def step(self) -> bool:
         """Read and push one batch; False when the source is exhausted."""
         from fastops.connectors.sources import END
 
+        cp = self.pending_barrier
+        if cp is not None:
+            self.pending_barrier = None
+            self._checkpoint(cp)
         batch = self.reader.read()
         if batch is END:
             self.chain.watermark(MAX_WATERMARK)
@@ -260,6 +310,9 @@ class OperatorTask(Task):
         self.gate = gate
         self.watermarks = WatermarkTracker(0)
         self._live = 0
+        self._aligning: Optional[int] = None  # checkpoint whose barriers are arriving
+        self._barriers: set[int] = set()
+        self._align_t0 = 0.0
 
     def open(self) -> None:
         super().open()
@@ -283,8 +336,10 @@ class OperatorTask(Task):
         elif isinstance(item, EndOfStream):
             new = self.watermarks.on_end(index)
             self._live -= 1
+            self._maybe_aligned()
         elif isinstance(item, CheckpointBarrier):
-            new = None  # aligned checkpoints come with the fault-tolerance layer
+            self._on_barrier(index, item.checkpoint_id)
+            new = None
         else:
             raise TypeError(f"unexpected item on a channel: {type(item).__name__}")
         if new is not None:
@@ -292,6 +347,35 @@ class OperatorTask(Task):
             self.chain.watermark(new)
         if self._live == 0 and not self.finished:
             self.finish()
+
+    def _on_barrier(self, index: int, checkpoint_id: int) -> None:
+        if self._aligning is None or checkpoint_id > self._aligning:
+            if self._aligning is not None:  # an abandoned checkpoint: start over
+                self.gate.unblock_all()
+            self._aligning = checkpoint_id
+            self._barriers = set()
+            self._align_t0 = time.perf_counter()
+        elif checkpoint_id < self._aligning:
+            return  # a stale barrier
+        self._barriers.add(index)
+        if self.exactly_once:
+            self.gate.block(index)  # rows after the barrier wait for the others
+        self._maybe_aligned()
+
+    def _maybe_aligned(self) -> None:
+        cp = self._aligning
+        if cp is None or self._live == 0:
+            return
+        done = self.watermarks.done
+        if all(i in self._barriers or done[i] for i in range(len(done))):
+            alignment = time.perf_counter() - self._align_t0
+            self._aligning = None
+            snap = self.snapshot(cp)
+            snap.alignment_s = alignment
+            self.chain.control(CheckpointBarrier(cp))
+            if self.coordinator is not None:
+                self.coordinator.ack(self.key, cp, snap)
+            self.gate.unblock_all()
 
     def step(self) -> bool:
         """Handle everything queued now (one-thread mode); True if anything was."""
