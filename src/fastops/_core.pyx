@@ -8,7 +8,8 @@ runs one ``with nogil:`` block, and writes into preallocated outputs ("modifies
 """
 from libc.stdint cimport (int8_t, int32_t, int64_t, uint8_t, uint16_t,
                           uint32_t, uint64_t)
-from libc.string cimport memcpy
+from libc.stdlib cimport calloc, free, malloc
+from libc.string cimport memcpy, memset
 
 from fastops._xxhash cimport (xxh64, xxh64_pair, xxh64_u8, xxh64_u16,
                               xxh64_u32, xxh64_u64)
@@ -150,47 +151,158 @@ def hash_combine(uint64_t[::1] acc, const uint64_t[::1] h, uint64_t seed):
 
 
 # ---------------------------------------------------------------- partition ids
+#
+# Every id kernel writes ``out[i]`` (int32 in [0, P)) and the histogram
+# ``counts[p]`` (length P) in the same pass. Counting goes through four
+# interleaved sub-histograms so that runs of one hot key do not serialise on a
+# single counter.
 
-def partition_modulo(const uint64_t[::1] hashes, uint32_t num_partitions,
-                     int32_t[::1] out):
-    """out[i] = hashes[i] % num_partitions."""
-    cdef Py_ssize_t i, n = hashes.shape[0]
-    cdef uint64_t p = num_partitions, mask = num_partitions - 1
+cdef extern from *:
+    """
+    #if defined(__SIZEOF_INT128__)
+    typedef unsigned __int128 fastops_u128;
+    /* Exact a % d through a 128-bit reciprocal (direct remainder computation,
+       Lemire, Kaser & Kurz 2019): M = floor((2^128 - 1) / d) + 1, then
+       a % d = ((M * a mod 2^128) * d) >> 128. */
+    static inline void fastops_fastmod_init(uint64_t d, uint64_t* hi, uint64_t* lo) {
+        fastops_u128 m = ((fastops_u128)0 - 1) / d + 1;
+        *hi = (uint64_t)(m >> 64);
+        *lo = (uint64_t)m;
+    }
+    static inline uint64_t fastops_fastmod(uint64_t a, uint64_t hi, uint64_t lo, uint64_t d) {
+        fastops_u128 m = ((fastops_u128)hi << 64) | lo;
+        fastops_u128 low = m * a;
+        fastops_u128 bottom = ((fastops_u128)(uint64_t)low * d) >> 64;
+        fastops_u128 top = (low >> 64) * d;
+        return (uint64_t)((bottom + top) >> 64);
+    }
+    #else
+    static inline void fastops_fastmod_init(uint64_t d, uint64_t* hi, uint64_t* lo) {
+        *hi = 0; *lo = d;
+    }
+    static inline uint64_t fastops_fastmod(uint64_t a, uint64_t hi, uint64_t lo, uint64_t d) {
+        return a % d;
+    }
+    #endif
+    """
+    void fastmod_init "fastops_fastmod_init"(uint64_t d, uint64_t* hi,
+                                             uint64_t* lo) noexcept nogil
+    uint64_t fastmod "fastops_fastmod"(uint64_t a, uint64_t hi, uint64_t lo,
+                                       uint64_t d) noexcept nogil
+
+cdef enum:
+    SUB_HIST_MAX = 65536   # sub-histograms only for P up to this
+    OK = 0
+    ERR_RANGE = -1
+
+
+cdef inline int64_t* _hist_alloc(Py_ssize_t P, Py_ssize_t* stride) noexcept nogil:
+    """Four interleaved zeroed histograms of P counters (one if P is huge)."""
+    stride[0] = P if P <= SUB_HIST_MAX else 0
+    return <int64_t*>calloc(<size_t>(4 * stride[0] + P), sizeof(int64_t))
+
+
+cdef inline void _hist_finish(const int64_t* sub, Py_ssize_t P, Py_ssize_t stride,
+                              int64_t* counts) noexcept nogil:
+    cdef Py_ssize_t p
+    if stride == 0:
+        for p in range(P):
+            counts[p] = sub[p]
+    else:
+        for p in range(P):
+            counts[p] = sub[p] + sub[stride + p] + sub[2 * stride + p] + sub[3 * stride + p]
+
+
+def fastmod_u64(const uint64_t[::1] values, uint64_t d, uint64_t[::1] out):
+    """out[i] = values[i] % d through the kernels' reciprocal (``d >= 1``). For tests."""
+    cdef Py_ssize_t i, n = values.shape[0]
+    cdef uint64_t hi, lo
+    fastmod_init(d, &hi, &lo)
     with nogil:
-        if p & mask == 0:
+        for i in range(n):
+            out[i] = fastmod(values[i], hi, lo, d)
+
+
+def partition_modulo(const uint64_t[::1] hashes, uint64_t num_partitions,
+                     int32_t[::1] out, int64_t[::1] counts) -> int:
+    """out[i] = hashes[i] % num_partitions; counts[p] = rows with id p.
+
+    ``counts`` has ``num_partitions`` entries. Modifies ``out`` and ``counts``.
+    Returns 0; raises MemoryError if memory ran out.
+    """
+    cdef Py_ssize_t i, n = hashes.shape[0], P = <Py_ssize_t>num_partitions, stride
+    cdef uint64_t d = num_partitions, mask = num_partitions - 1, hi, lo
+    cdef int32_t p
+    cdef int64_t* sub
+    fastmod_init(d, &hi, &lo)
+    sub = _hist_alloc(P, &stride)
+    if sub == NULL:
+        raise MemoryError(f"histogram of {P} partitions")
+    with nogil:
+        if d & mask == 0:
             for i in range(n):
-                out[i] = <int32_t>(hashes[i] & mask)
+                p = <int32_t>(hashes[i] & mask)
+                out[i] = p
+                sub[(i & 3) * stride + p] += 1
         else:
             for i in range(n):
-                out[i] = <int32_t>(hashes[i] % p)
+                p = <int32_t>fastmod(hashes[i], hi, lo, d)
+                out[i] = p
+                sub[(i & 3) * stride + p] += 1
+        _hist_finish(sub, P, stride, &counts[0])
+        free(sub)
+    return OK
 
 
-def partition_key_group(const uint64_t[::1] hashes, uint32_t num_partitions,
-                        uint32_t max_parallelism, int32_t[::1] out):
-    """Flink's owner of a key group: (h % max_parallelism) * P // max_parallelism."""
-    cdef Py_ssize_t i, n = hashes.shape[0]
-    cdef uint64_t m = max_parallelism, mask = max_parallelism - 1
-    cdef uint64_t p = num_partitions
+def partition_lookup(const uint64_t[::1] hashes, const int32_t[::1] owner_of,
+                     int32_t[::1] out, int64_t[::1] counts) -> int:
+    """out[i] = owner_of[hashes[i] % len(owner_of)]: key groups (Flink's scheme).
+
+    ``owner_of[g]`` is the owner of key group ``g``, in ``[0, len(counts))``.
+    Modifies ``out`` and ``counts``. Returns 0; raises MemoryError if memory ran out.
+    """
+    cdef Py_ssize_t i, n = hashes.shape[0], P = counts.shape[0], stride
+    cdef uint64_t m = <uint64_t>owner_of.shape[0], mask = m - 1, hi, lo
+    cdef int32_t p
+    cdef int64_t* sub
+    fastmod_init(m, &hi, &lo)
+    sub = _hist_alloc(P, &stride)
+    if sub == NULL:
+        raise MemoryError(f"histogram of {P} partitions")
     with nogil:
         if m & mask == 0:
             for i in range(n):
-                out[i] = <int32_t>(((hashes[i] & mask) * p) // m)
+                p = owner_of[hashes[i] & mask]
+                out[i] = p
+                sub[(i & 3) * stride + p] += 1
         else:
             for i in range(n):
-                out[i] = <int32_t>(((hashes[i] % m) * p) // m)
+                p = owner_of[fastmod(hashes[i], hi, lo, m)]
+                out[i] = p
+                sub[(i & 3) * stride + p] += 1
+        _hist_finish(sub, P, stride, &counts[0])
+        free(sub)
+    return OK
 
 
 def partition_ring(const uint64_t[::1] hashes, const uint64_t[::1] points,
                    const int32_t[::1] owners, const int64_t[::1] lut, int lut_shift,
-                   int32_t[::1] out):
+                   int32_t[::1] out, int64_t[::1] counts) -> int:
     """Consistent hashing: the owner of the first ring point >= hash (wrapping).
 
-    ``points`` is sorted; ``lut[b]`` is the first index whose point has top bits
-    ``>= b`` (``b = point >> lut_shift``), with ``lut[-1] == len(points)``.
+    ``points`` is sorted ascending; ``lut[b]`` is the first index whose point
+    has top bits ``>= b`` (``b = point >> lut_shift``), ``lut[-1] == len(points)``.
+    Modifies ``out`` and ``counts``. Returns 0; raises MemoryError if memory ran out.
     """
     cdef Py_ssize_t i, n = hashes.shape[0], m = points.shape[0]
+    cdef Py_ssize_t P = counts.shape[0], stride
     cdef int64_t lo, hi, mid
     cdef uint64_t h, b
+    cdef int32_t p
+    cdef int64_t* sub
+    sub = _hist_alloc(P, &stride)
+    if sub == NULL:
+        raise MemoryError(f"histogram of {P} partitions")
     with nogil:
         for i in range(n):
             h = hashes[i]
@@ -205,48 +317,70 @@ def partition_ring(const uint64_t[::1] hashes, const uint64_t[::1] points,
                     hi = mid
             if lo == m:
                 lo = 0
-            out[i] = owners[lo]
+            p = owners[lo]
+            out[i] = p
+            sub[(i & 3) * stride + p] += 1
+        _hist_finish(sub, P, stride, &counts[0])
+        free(sub)
+    return OK
+
+
+def partition_count(const int32_t[::1] ids, int64_t[::1] counts) -> int:
+    """counts[p] = number of ids equal to p. Returns 0, or -1 if an id is
+    outside ``[0, len(counts))``. Modifies ``counts``."""
+    cdef Py_ssize_t i, n = ids.shape[0], P = counts.shape[0], stride
+    cdef int32_t p
+    cdef int64_t* sub
+    cdef int status = OK
+    sub = _hist_alloc(P, &stride)
+    if sub == NULL:
+        raise MemoryError(f"histogram of {P} partitions")
+    with nogil:
+        for i in range(n):
+            p = ids[i]
+            if p < 0 or p >= P:
+                status = ERR_RANGE
+                break
+            sub[(i & 3) * stride + p] += 1
+        _hist_finish(sub, P, stride, &counts[0])
+        free(sub)
+    return status
 
 
 # ---------------------------------------------------------------- scatter
 
-def partition_plan(const int32_t[::1] pids, int64_t[::1] bounds, int64_t[::1] dest) -> int:
-    """Counting sort of rows by partition id.
+ctypedef fused dest_t:
+    int32_t
+    int64_t
 
-    Fills ``bounds`` (length P + 1: partition p owns output rows
-    ``bounds[p]:bounds[p+1]``) and ``dest`` (output position of input row i;
-    rows keep their order inside a partition). Returns 0, or -1 if an id is
-    outside ``[0, P)``.
+
+def partition_dest(const int32_t[::1] ids, const int64_t[::1] counts,
+                   dest_t[::1] dest, int64_t[::1] starts) -> int:
+    """Counting-sort placement of rows by partition id (ids already counted).
+
+    Fills ``starts`` (length P + 1: partition p owns output rows
+    ``starts[p]:starts[p+1]``) and ``dest`` (output row of input row i; rows keep
+    their order inside a partition). ``ids`` must be in ``[0, P)`` and
+    ``counts`` their histogram. Returns 0; raises MemoryError if memory ran out.
     """
-    cdef Py_ssize_t i, n = pids.shape[0], P = bounds.shape[0] - 1
-    cdef int32_t p
-    cdef int64_t total = 0, c
-    cdef int status = 0
+    cdef Py_ssize_t i, n = ids.shape[0], P = counts.shape[0]
+    cdef int64_t* cursor
+    cursor = <int64_t*>malloc(<size_t>(P if P > 0 else 1) * sizeof(int64_t))
+    if cursor == NULL:
+        raise MemoryError(f"cursors of {P} partitions")
     with nogil:
-        for i in range(P + 1):
-            bounds[i] = 0
+        starts[0] = 0
+        for i in range(P):
+            starts[i + 1] = starts[i] + counts[i]
+        memcpy(cursor, &starts[0], <size_t>P * sizeof(int64_t))
         for i in range(n):
-            p = pids[i]
-            if p < 0 or p >= P:
-                status = -1
-                break
-            bounds[p + 1] += 1
-        if status == 0:
-            for i in range(P):
-                bounds[i + 1] += bounds[i]
-            # dest doubles as a cursor table: reuse bounds' copy in-place
-            for i in range(n):
-                p = pids[i]
-                dest[i] = bounds[p]
-                bounds[p] += 1
-            # bounds[p] now holds the end of p; shift back to starts
-            for i in range(P, 0, -1):
-                bounds[i] = bounds[i - 1]
-            bounds[0] = 0
-    return status
+            dest[i] = <dest_t>cursor[ids[i]]
+            cursor[ids[i]] += 1
+        free(cursor)
+    return OK
 
 
-def scatter_words(const word_t[::1] src, const int64_t[::1] dest, word_t[::1] out):
+def scatter_words(const word_t[::1] src, const dest_t[::1] dest, word_t[::1] out):
     """out[dest[i]] = src[i] for fixed-width values. Modifies ``out``."""
     cdef Py_ssize_t i, n = dest.shape[0]
     with nogil:
@@ -254,15 +388,17 @@ def scatter_words(const word_t[::1] src, const int64_t[::1] dest, word_t[::1] ou
             out[dest[i]] = src[i]
 
 
-def scatter_bits(const uint8_t[::1] src, int64_t src_offset, const int64_t[::1] dest,
+def scatter_bits(const uint8_t[::1] src, int64_t src_offset, const dest_t[::1] dest,
                  uint8_t[::1] out):
     """Bit ``dest[i]`` of ``out`` = bit ``src_offset + i`` of ``src``.
 
-    ``out`` must be zeroed. Modifies ``out``.
+    ``out`` holds at least ``ceil(n / 8)`` bytes and is zeroed here. Modifies ``out``.
     """
     cdef Py_ssize_t i, n = dest.shape[0]
     cdef int64_t j, d
     with nogil:
+        if out.shape[0] > 0:
+            memset(&out[0], 0, <size_t>out.shape[0])
         for i in range(n):
             j = src_offset + i
             if (src[j >> 3] >> (j & 7)) & 1:
@@ -270,29 +406,76 @@ def scatter_bits(const uint8_t[::1] src, int64_t src_offset, const int64_t[::1] 
                 out[d >> 3] |= <uint8_t>(1 << (d & 7))
 
 
-def scatter_binary(const offset_t[::1] offsets, const uint8_t[::1] data,
-                   const int64_t[::1] dest, offset_t[::1] out_offsets,
-                   uint8_t[::1] out_data):
-    """Scatter variable-width values: value i goes to output row ``dest[i]``.
+cdef inline void _copy_short(uint8_t* dst, const uint8_t* src, size_t length,
+                             size_t dst_room, size_t src_room) noexcept nogil:
+    """Copy ``length`` bytes; values up to 32 bytes as one fixed 32-byte block
+    (no branch on the length) when both sides have room for it."""
+    if length <= 32 and dst_room >= 32 and src_room >= 32:
+        memcpy(dst, src, 32)
+    else:
+        memcpy(dst, src, length)
 
-    ``offsets`` has n + 1 entries; ``out_offsets`` (n + 1) is filled here;
-    ``out_data`` must hold ``offsets[n] - offsets[0]`` bytes. Modifies both outputs.
+
+def scatter_binary(const offset_t[::1] offsets, const uint8_t[::1] data,
+                   const int32_t[::1] ids, const int64_t[::1] starts,
+                   offset_t[::1] out_offsets, uint8_t[::1] out_data):
+    """Scatter variable-width values by partition id, keeping row order.
+
+    Value i (``data[offsets[i]:offsets[i+1]]``; ``offsets`` has n + 1 entries,
+    already shifted by the array's offset) goes to the next free row of
+    partition ``ids[i]``; partition p owns output rows ``starts[p]:starts[p+1]``
+    (from ``partition_dest``). Two passes: bytes per partition, then place.
+    ``out_offsets`` (n + 1) is filled here, starting at 0; ``out_data`` holds
+    ``offsets[n] - offsets[0]`` bytes. Short values are copied as whole 16-byte
+    blocks where the block stays inside the source buffer and inside the
+    value's own partition (the spill is overwritten by the partition's next
+    values, which are written later). Modifies both outputs.
     """
-    cdef Py_ssize_t i, n = dest.shape[0]
-    cdef offset_t length
+    cdef Py_ssize_t i, n = ids.shape[0], P = starts.shape[0] - 1, stride
+    cdef int32_t p
+    cdef int64_t o, length, r, b, src_len = data.shape[0], total = 0
+    cdef int64_t* sub
+    cdef int64_t* work
+    cdef int64_t* row_cur
+    cdef int64_t* byte_cur
+    cdef int64_t* byte_end
     cdef const uint8_t* src_base
     cdef uint8_t* out_base
-    with nogil:
+    if n == 0:
         out_offsets[0] = 0
-        for i in range(n):
-            out_offsets[dest[i] + 1] = offsets[i + 1] - offsets[i]
-        for i in range(n):
-            out_offsets[i + 1] += out_offsets[i]
-    if out_data.shape[0] == 0:
         return
-    src_base = &data[0]
-    out_base = &out_data[0]
+    sub = _hist_alloc(P, &stride)
+    work = <int64_t*>malloc(<size_t>(3 * P) * sizeof(int64_t))
+    if sub == NULL or work == NULL:
+        free(sub)
+        free(work)
+        raise MemoryError(f"byte cursors of {P} partitions")
+    row_cur = work
+    byte_cur = work + P
+    byte_end = work + 2 * P
     with nogil:
         for i in range(n):
-            length = offsets[i + 1] - offsets[i]
-            memcpy(out_base + out_offsets[dest[i]], src_base + offsets[i], <size_t>length)
+            sub[(i & 3) * stride + ids[i]] += offsets[i + 1] - offsets[i]
+        _hist_finish(sub, P, stride, byte_end)        # bytes per partition
+        for i in range(P):
+            row_cur[i] = starts[i]
+            byte_cur[i] = total
+            total += byte_end[i]
+            byte_end[i] = total
+        out_offsets[n] = <offset_t>total
+        src_base = &data[0] if src_len > 0 else NULL
+        out_base = &out_data[0] if total > 0 else NULL
+        for i in range(n):
+            p = ids[i]
+            o = offsets[i]
+            length = offsets[i + 1] - o
+            r = row_cur[p]
+            row_cur[p] = r + 1
+            b = byte_cur[p]
+            byte_cur[p] = b + length
+            out_offsets[r] = <offset_t>b
+            if length > 0:
+                _copy_short(out_base + b, src_base + o, <size_t>length,
+                            <size_t>(byte_end[p] - b), <size_t>(src_len - o))
+    free(sub)
+    free(work)

@@ -85,20 +85,56 @@ def _ring(num_partitions: int, virtual_nodes: int, seed: int):
     return points, owners, lut, shift
 
 
+@lru_cache(maxsize=64)
+def _key_group_owners(num_partitions: int, max_parallelism: int) -> np.ndarray:
+    """owner_of[g] = g * num_partitions // max_parallelism (Flink)."""
+    groups = np.arange(max_parallelism, dtype=np.int64)
+    owners = (groups * num_partitions // max_parallelism).astype(np.int32)
+    owners.setflags(write=False)
+    return owners
+
+
+def _check_status(status: int, what: str) -> None:
+    if status == -2:
+        raise MemoryError(f"{what}: out of memory")
+    if status != 0:
+        raise ValueError(f"{what} failed with status {status}")
+
+
+def _ids_and_counts(hashes: np.ndarray, num_partitions: int, scheme: str,
+                    max_parallelism: int, virtual_nodes: int,
+                    seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Partition ids (int32) and their histogram (int64, length P) for hashes."""
+    hashes = np.ascontiguousarray(hashes, dtype=np.uint64)
+    num_partitions = int(num_partitions)
+    out = np.empty(len(hashes), dtype=np.int32)
+    counts = np.empty(num_partitions, dtype=np.int64)
+    if scheme == "hash":
+        status = _core.partition_modulo(hashes, num_partitions, out, counts)
+    elif scheme == "key_group":
+        owners = _key_group_owners(num_partitions, int(max_parallelism))
+        status = _core.partition_lookup(hashes, owners, out, counts)
+    else:
+        points, owners, lut, shift = _ring(num_partitions, int(virtual_nodes), int(seed))
+        status = _core.partition_ring(hashes, points, owners, lut, shift, out, counts)
+    _check_status(status, f"{scheme!r} partition ids")
+    return out, counts
+
+
 def ids_from_hashes(hashes: np.ndarray, num_partitions: int, scheme: str = "hash",
                     max_parallelism: int = 128, virtual_nodes: int = 64,
                     seed: int = 0) -> np.ndarray:
-    """Partition ids (int32) for precomputed 64-bit key hashes."""
+    """Partition ids (int32) for precomputed 64-bit key hashes (``hash64`` values)."""
     _check_parallelism(num_partitions, scheme, max_parallelism, virtual_nodes)
-    out = np.empty(len(hashes), dtype=np.int32)
-    if scheme == "hash":
-        _core.partition_modulo(hashes, num_partitions, out)
-    elif scheme == "key_group":
-        _core.partition_key_group(hashes, num_partitions, max_parallelism, out)
-    else:
-        points, owners, lut, shift = _ring(int(num_partitions), int(virtual_nodes), int(seed))
-        _core.partition_ring(hashes, points, owners, lut, shift, out)
-    return out
+    return _ids_and_counts(hashes, num_partitions, scheme, max_parallelism,
+                           virtual_nodes, seed)[0]
+
+
+def _prepare(batch: Batch, by, num_partitions, scheme, max_parallelism, virtual_nodes, seed):
+    _check_parallelism(num_partitions, scheme, max_parallelism, virtual_nodes)
+    cols, names = _key_columns(batch, by)
+    hashes = hash_columns(cols, seed, names)
+    return _ids_and_counts(hashes, num_partitions, scheme, max_parallelism, virtual_nodes, seed)
 
 
 def partition_ids(batch: Batch, by: str | Sequence[str], num_partitions: int,
@@ -106,20 +142,54 @@ def partition_ids(batch: Batch, by: str | Sequence[str], num_partitions: int,
                   virtual_nodes: int = 64, seed: int = 0) -> np.ndarray:
     """The partition of every row of ``batch`` by its key columns ``by``.
 
-    Returns a NumPy int32 array of ids in ``[0, num_partitions)``. The same key
-    always gets the same id, in any batch.
+    Parameters
+    ----------
+    batch
+        A ``pyarrow.RecordBatch`` or ``pyarrow.Table``.
+    by
+        A key column name, or a list of names (a multi-column key).
+    num_partitions
+        Number of partitions ``P >= 1`` (``<= max_parallelism`` for key groups).
+    scheme
+        ``"hash"`` (``hash64 % P``), ``"key_group"`` (Flink: group
+        ``hash64 % max_parallelism``, owner ``group * P // max_parallelism``) or
+        ``"consistent"`` (a ring with ``virtual_nodes`` points per partition).
+    seed
+        The ``hash64`` seed of the key hash (and of the ring's points).
+
+    Returns
+    -------
+    numpy.ndarray
+        int32 ids in ``[0, P)``, one per row. The same key always gets the same
+        id, in any batch.
+
+    Raises
+    ------
+    KeyError
+        A key column is missing.
+    TypeError
+        A key column has a type ``hash64`` does not support.
+    ValueError
+        Bad ``num_partitions``, ``max_parallelism``, ``virtual_nodes`` or ``scheme``.
     """
-    _check_parallelism(num_partitions, scheme, max_parallelism, virtual_nodes)
-    cols, names = _key_columns(batch, by)
-    hashes = hash_columns(cols, seed, names)
-    return ids_from_hashes(hashes, num_partitions, scheme, max_parallelism, virtual_nodes, seed)
+    return _prepare(batch, by, num_partitions, scheme, max_parallelism, virtual_nodes, seed)[0]
 
 
 def key_group_range(index: int, num_partitions: int, max_parallelism: int = 128) -> range:
-    """The key groups owned by task ``index`` of ``num_partitions`` (as Flink)."""
+    """The key groups owned by task ``index`` of ``num_partitions`` (as Flink).
+
+    Flink's ``KeyGroupRangeAssignment.computeKeyGroupRangeForOperatorIndex``:
+    ``start = ceil(index * maxp / P)``, ``end = ceil((index + 1) * maxp / P) - 1``
+    (inclusive). The ranges of ``index = 0 .. P-1`` are contiguous, disjoint and
+    cover ``[0, max_parallelism)``; group ``g`` is in the range of
+    ``g * P // max_parallelism``.
+    """
     _check_parallelism(num_partitions, "key_group", max_parallelism, 1)
+    if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+        raise TypeError(f"index must be an int, got {type(index).__name__}")
     if not 0 <= index < num_partitions:
         raise ValueError(f"index must be in [0, {num_partitions}), got {index}")
+    index, num_partitions, max_parallelism = int(index), int(num_partitions), int(max_parallelism)
     start = (index * max_parallelism + num_partitions - 1) // num_partitions
     end = ((index + 1) * max_parallelism - 1) // num_partitions
     return range(start, end + 1)
@@ -127,14 +197,15 @@ def key_group_range(index: int, num_partitions: int, max_parallelism: int = 128)
 
 # ---------------------------------------------------------------- scatter
 
-def _scatter_array(arr: pa.Array, dest: np.ndarray, perm: list) -> pa.Array:
+def _scatter_array(arr: pa.Array, ids: np.ndarray, dest: np.ndarray, starts: np.ndarray,
+                   perm: list) -> pa.Array:
     """Reorder one array so that row i lands at ``dest[i]``."""
     n = len(arr)
     t = arr.type
     valid = _arrow.validity(arr)
     out_valid = None
     if valid is not None:
-        vbuf = np.zeros((n + 7) // 8, dtype=np.uint8)
+        vbuf = np.empty((n + 7) // 8, dtype=np.uint8)
         _core.scatter_bits(valid, arr.offset, dest, vbuf)
         out_valid = pa.py_buffer(vbuf)
     null_count = arr.null_count
@@ -145,14 +216,14 @@ def _scatter_array(arr: pa.Array, dest: np.ndarray, perm: list) -> pa.Array:
         _core.scatter_words(values, dest, out)
         return pa.Array.from_buffers(t, n, [out_valid, pa.py_buffer(out)], null_count)
     if pat.is_boolean(t):
-        bits = np.zeros((n + 7) // 8, dtype=np.uint8)
+        bits = np.empty((n + 7) // 8, dtype=np.uint8)
         _core.scatter_bits(_arrow.bit_values(arr), arr.offset, dest, bits)
         return pa.Array.from_buffers(t, n, [out_valid, pa.py_buffer(bits)], null_count)
     if _arrow.is_binary_like(t):
         offsets, data = _arrow.binary_parts(arr)
         out_offsets = np.empty(n + 1, dtype=offsets.dtype)
         out_data = np.empty(int(offsets[-1] - offsets[0]), dtype=np.uint8)
-        _core.scatter_binary(offsets, data, dest, out_offsets, out_data)
+        _core.scatter_binary(offsets, data, ids, starts, out_offsets, out_data)
         return pa.Array.from_buffers(
             t, n, [out_valid, pa.py_buffer(out_offsets), pa.py_buffer(out_data)], null_count
         )
@@ -169,31 +240,57 @@ def partition(batch: Batch, by: str | Sequence[str], num_partitions: int,
               virtual_nodes: int = 64, seed: int = 0) -> list[pa.RecordBatch]:
     """Split ``batch`` into ``num_partitions`` record batches by key.
 
-    A counting sort in a ``nogil`` kernel (one pass to count, one to place),
-    then one scatter per column and zero-copy slices. Row order inside each
-    partition is kept; empty partitions are empty batches with the schema.
-    A Table is combined into one batch first.
+    Partition ``p`` holds the rows whose ``partition_ids(batch, by, ...)`` is
+    ``p``, in their input order; empty partitions are empty batches with the
+    batch's schema. Ids and their histogram come from one ``nogil`` pass over
+    the key hashes; a counting sort places the rows (one pass); every column is
+    scattered once into one output batch, which is then sliced (zero copy).
+    A Table is combined into one batch first. Parameters and errors as
+    ``partition_ids``.
     """
-    ids = partition_ids(batch, by, num_partitions, scheme, max_parallelism, virtual_nodes, seed)
-    return scatter_by_ids(batch, ids, num_partitions)
+    ids, counts = _prepare(batch, by, num_partitions, scheme, max_parallelism,
+                           virtual_nodes, seed)
+    return _scatter(batch, ids, counts)
 
 
 def scatter_by_ids(batch: Batch, ids: np.ndarray, num_partitions: int) -> list[pa.RecordBatch]:
     """Split ``batch`` by precomputed partition ids (int32 in ``[0, P)``)."""
-    if isinstance(batch, pa.Table):
-        batch = batch.combine_chunks().to_batches()[0] if batch.num_rows else pa.RecordBatch.from_pylist([], schema=batch.schema)
-    n = batch.num_rows
-    if len(ids) != n:
-        raise ValueError(f"{len(ids)} partition ids for {n} rows")
-    bounds = np.empty(num_partitions + 1, dtype=np.int64)
-    dest = np.empty(n, dtype=np.int64)
+    if isinstance(num_partitions, bool) or not isinstance(num_partitions, (int, np.integer)) \
+            or num_partitions < 1:
+        raise ValueError(f"num_partitions must be an int >= 1, got {num_partitions!r}")
     ids = np.ascontiguousarray(ids, dtype=np.int32)
-    if _core.partition_plan(ids, bounds, dest) != 0:
+    if ids.ndim != 1 or len(ids) != batch.num_rows:
+        raise ValueError(f"{len(ids)} partition ids for {batch.num_rows} rows")
+    counts = np.empty(int(num_partitions), dtype=np.int64)
+    status = _core.partition_count(ids, counts)
+    if status == -1:
         raise ValueError(f"partition ids must be in [0, {num_partitions})")
+    _check_status(status, "partition count")
+    return _scatter(batch, ids, counts)
+
+
+def _as_batch(batch: Batch) -> pa.RecordBatch:
+    if isinstance(batch, pa.RecordBatch):
+        return batch
+    if isinstance(batch, pa.Table):
+        if batch.num_rows == 0:
+            return pa.RecordBatch.from_pylist([], schema=batch.schema)
+        return batch.combine_chunks().to_batches()[0]
+    raise TypeError(f"batch must be a pyarrow RecordBatch or Table, got {type(batch).__name__}")
+
+
+def _scatter(batch: Batch, ids: np.ndarray, counts: np.ndarray) -> list[pa.RecordBatch]:
+    batch = _as_batch(batch)
+    n = batch.num_rows
+    P = len(counts)
+    starts = np.empty(P + 1, dtype=np.int64)
+    dest = np.empty(n, dtype=np.int32 if n < 2**31 else np.int64)
+    _check_status(_core.partition_dest(ids, counts, dest, starts), "partition placement")
     perm: list = []
-    arrays = [_scatter_array(col, dest, perm) for col in batch.columns]
+    arrays = [_scatter_array(col, ids, dest, starts, perm) for col in batch.columns]
     whole = pa.RecordBatch.from_arrays(arrays, schema=batch.schema)
-    return [whole.slice(int(bounds[p]), int(bounds[p + 1] - bounds[p])) for p in range(num_partitions)]
+    bounds = starts.tolist()
+    return [whole.slice(bounds[p], bounds[p + 1] - bounds[p]) for p in range(P)]
 
 
 def moved_fraction(keys: pa.Array | pa.ChunkedArray | np.ndarray | Sequence,

@@ -1,0 +1,122 @@
+"""Shared helpers for the benchmark scripts in ``bench/``.
+
+Small and stable on purpose: every ``bench/bench_*.py`` may import it.
+
+- ``parse_args(description)``: ``--quick`` and ``--json PATH`` (plus ``--repeats``);
+- ``median_time(fn, repeats, setup=None)``: median wall time of ``fn()`` in seconds;
+- ``print_table(rows, columns)``: a plain text table;
+- ``write_json(path, payload)``: results plus machine information.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+
+__all__ = ["parse_args", "median_time", "print_table", "write_json", "machine_info"]
+
+
+def parse_args(description: str, argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    """Parse the common benchmark options: ``--quick``, ``--json PATH``, ``--repeats N``."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true",
+                        help="small inputs and few repeats (finishes in well under a minute)")
+    parser.add_argument("--json", metavar="PATH", default=None,
+                        help="write the results as JSON to PATH")
+    parser.add_argument("--repeats", type=int, default=None,
+                        help="timed repeats per measurement (the median is reported)")
+    return parser.parse_args(argv)
+
+
+def median_time(fn: Callable[[], Any], repeats: int = 5,
+                setup: Optional[Callable[[], Any]] = None, warmup: int = 1) -> float:
+    """Median wall time of ``fn()`` over ``repeats`` runs, in seconds.
+
+    ``setup()`` (untimed) runs before every call, warm-up calls included; if it
+    returns something other than None, ``fn`` is called with it. The garbage
+    collector is paused while timing.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+
+    def once() -> float:
+        arg = setup() if setup is not None else None
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            t0 = time.perf_counter()
+            if arg is None:
+                fn()
+            else:
+                fn(arg)
+            return time.perf_counter() - t0
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+
+    for _ in range(warmup):
+        once()
+    return statistics.median(once() for _ in range(repeats))
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        if value != value:
+            return "nan"
+        if abs(value) >= 100:
+            return f"{value:,.0f}"
+        if abs(value) >= 10:
+            return f"{value:.1f}"
+        return f"{value:.2f}"
+    return str(value)
+
+
+def print_table(rows: Iterable[Mapping[str, Any]], columns: Sequence[str],
+                title: Optional[str] = None, file=None) -> None:
+    """Print ``rows`` (mappings) as a text table with the given ``columns``."""
+    file = file if file is not None else sys.stdout
+    cells = [[_fmt(row.get(c, "")) for c in columns] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    if title:
+        print(title, file=file)
+    print("  ".join(c.rjust(w) for c, w in zip(columns, widths)), file=file)
+    print("  ".join("-" * w for w in widths), file=file)
+    for r in cells:
+        print("  ".join(v.rjust(w) for v, w in zip(r, widths)), file=file)
+    file.flush()
+
+
+def machine_info() -> dict:
+    """Where the numbers were measured."""
+    try:
+        load = os.getloadavg()
+    except (AttributeError, OSError):
+        load = None
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "loadavg": load,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def write_json(path: Optional[str], payload: Mapping[str, Any]) -> None:
+    """Write ``payload`` plus ``machine_info()`` to ``path`` (no-op if path is None)."""
+    if not path:
+        return
+    data = dict(payload)
+    data.setdefault("machine", machine_info())
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=2, sort_keys=False, default=str)
+        fh.write("\n")
+    print(f"wrote {path}")

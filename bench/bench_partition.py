@@ -1,0 +1,197 @@
+"""Hash-partitioning throughput: fastops against NumPy, pyarrow, Polars and memcpy.
+
+Data: N rows (10M; ``--quick``: 1M) of an int64 key with Zipf skew over 1M
+distinct keys, a float64 and a utf8 column. For P = 2, 8, 64, 256 each contender
+turns the batch into P batches of rows with equal ``key`` hash mod P, keeping
+row order inside a partition:
+
+- fastops: ``fastops.partition(batch, "key", P)`` (XXH64, counting sort; one thread);
+- numpy: multiplicative hash in NumPy, ``np.argsort(ids, kind="stable")``, the
+  columns gathered with that order (``take``), then slices;
+- pyarrow: the same ids, ``pc.sort_indices`` and ``RecordBatch.take``, then slices;
+- polars: ``df.with_columns(pid=pl.col("key").hash() % P).partition_by("pid")``
+  (Polars uses every core);
+- memcpy: a plain copy of every buffer of the batch: the same bytes moved once.
+
+Also: two threads partitioning two batches against one thread doing both (the
+kernels release the GIL). Run ``python bench/bench_partition.py [--quick] [--json PATH]``.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import median_time, parse_args, print_table, write_json  # noqa: E402
+
+import fastops  # noqa: E402
+
+try:
+    import polars as pl
+except ImportError:  # pragma: no cover - polars is in the bench extras
+    pl = None
+
+PARTITIONS = (2, 8, 64, 256)
+DISTINCT_KEYS = 1_000_000
+ZIPF_S = 1.1
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def zipf_keys(n: int, distinct: int, s: float, rng: np.random.Generator) -> np.ndarray:
+    """``n`` int64 keys drawn from ``distinct`` random ids with P(rank k) ~ 1/k**s."""
+    weights = 1.0 / np.arange(1, distinct + 1, dtype=np.float64) ** s
+    cdf = np.cumsum(weights)
+    cdf /= cdf[-1]
+    ranks = np.searchsorted(cdf, rng.random(n), side="right")
+    ranks = np.minimum(ranks, distinct - 1)
+    ids = rng.choice(np.int64(2) ** 40, size=distinct, replace=False).astype(np.int64)
+    return ids[ranks]
+
+
+def make_batch(n: int, seed: int = 42) -> pa.RecordBatch:
+    rng = np.random.default_rng(seed)
+    keys = zipf_keys(n, DISTINCT_KEYS, ZIPF_S, rng)
+    values = rng.standard_normal(n)
+    pool_size = 50_000
+    lengths = rng.integers(4, 21, size=pool_size)
+    alphabet = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789", dtype=np.uint8)
+    data = alphabet[rng.integers(0, len(alphabet), size=int(lengths.sum()))]
+    offsets = np.zeros(pool_size + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    pool = pa.Array.from_buffers(pa.utf8(), pool_size,
+                                 [None, pa.py_buffer(offsets), pa.py_buffer(data.tobytes())])
+    names = pool.take(pa.array(rng.integers(0, pool_size, size=n)))
+    return pa.record_batch({"key": keys, "value": values, "name": names})
+
+
+def batch_nbytes(batch: pa.RecordBatch) -> int:
+    return sum(buf.size for col in batch.columns for buf in col.buffers() if buf is not None)
+
+
+# ---------------------------------------------------------------- contenders
+
+def run_fastops(batch, P):
+    return fastops.partition(batch, "key", P)
+
+
+def _numpy_ids(batch, P):
+    keys = batch.column(0).to_numpy().view(np.uint64)
+    return ((keys * GOLDEN) >> np.uint64(29)) % np.uint64(P)
+
+
+def _split(sorted_batch, ids, P):
+    counts = np.bincount(ids.astype(np.intp), minlength=P)
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    return [sorted_batch.slice(int(starts[p]), int(counts[p])) for p in range(P)]
+
+
+def run_numpy(batch, P):
+    ids = _numpy_ids(batch, P)
+    order = np.argsort(ids, kind="stable")
+    cols = [pa.array(col.to_numpy()[order]) if pa.types.is_primitive(col.type)
+            else col.take(pa.array(order)) for col in batch.columns]
+    return _split(pa.RecordBatch.from_arrays(cols, schema=batch.schema), ids, P)
+
+
+def run_pyarrow(batch, P):
+    ids = _numpy_ids(batch, P)
+    order = pc.sort_indices(pa.array(ids))
+    return _split(batch.take(order), ids, P)
+
+
+def run_polars(df, P):
+    return df.with_columns(pid=pl.col("key").hash() % P).partition_by("pid", maintain_order=True)
+
+
+def run_memcpy(buffers):
+    return [np.copy(b) for b in buffers]
+
+
+def check_fastops(batch, parts, P):
+    assert len(parts) == P
+    assert sum(p.num_rows for p in parts) == batch.num_rows
+    ids = fastops.partition_ids(parts[P // 2], "key", P)
+    assert (ids == P // 2).all()
+
+
+def threads_ratio(batches, P, repeats):
+    """Throughput of two threads (one batch each) over one thread doing both."""
+    def serial():
+        for b in batches:
+            fastops.partition(b, "key", P)
+
+    def parallel():
+        threads = [threading.Thread(target=fastops.partition, args=(b, "key", P)) for b in batches]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    t1 = median_time(serial, repeats)
+    t2 = median_time(parallel, repeats)
+    return t1, t2
+
+
+def main(argv=None):
+    args = parse_args(__doc__.splitlines()[0], argv)
+    n = 1_000_000 if args.quick else 10_000_000
+    repeats = args.repeats or (3 if args.quick else 5)
+    batch = make_batch(n)
+    nbytes = batch_nbytes(batch)
+    buffers = [np.frombuffer(buf, dtype=np.uint8) for col in batch.columns
+               for buf in col.buffers() if buf is not None]
+    df = pl.from_arrow(batch) if pl is not None else None
+    print(f"{n:,} rows, {nbytes / 1e6:.0f} MB ({nbytes / n:.1f} B/row), "
+          f"{DISTINCT_KEYS:,} Zipf({ZIPF_S}) keys; median of {repeats} repeats; "
+          f"{os.cpu_count()} cores")
+
+    t_memcpy = median_time(lambda: run_memcpy(buffers), repeats)
+    results = []
+    for P in PARTITIONS:
+        check_fastops(batch, run_fastops(batch, P), P)
+        times = {
+            "fastops": median_time(lambda: run_fastops(batch, P), repeats),
+            "numpy": median_time(lambda: run_numpy(batch, P), repeats),
+            "pyarrow": median_time(lambda: run_pyarrow(batch, P), repeats),
+        }
+        if df is not None:
+            times["polars"] = median_time(lambda: run_polars(df, P), repeats)
+        best_peer = min((k for k in times if k != "fastops"), key=times.get)
+        row = {"P": P}
+        for k, t in times.items():
+            row[f"{k} Mrows/s"] = n / t / 1e6
+        row["fastops GB/s"] = nbytes / times["fastops"] / 1e9
+        row["memcpy GB/s"] = nbytes / t_memcpy / 1e9
+        row["best peer"] = best_peer
+        row["vs best peer"] = times[best_peer] / times["fastops"]
+        row["memcpy/fastops time"] = times["fastops"] / t_memcpy
+        row["times_s"] = times
+        row["memcpy_s"] = t_memcpy
+        results.append(row)
+    cols = ["P"] + [f"{k} Mrows/s" for k in results[0]["times_s"]] + [
+        "fastops GB/s", "memcpy GB/s", "best peer", "vs best peer", "memcpy/fastops time"]
+    print_table(results, cols, title="\npartition throughput (higher is better; ratios: x faster)")
+
+    halves = [make_batch(n // 2, seed=1), make_batch(n // 2, seed=2)]
+    threads = []
+    for P in (8, 64):
+        t1, t2 = threads_ratio(halves, P, repeats)
+        threads.append({"P": P, "1 thread s": t1, "2 threads s": t2, "speedup": t1 / t2})
+    print_table(threads, ["P", "1 thread s", "2 threads s", "speedup"],
+                title=f"\ntwo threads x {n // 2:,} rows vs one thread doing both")
+
+    write_json(args.json, {
+        "benchmark": "partition", "rows": n, "bytes": nbytes, "repeats": repeats,
+        "distinct_keys": DISTINCT_KEYS, "zipf_s": ZIPF_S,
+        "results": results, "threads": threads,
+    })
+    return results, threads
+
+
+if __name__ == "__main__":
+    main()
