@@ -19,6 +19,15 @@ from fastops.hashing import hash64, null_hash
 from fastops.partitioning import key_group_range, moved_fraction, partition, partition_ids
 
 # --- windows (window aggregation, durations, watermarks, agg) ---
+from fastops import agg
+from fastops.durations import parse_duration
+from fastops.keys import KeyTable
+from fastops.watermarks import BoundedOutOfOrderness, MonotonousTimestamps
+from fastops.window import WindowAggregator
+from fastops.windows import GlobalWindow, Session, Sliding, Tumbling
+
+_WINDOWS_ALL = ["Tumbling", "Sliding", "Session", "GlobalWindow", "WindowAggregator", "agg",
+               "parse_duration", "BoundedOutOfOrderness", "MonotonousTimestamps", "KeyTable"]
 # --- end windows ---
 
 # --- sketches ---
