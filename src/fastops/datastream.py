@@ -435,10 +435,10 @@ class KeyedStream:
         """A running aggregate per key: after each batch, the new value of every key it touched."""
         from fastops.operators.window import RunningAggregateOperator
 
-        keys = self.keys
+        keys, tc = self.keys, self.stream.time_column
         if not aggs:
             raise ValueError("aggregate needs at least one name=aggregate")
-        return self._keyed("aggregate", lambda: RunningAggregateOperator(keys, aggs), None)
+        return self._keyed("aggregate", lambda: RunningAggregateOperator(keys, aggs, tc))
 
     def process(self, function: Any, name: Optional[str] = None) -> DataStream:
         """Run a ``KeyedProcessFunction`` (keyed state, event-time timers)."""

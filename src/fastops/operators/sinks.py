@@ -123,7 +123,11 @@ class CollectResult:
             batches = [b for _, _, bs in sorted(self.committed, key=lambda c: (c[0], c[1])) for b in bs]
         if not batches:
             return (self.schema or pa.schema([])).empty_table()
-        return pa.Table.from_batches(batches)
+        if all(b.schema.equals(batches[0].schema) for b in batches):
+            return pa.Table.from_batches(batches)
+        # batches of several shapes (e.g. a process function's rows and timer rows):
+        # columns are unified, missing ones are null
+        return pa.concat_tables([pa.Table.from_batches([b]) for b in batches], promote_options="default")
 
 
 class CollectSink(TransactionalSink):

@@ -52,19 +52,31 @@ class WindowOperator(Operator):
             self.aggregator.restore(State.from_bytes(state))
 
 
+ARRIVAL = "__fastops_arrival"
+
+
 class RunningAggregateOperator(Operator):
     """A running aggregate per key (no window): after each batch, the current
-    value of every key that batch touched (an upsert stream)."""
+    value of every key that batch touched (an upsert stream). ``first`` /
+    ``last`` follow event time if the stream has it, else arrival order."""
 
-    def __init__(self, keys: tuple[str, ...], aggs: dict[str, Any]):
+    def __init__(self, keys: tuple[str, ...], aggs: dict[str, Any], time_column: Optional[str] = None):
         from fastops.window import WindowAggregator
         from fastops.windows import GlobalWindow
 
-        self.aggregator = WindowAggregator(GlobalWindow(), list(keys), dict(aggs), time=None)
+        self.time_column = time_column
+        self.aggregator = WindowAggregator(GlobalWindow(), list(keys), dict(aggs),
+                                           time=time_column or ARRIVAL)
         self.name = "aggregate"
+        self.arrived = 0
 
     def process(self, batch: pa.RecordBatch) -> list:
-        return _nonempty(self.aggregator.process_and_emit(batch))
+        if self.time_column is None:
+            order = pa.array(range(self.arrived, self.arrived + batch.num_rows), pa.int64())
+            self.arrived += batch.num_rows
+            batch = batch.append_column(ARRIVAL, order)
+        self.aggregator.process(batch)
+        return _nonempty(self.aggregator.take_updates())
 
     def snapshot(self) -> Optional[bytes]:
         return self.aggregator.snapshot().to_bytes()
