@@ -226,6 +226,8 @@ class FileSink(TransactionalSink):
         self.pending_dir = os.path.join(self.directory, "_pending")
         os.makedirs(self.pending_dir, exist_ok=True)
         self._sealed: list[str] = []
+        self.ctx = ctx
+        self.abort()  # files left by a run that never committed them
         super().open(ctx)
 
     def _file(self, epoch: int) -> str:
@@ -246,21 +248,21 @@ class FileSink(TransactionalSink):
         self._writer.write_batch(batch)
 
     def pre_commit(self, checkpoint_id: int) -> Any:
-        if self._writer is None:
-            return None
-        self._writer.close()
-        self._writer = None
-        with open(self._path, "rb") as f:
-            os.fsync(f.fileno())
-        name = os.path.basename(self._path)
+        """Seal the open file; the handle lists every sealed, uncommitted file
+        (so a checkpoint also covers epochs of checkpoints that never completed)."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+            with open(self._path, "rb") as f:
+                os.fsync(f.fileno())
+            with self._lock:
+                self._sealed.append(os.path.basename(self._path))
         with self._lock:
-            self._sealed.append(name)
-        return name
+            return list(self._sealed)
 
     def commit_handles(self, handles: list) -> None:
-        for name in handles:
-            if name is None:
-                continue
+        names = [n for h in handles if h is not None for n in (h if isinstance(h, list) else [h])]
+        for name in names:
             src = os.path.join(self.pending_dir, name)
             dst = os.path.join(self.directory, name)
             if os.path.exists(src):
