@@ -52,6 +52,7 @@ kernels; nothing per row or per group happens in Python.
 from __future__ import annotations
 
 import bisect
+import copy
 import io
 import json
 from dataclasses import dataclass, field
@@ -212,7 +213,8 @@ class WindowAggregator:
     aggs
         Output name -> aggregate (``fastops.agg.count()``, ...), in output order.
     time
-        Event-time column: integer ms, timestamp (any unit) or date.
+        Event-time column: integer ms, timestamp (any unit) or date. May be
+        None only without a window (``first``/``last`` then follow arrival order).
     allowed_lateness
         Duration a fired window is kept to absorb late rows.
     schema
@@ -238,14 +240,16 @@ class WindowAggregator:
                 raise TypeError(f"aggregate names must be str, got {name!r}")
             if not isinstance(a, SlotAggregate):
                 raise TypeError(f"aggregate {name!r} must be a fastops.agg aggregate, got {type(a).__name__}")
-            self.aggs[name] = a
+            self.aggs[name] = copy.copy(a)  # bound to this aggregator's input types
         self._windowed = not isinstance(self.window, GlobalWindow)
         out_names = (list(_RESERVED) if self._windowed else []) + self.by + list(self.aggs)
         dup = {n for n in out_names if out_names.count(n) > 1}
         if dup:
             raise ValueError(f"output column name(s) {sorted(dup)} used twice "
                              f"(window columns, keys and aggregate names must differ)")
-        if not isinstance(time, str):
+        if time is None and self._windowed:
+            raise ValueError(f"{type(self.window).__name__} windows need an event-time column (time=None)")
+        if time is not None and not isinstance(time, str):
             raise TypeError(f"time must be a column name, got {type(time).__name__}")
         self.time = time
         self.allowed_lateness = parse_duration(allowed_lateness)
@@ -253,7 +257,7 @@ class WindowAggregator:
             raise ValueError(f"allowed_lateness must be >= 0, got {allowed_lateness!r}")
         self._keys = KeyTable(self.by)
         self._agg_list = list(self.aggs.values())
-        self._states = [a.new_state() for a in self._agg_list]
+        self._states: list = []
         self._input_types: Optional[dict[str, pa.DataType]] = None
         self._out_schema: Optional[pa.Schema] = None
         self._wm = MIN_WATERMARK
@@ -307,8 +311,10 @@ class WindowAggregator:
         """Fix the input types from the first batch's schema (validating them)."""
         names = schema.names
         self._check_columns(names)
-        to_ms(pa.array([], type=schema.field(self.time).type), self.time)  # type check only
-        types = {self.time: schema.field(self.time).type}
+        types = {}
+        if self.time is not None:
+            to_ms(pa.array([], type=schema.field(self.time).type), self.time)  # type check only
+            types[self.time] = schema.field(self.time).type
         for b in self.by:
             types[b] = schema.field(b).type
         for name, a in self.aggs.items():
@@ -322,6 +328,7 @@ class WindowAggregator:
         if self.by:
             self._keys._prepare([pa.array([], type=types[b]) for b in self.by])
         self._input_types = types
+        self._states = [a.new_state() for a in self._agg_list]
         fields = []
         if self._windowed:
             fields += [pa.field("window_start", _TS), pa.field("window_end", _TS)]
@@ -332,7 +339,7 @@ class WindowAggregator:
         self._out_schema = pa.schema(fields)
 
     def _check_columns(self, names: Sequence[str]) -> None:
-        if self.time not in names:
+        if self.time is not None and self.time not in names:
             raise MissingColumnError(f"time column {self.time!r} not in batch (columns: {list(names)})")
         for b in self.by:
             if b not in names:
@@ -382,7 +389,10 @@ class WindowAggregator:
         n = batch.num_rows
         if n == 0:
             return
-        ts = np.ascontiguousarray(to_ms(batch.column(self.time), self.time))
+        if self.time is None:  # running aggregate without event time: arrival order
+            ts = np.arange(self.rows_in, self.rows_in + n, dtype=np.int64)
+        else:
+            ts = np.ascontiguousarray(to_ms(batch.column(self.time), self.time))
         if self.by:
             gids = self._keys.lookup_or_insert([batch.column(b) for b in self.by])
         else:
@@ -686,6 +696,11 @@ class WindowAggregator:
             self._touched[:] = 0
             return self._build(None, None, groups, groups)
         return self.advance_watermark(MAX_WATERMARK)
+
+    def process_and_emit(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """Global aggregate: ``process(batch)`` then ``take_updates()``."""
+        self.process(batch)
+        return self.take_updates()
 
     def take_updates(self) -> pa.RecordBatch:
         """Global aggregate: current values of the groups changed since the last call."""

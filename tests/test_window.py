@@ -1,0 +1,251 @@
+"""WindowAggregator against the independent model in ``window_reference``."""
+from __future__ import annotations
+
+import math
+import os
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import window_reference as ref  # noqa: E402
+from fastops import agg
+from fastops.window import State, WindowAggregator
+from fastops.windows import GlobalWindow, Session, Sliding, Tumbling
+
+KEY_TYPES = {
+    "int": (pa.int64(), st.integers(-3, 3)),
+    "i32": (pa.int32(), st.integers(-2, 2)),
+    "float": (pa.float64(), st.sampled_from([0.0, -0.0, 1.5, -2.0, float("nan")])),
+    "bool": (pa.bool_(), st.booleans()),
+    "str": (pa.string(), st.sampled_from(["", "a", "b", "ab", "\u00e9"])),
+    "ts": (pa.timestamp("us"), st.integers(0, 3).map(lambda v: v * 1_000_000)),
+}
+
+AGGS = {
+    "n": ("count_rows", None, 1),
+    "nv": ("count", "v", 1),
+    "s": ("sum", "v", 1),
+    "si": ("sum", "i", 1),
+    "mn": ("min", "v", 1),
+    "mx": ("max", "i", 1),
+    "mean": ("mean", "v", 1),
+    "var": ("var", "v", 1),
+    "varp": ("var", "i", 0),
+    "sd": ("stddev", "v", 1),
+    "f": ("first", "v", 1),
+    "l": ("last", "i", 1),
+}
+
+
+def make_aggs() -> dict:
+    out = {}
+    for name, (kind, col, ddof) in AGGS.items():
+        if kind == "count_rows":
+            out[name] = agg.count()
+        elif kind in ("var", "stddev"):
+            out[name] = getattr(agg, kind)(col, ddof=ddof)
+        else:
+            out[name] = getattr(agg, kind)(col)
+    return out
+
+
+def to_window_tuple(w) -> tuple:
+    if isinstance(w, Tumbling):
+        return ("tumbling", w.size, w.offset)
+    if isinstance(w, Sliding):
+        return ("sliding", w.size, w.slide, w.offset)
+    return ("session", w.gap)
+
+
+windows = st.one_of(
+    st.builds(Tumbling, st.integers(1, 50), st.integers(-20, 20)),
+    st.tuples(st.integers(1, 10), st.integers(1, 6), st.integers(0, 30)).map(
+        lambda a: Sliding(a[0] * a[1], a[1] * (1 + a[0] // 3) if a[1] * (1 + a[0] // 3) <= a[0] * a[1] else a[1], a[2])),
+    st.builds(Session, st.integers(1, 40)),
+)
+
+
+@st.composite
+def streams(draw):
+    """Rows with disorder within a bound, split into batches, with a watermark
+    schedule that never makes a row late."""
+    key_names = draw(st.lists(st.sampled_from(sorted(KEY_TYPES)), min_size=0, max_size=2, unique=True))
+    n = draw(st.integers(0, 120))
+    bound = draw(st.integers(0, 40))
+    base = sorted(draw(st.lists(st.integers(-300, 300), min_size=n, max_size=n)))
+    jitter = draw(st.lists(st.integers(0, bound), min_size=n, max_size=n))
+    rows = []
+    for i in range(n):
+        r = {"ts": base[i] - jitter[i]}
+        for k in key_names:
+            r["k_" + k] = draw(st.none() | KEY_TYPES[k][1]) if draw(st.booleans()) else draw(KEY_TYPES[k][1])
+        r["v"] = draw(st.none() | st.floats(-1e6, 1e6, allow_nan=False))
+        r["i"] = draw(st.none() | st.integers(-(2**40), 2**40))
+        rows.append(r)
+    cuts = sorted(draw(st.lists(st.integers(0, n), max_size=6)))
+    batches = [rows[a:b] for a, b in zip([0] + cuts, cuts + [n])]
+    advance = draw(st.lists(st.booleans(), min_size=len(batches), max_size=len(batches)))
+    return key_names, rows, batches, advance, bound
+
+
+def schema_for(key_names) -> pa.Schema:
+    fields = [pa.field("ts", pa.int64())]
+    fields += [pa.field("k_" + k, KEY_TYPES[k][0]) for k in key_names]
+    fields += [pa.field("v", pa.float64()), pa.field("i", pa.int64())]
+    return pa.schema(fields)
+
+
+def to_batch(rows, schema) -> pa.RecordBatch:
+    cols = {f.name: [r[f.name] for r in rows] for f in schema}
+    return pa.RecordBatch.from_pydict(cols, schema=schema)
+
+
+def key_value(v):
+    if isinstance(v, pa.TimestampScalar):
+        return v.value
+    return v
+
+
+def output_dict(out: pa.Table, by, agg_names) -> dict:
+    res = {}
+    starts = out.column("window_start").cast(pa.int64()).to_pylist()
+    ends = out.column("window_end").cast(pa.int64()).to_pylist()
+    keys = [out.column(b).cast(pa.int64()).to_pylist() if pa.types.is_timestamp(out.schema.field(b).type)
+            else out.column(b).to_pylist() for b in by]
+    vals = {n: out.column(n).to_pylist() for n in agg_names}
+    for i in range(out.num_rows):
+        k = (starts[i], ends[i]) + tuple(ref.canon(kc[i]) for kc in keys)
+        assert k not in res, f"window {k} emitted twice without late data"
+        res[k] = {n: vals[n][i] for n in agg_names}
+    return res
+
+
+def ref_rows(rows, key_names):
+    out = []
+    for r in rows:
+        r2 = dict(r)
+        for k in key_names:
+            if k == "ts" and r2["k_ts"] is not None:
+                r2["k_ts"] = r2["k_ts"]  # microseconds, as stored
+        out.append(r2)
+    return out
+
+
+def run(window, key_names, batches, advance, bound, lateness=0, cut=None):
+    schema = schema_for(key_names)
+    by = ["k_" + k for k in key_names]
+
+    def fresh():
+        return WindowAggregator(window, by, make_aggs(), time="ts", allowed_lateness=lateness)
+
+    wa = fresh()
+    outs = []
+    max_ts = None
+    for bi, b in enumerate(batches):
+        if cut is not None and bi == cut:
+            data = wa.snapshot().to_bytes()
+            wa = fresh()
+            wa.restore(State.from_bytes(data))
+        wa.process(to_batch(b, schema))
+        if b:
+            m = max(r["ts"] for r in b)
+            max_ts = m if max_ts is None else max(max_ts, m)
+        if advance[bi] and max_ts is not None:
+            outs.append(wa.advance_watermark(max_ts - bound - 1))
+    outs.append(wa.flush())
+    return wa, pa.Table.from_batches([o for o in outs if o.num_rows] or [outs[-1]])
+
+
+def check_against_reference(window, key_names, rows, out):
+    by = ["k_" + k for k in key_names]
+    expected = ref.window_aggregate(rows, to_window_tuple(window), by, AGGS)
+    got = output_dict(out, by, list(AGGS))
+    assert set(got) == set(expected)
+    for k, exp in expected.items():
+        for name, v in exp.items():
+            assert ref.close(got[k][name], v), (k, name, got[k][name], v)
+    ends = out.column("window_end").cast(pa.int64()).to_pylist()
+    assert ends == sorted(ends), "rows must come in window-end order"
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(windows, streams())
+def test_matches_reference(window, stream):
+    key_names, rows, batches, advance, bound = stream
+    wa, out = run(window, key_names, batches, advance, bound)
+    assert wa.take_late() is None
+    check_against_reference(window, key_names, rows, out)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(windows, streams(), st.data())
+def test_snapshot_restore_same_output(window, stream, data):
+    key_names, rows, batches, advance, bound = stream
+    cut = data.draw(st.integers(0, len(batches)))
+    _, plain = run(window, key_names, batches, advance, bound)
+    _, restored = run(window, key_names, batches, advance, bound, cut=cut)
+    assert plain.schema == restored.schema
+    assert plain.to_pandas().equals(restored.to_pandas())
+
+
+def test_output_schema_and_types():
+    b = pa.record_batch({"ts": pa.array([1, 2, 1500], pa.timestamp("ms")),
+                         "k": pa.array([1, 1, 2], pa.int32()), "x": pa.array([1, 5, 3], pa.int16()),
+                         "f": pa.array([1.5, 2.5, None], pa.float32()),
+                         "d": pa.array([1, 2, 3], pa.date32())})
+    wa = WindowAggregator(Tumbling("1s"), "k", {"c": agg.count(), "s": agg.sum("x"), "m": agg.max("x"),
+                                                "mf": agg.min("f"), "fd": agg.first("d"),
+                                                "sf": agg.sum("f"), "mean": agg.mean("x")})
+    wa.process(b)
+    out = wa.flush()
+    assert out.schema.names == ["window_start", "window_end", "k", "c", "s", "m", "mf", "fd", "sf", "mean"]
+    assert out.schema.types == [pa.timestamp("ms"), pa.timestamp("ms"), pa.int32(), pa.int64(), pa.int64(),
+                                pa.int16(), pa.float32(), pa.date32(), pa.float64(), pa.float64()]
+    assert out.to_pydict()["m"] == [5, 3]
+    assert out.to_pydict()["mf"] == [1.5, None]
+    assert out.to_pydict()["sf"] == [4.0, None]
+
+
+def test_int_sum_wraps():
+    b = pa.record_batch({"ts": [0, 1], "x": pa.array([2**63 - 1, 1], pa.int64())})
+    wa = WindowAggregator(Tumbling(10), [], {"s": agg.sum("x")})
+    wa.process(b)
+    assert wa.flush().column("s").to_pylist() == [-(2**63)]
+
+
+def test_nan_ignored_by_min_max_and_all_null_group():
+    b = pa.record_batch({"ts": [0, 1, 2, 20], "k": [1, 1, 1, 2], "x": [float("nan"), 2.0, 1.0, None]})
+    wa = WindowAggregator(Tumbling(10), ["k"], {"mn": agg.min("x"), "mx": agg.max("x"), "s": agg.sum("x"),
+                                                "c": agg.count("x"), "m": agg.mean("x")})
+    wa.process(b)
+    d = wa.flush().to_pydict()
+    assert d["mn"] == [1.0, None] and d["mx"] == [2.0, None]
+    assert math.isnan(d["s"][0]) and d["s"][1] is None
+    assert d["c"] == [3, 0] and d["m"][1] is None  # NaN is a value, not a null
+
+
+def test_global_window_running_aggregate():
+    wa = WindowAggregator(GlobalWindow(), ["k"], {"n": agg.count(), "l": agg.last("v")}, time=None)
+    up1 = wa.process_and_emit(pa.record_batch({"k": ["a", "b", "a"], "v": [1, 2, 3]}))
+    assert sorted(zip(*up1.to_pydict().values())) == [("a", 2, 3), ("b", 1, 2)]
+    up2 = wa.process_and_emit(pa.record_batch({"k": ["b"], "v": [7]}))
+    assert up2.to_pydict() == {"k": ["b"], "n": [2], "l": [7]}
+    assert wa.advance_watermark(10**9).num_rows == 0
+    assert sorted(wa.flush().to_pydict()["n"]) == [2, 2]
+
+
+def test_state_bytes_roundtrip_is_pure_arrow():
+    wa = WindowAggregator(Sliding("4s", "2s"), ["k"], {"n": agg.count(), "s": agg.sum("v")})
+    wa.process(pa.record_batch({"ts": [0, 1000, 2500], "k": ["a", "b", "a"], "v": [1.0, 2.0, 3.0]}))
+    data = wa.snapshot().to_bytes()
+    assert b"pickle" not in data
+    st2 = State.from_bytes(data)
+    assert st2.to_bytes() == data
+    assert len(st2.group_hashes) == 2
+    with pytest.raises(ValueError, match="differently configured"):
+        WindowAggregator(Sliding("4s", "1s"), ["k"], {"n": agg.count(), "s": agg.sum("v")}).restore(st2)
