@@ -44,6 +44,8 @@ def supports(t: pa.DataType) -> bool:
     """Whether ``hash64`` accepts arrays of type ``t``."""
     if pat.is_dictionary(t):
         return supports(t.value_type)
+    if pat.is_float16(t):  # no canonical -0.0 / NaN handling defined for halves
+        return False
     return (
         _arrow.fixed_width_bytes(t) is not None
         or pat.is_boolean(t)
@@ -65,10 +67,10 @@ def _hash_chunk(arr: pa.Array, seed: int, out: np.ndarray) -> None:
         dict_hashes = np.empty(len(arr.dictionary), dtype=np.uint64)
         _hash_chunk(arr.dictionary, seed, dict_hashes)
         idx = _arrow.fixed_values(arr.indices, np.dtype(arr.indices.type.to_pandas_dtype()))
-        if arr.null_count:
-            idx = np.where(arr.is_valid().to_numpy(zero_copy_only=False), idx, 0)
         if len(dict_hashes):
-            np.take(dict_hashes, idx, out=out)
+            # slots under null indices hold arbitrary values: clip, then the
+            # validity pass below overwrites them
+            np.take(dict_hashes, idx, out=out, mode="clip")
     elif pat.is_floating(t) and t.bit_width == 64:
         _core.hash_f64(_arrow.fixed_values(arr, np.uint64), seed, out)
     elif pat.is_floating(t) and t.bit_width == 32:

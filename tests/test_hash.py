@@ -1,0 +1,329 @@
+"""``fastops.hash64``: bit-exact against the ``xxhash`` package, value by value."""
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import os
+import re
+import struct
+import sys
+import threading
+import time
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import xxhash
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, os.path.dirname(__file__))
+import reference as ref  # noqa: E402
+
+import fastops  # noqa: E402
+from fastops import _core  # noqa: E402
+
+SEEDS = st.integers(0, 2**64 - 1)
+
+INT_TYPES = [pa.int8(), pa.int16(), pa.int32(), pa.int64(),
+             pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64()]
+BINARY_TYPES = [pa.utf8(), pa.large_utf8(), pa.binary(), pa.large_binary()]
+TS_TYPES = [pa.timestamp(u) for u in ("s", "ms", "us", "ns")] + [pa.timestamp("ms", tz="UTC")]
+
+
+def _int_values(t):
+    if pa.types.is_signed_integer(t):
+        lo, hi = -(2 ** (t.bit_width - 1)), 2 ** (t.bit_width - 1) - 1
+    else:
+        lo, hi = 0, 2**t.bit_width - 1
+    return st.integers(lo, hi)
+
+
+def _values_for(t):
+    """A strategy of Python values of Arrow type ``t`` (without nulls)."""
+    if pa.types.is_integer(t):
+        return _int_values(t)
+    if pa.types.is_float64(t):
+        return st.floats(allow_nan=True, allow_infinity=True)
+    if pa.types.is_float32(t):
+        return st.floats(allow_nan=True, allow_infinity=True, width=32)
+    if pa.types.is_boolean(t):
+        return st.booleans()
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return st.text(max_size=70)
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return st.binary(max_size=70)
+    if pa.types.is_date32(t):
+        return st.dates()
+    if pa.types.is_timestamp(t):
+        return st.integers(-(2**62), 2**62)
+    raise AssertionError(t)
+
+
+ALL_TYPES = INT_TYPES + [pa.float32(), pa.float64(), pa.bool_(), pa.date32()] + BINARY_TYPES + TS_TYPES
+
+
+@st.composite
+def arrays(draw, t=None, max_size=60):
+    """An Arrow array of a supported type, with nulls, often a slice (offset != 0)."""
+    t = t if t is not None else draw(st.sampled_from(ALL_TYPES + ["dict"]))
+    dictionary = t == "dict"
+    if dictionary:
+        t = draw(st.sampled_from([pa.utf8(), pa.large_utf8(), pa.binary(), pa.int64()]))
+    values = draw(st.lists(st.one_of(st.none(), _values_for(t)), max_size=max_size))
+    if pa.types.is_timestamp(t):
+        arr = pa.array(values, pa.int64()).view(t)
+    else:
+        arr = pa.array(values, t)
+    if dictionary:
+        arr = arr.dictionary_encode()
+    if len(arr) and draw(st.booleans()):
+        start = draw(st.integers(0, len(arr)))
+        arr = arr.slice(start, draw(st.integers(0, len(arr) - start)))
+    return arr
+
+
+def expected(arr, seed):
+    return ref.hash_column(arr, seed)
+
+
+def got(values, seed=0):
+    out = fastops.hash64(values, seed)
+    assert isinstance(out, pa.UInt64Array)
+    assert out.null_count == 0
+    return out.to_pylist()
+
+
+# ---------------------------------------------------------------- every type
+
+@pytest.mark.parametrize("t", ALL_TYPES, ids=str)
+@settings(max_examples=25, deadline=None)
+@given(data=st.data(), seed=SEEDS)
+def test_every_type_matches_xxhash(t, data, seed):
+    arr = data.draw(arrays(t))
+    assert got(arr, seed) == expected(arr, seed)
+
+
+@settings(max_examples=60, deadline=None)
+@given(arr=arrays(t="dict"), seed=SEEDS)
+def test_dictionary_hashes_the_value_not_the_index(arr, seed):
+    assert got(arr, seed) == expected(arr.dictionary_decode(), seed)
+
+
+def test_dictionary_with_null_values_and_unused_entries():
+    dictionary = pa.array(["x", None, "zz", "unused"])
+    indices = pa.array([0, 1, None, 2, 0], pa.int8())
+    arr = pa.DictionaryArray.from_arrays(indices, dictionary)
+    h = fastops.null_hash(5)
+    assert got(arr, 5) == [ref.xxh64(b"x", 5), h, h, ref.xxh64(b"zz", 5), ref.xxh64(b"x", 5)]
+    assert got(arr.slice(1, 3), 5) == [h, h, ref.xxh64(b"zz", 5)]
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 4, 7, 8, 15, 16, 31, 32, 33, 63, 64, 100, 1000])
+def test_binary_lengths_around_block_sizes(n):
+    rng = np.random.default_rng(n)
+    value = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
+    for seed in (0, 1, 2**64 - 1):
+        assert got(pa.array([value], pa.binary()), seed) == [xxhash.xxh64_intdigest(value, seed)]
+
+
+def test_specific_values():
+    seed = 12345
+    assert got(pa.array([1], pa.int64()), seed) == [xxhash.xxh64_intdigest(struct.pack("<q", 1), seed)]
+    assert got(pa.array([-1], pa.int8()), seed) == [xxhash.xxh64_intdigest(b"\xff", seed)]
+    assert got(pa.array(["héllo"]), seed) == [xxhash.xxh64_intdigest("héllo".encode(), seed)]
+    assert got(pa.array([True, False]), seed) == [xxhash.xxh64_intdigest(b"\x01", seed),
+                                                 xxhash.xxh64_intdigest(b"\x00", seed)]
+    days = (dt.date(2024, 2, 29) - dt.date(1970, 1, 1)).days
+    assert got(pa.array([dt.date(2024, 2, 29)]), seed) == [
+        xxhash.xxh64_intdigest(struct.pack("<i", days), seed)]
+
+
+# ---------------------------------------------------------------- floats
+
+NAN64 = [0x7FF8000000000000, 0x7FF0000000000001, 0xFFF8000000000000, 0x7FFFFFFFFFFFFFFF,
+         0xFFF0000000000001]
+NAN32 = [0x7FC00000, 0x7F800001, 0xFFC00000, 0x7FFFFFFF, 0xFF800001]
+
+
+@pytest.mark.parametrize("seed", [0, 7, 2**64 - 1])
+def test_float_zero_and_nan_canonical(seed):
+    f64 = pa.array(np.array(NAN64 + [0x8000000000000000, 0], dtype=np.uint64).view(np.float64))
+    h = got(f64, seed)
+    assert len(set(h[:len(NAN64)])) == 1
+    assert h[0] == xxhash.xxh64_intdigest(struct.pack("<Q", 0x7FF8000000000000), seed)
+    assert h[-2] == h[-1] == xxhash.xxh64_intdigest(struct.pack("<d", 0.0), seed)
+    f32 = pa.array(np.array(NAN32 + [0x80000000, 0], dtype=np.uint32).view(np.float32))
+    h = got(f32, seed)
+    assert len(set(h[:len(NAN32)])) == 1
+    assert h[0] == xxhash.xxh64_intdigest(struct.pack("<I", 0x7FC00000), seed)
+    assert h[-2] == h[-1] == xxhash.xxh64_intdigest(struct.pack("<f", 0.0), seed)
+    # infinities are not NaN
+    inf = got(pa.array([np.inf, -np.inf]), seed)
+    assert inf == [xxhash.xxh64_intdigest(struct.pack("<d", v), seed) for v in (np.inf, -np.inf)]
+
+
+# ---------------------------------------------------------------- nulls, slices, chunks
+
+@settings(max_examples=40, deadline=None)
+@given(seed=SEEDS, t=st.sampled_from(ALL_TYPES))
+def test_nulls_hash_to_null_hash(seed, t):
+    arr = pa.nulls(5, t)
+    assert got(arr, seed) == [fastops.null_hash(seed)] * 5
+    assert fastops.null_hash(seed) == xxhash.xxh64_intdigest(b"fastops:null", seed)
+
+
+def test_null_type_column():
+    assert got(pa.nulls(3), 9) == [fastops.null_hash(9)] * 3
+
+
+@pytest.mark.parametrize("t", [pa.bool_(), pa.int16(), pa.utf8(), pa.float64()], ids=str)
+def test_every_slice_offset_of_bits(t):
+    rng = np.random.default_rng(3)
+    n = 41
+    if t == pa.utf8():
+        vals = [None if rng.random() < 0.3 else "v" * int(rng.integers(0, 9)) for _ in range(n)]
+    elif t == pa.bool_():
+        vals = [None if rng.random() < 0.3 else bool(rng.integers(0, 2)) for _ in range(n)]
+    else:
+        vals = [None if rng.random() < 0.3 else int(rng.integers(-50, 50)) for _ in range(n)]
+    arr = pa.array(vals, t)
+    for start in range(0, 17):
+        for length in (0, 1, 5, 8, 9, n - start):
+            sl = arr.slice(start, length)
+            assert got(sl, 11) == expected(sl, 11), (start, length)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), seed=SEEDS)
+def test_chunked_array(data, seed):
+    t = data.draw(st.sampled_from(ALL_TYPES))
+    chunks = data.draw(st.lists(arrays(t, max_size=20), max_size=4))
+    carr = pa.chunked_array(chunks, type=t)
+    assert got(carr, seed) == [h for c in chunks for h in expected(c, seed)]
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8", "uint16",
+                                   "uint32", "uint64", "float32", "float64", "bool"])
+def test_numpy_input(dtype):
+    rng = np.random.default_rng(0)
+    if dtype == "bool":
+        a = rng.integers(0, 2, 100).astype(bool)
+    elif dtype.startswith("float"):
+        a = rng.standard_normal(100).astype(dtype)
+        a[::7] = np.nan
+        a[3] = -0.0
+    else:
+        info = np.iinfo(dtype)
+        a = rng.integers(info.min, info.max, 100, dtype=dtype, endpoint=True)
+    expect = ref.hash_column(pa.array(a), 99)
+    assert got(a, 99) == expect
+    assert got(a[5:60:1], 99) == expect[5:60]
+    assert got(a[::3], 99) == expect[::3]  # non-contiguous
+
+
+def test_numpy_unicode_and_datetime():
+    a = np.array(["a", "bc", ""])
+    assert got(a) == [xxhash.xxh64_intdigest(s.encode()) for s in a]
+    d = np.array(["2024-01-01T00:00:00.000000001", "1960-01-01"], dtype="datetime64[ns]")
+    assert got(d) == [xxhash.xxh64_intdigest(struct.pack("<q", v)) for v in d.view(np.int64)]
+
+
+def test_python_list_input():
+    assert got([1, 2, None]) == expected(pa.array([1, 2, None]), 0)
+
+
+# ---------------------------------------------------------------- multi-column keys
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), seed=SEEDS, k=st.integers(2, 4))
+def test_multi_column_combine(data, seed, k):
+    n = data.draw(st.integers(0, 30))
+    cols = []
+    for _ in range(k):
+        t = data.draw(st.sampled_from(ALL_TYPES))
+        vals = data.draw(st.lists(st.one_of(st.none(), _values_for(t)), min_size=n, max_size=n))
+        arr = pa.array(vals, pa.int64()).view(t) if pa.types.is_timestamp(t) else pa.array(vals, t)
+        cols.append(arr)
+    h = ref.hash_column(cols[0], seed)
+    for c in cols[1:]:
+        hc = ref.hash_column(c, seed)
+        h = [xxhash.xxh64_intdigest(struct.pack("<QQ", a, b), seed) for a, b in zip(h, hc)]
+    assert got(cols, seed) == h
+    # mixing Arrow, chunked and NumPy columns
+    mixed = [cols[0], pa.chunked_array([cols[1]])] + cols[2:]
+    assert got(mixed, seed) == h
+
+
+def test_multi_column_order_matters():
+    a, b = pa.array([1, 2]), pa.array([2, 1])
+    assert got([a, b]) != got([b, a])
+
+
+# ---------------------------------------------------------------- errors
+
+@pytest.mark.parametrize("arr", [
+    pa.array([[1]], pa.list_(pa.int32())),
+    pa.array([{"a": 1}]),
+    pa.array([decimal.Decimal("1.50")], pa.decimal128(5, 2)),
+    pa.array(np.array([1.0], dtype=np.float16)),
+    pa.array([b"ab"], pa.binary(2)),
+], ids=lambda a: str(a.type))
+def test_unsupported_type_raises_type_error_naming_it(arr):
+    with pytest.raises(TypeError, match=re.escape(str(arr.type))):
+        fastops.hash64(arr)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="rows"):
+        fastops.hash64([pa.array([1, 2]), pa.array([1])])
+    with pytest.raises(ValueError, match="seed"):
+        fastops.hash64(pa.array([1]), seed=-1)
+    with pytest.raises(ValueError, match="seed"):
+        fastops.hash64(pa.array([1]), seed=2**64)
+    with pytest.raises(TypeError, match="seed"):
+        fastops.hash64(pa.array([1]), seed=1.5)
+    with pytest.raises(ValueError, match="one-dimensional"):
+        fastops.hash64(np.zeros((2, 2)))
+    with pytest.raises(TypeError):
+        fastops.hash64(object())
+
+
+def test_empty_inputs():
+    assert got(pa.array([], pa.int64())) == []
+    assert got(pa.chunked_array([], pa.utf8())) == []
+    assert got(np.array([], dtype=np.float64)) == []
+
+
+# ---------------------------------------------------------------- the GIL
+
+def test_hash_kernel_releases_the_gil():
+    """While a thread runs the kernel for a while, the main thread keeps running
+    Python code: the longest pause it sees is far below the kernel's duration."""
+    values = np.arange(20_000_000, dtype=np.uint64)
+    out = np.empty_like(values)
+    t0 = time.perf_counter()
+    _core.hash_u64(values, 0, out)
+    single = time.perf_counter() - t0
+    calls = max(1, int(0.4 / max(single, 1e-3)))
+
+    def work():
+        for _ in range(calls):
+            _core.hash_u64(values, 0, out)
+
+    worker = threading.Thread(target=work)
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(0.001)
+    try:
+        worker.start()
+        last = time.perf_counter()
+        longest = 0.0
+        while worker.is_alive():
+            now = time.perf_counter()
+            longest = max(longest, now - last)
+            last = now
+        total = time.perf_counter() - t0
+    finally:
+        worker.join()
+        sys.setswitchinterval(old)
+    assert longest < max(single / 2, 0.02), (longest, single, total)
