@@ -226,8 +226,6 @@ class FileSink(TransactionalSink):
         self.pending_dir = os.path.join(self.directory, "_pending")
         os.makedirs(self.pending_dir, exist_ok=True)
         self._sealed: list[str] = []
-        self.ctx = ctx
-        self.abort()  # files left by a run that never committed them
         super().open(ctx)
 
     def _file(self, epoch: int) -> str:

@@ -97,10 +97,12 @@ class Executor:
                 t.exactly_once = exactly_once
                 t.metrics.started = t0
                 t.open()
-            if restore is not None:
-                for t in tasks:
-                    current = t
+            for t in tasks:
+                current = t
+                if restore is not None:
                     t.restore(restore.tasks.get(t.key, {}), restore)
+                else:
+                    t.start_fresh()
         except Exception as exc:  # noqa: BLE001
             self._close_sources(tasks)
             failed = _failure(current, exc)

@@ -99,17 +99,17 @@ class Chain:
 
     def close(self) -> None:
         for i, op in enumerate(self.operators):
-            outs = self._call(op, "close", None)
-            self._route(i, outs)
+            self._route(i, self._call(op, "close", None) or [])
 
-    def _call(self, op: Operator, method: str, batch: Optional[pa.RecordBatch], *args: Any) -> list:
+    def _call(self, op: Operator, method: str, batch: Optional[pa.RecordBatch], *args: Any) -> Any:
+        """Call an operator method; its exception becomes an OperatorError."""
         try:
-            return getattr(op, method)(*args) or []
+            return getattr(op, method)(*args)
         except Exception as exc:  # noqa: BLE001 - reported as a job failure
             raise OperatorError(op.name, batch, exc) from exc
 
-    def _route(self, i: int, outs: list) -> None:
-        for out in outs:
+    def _route(self, i: int, outs: Optional[list]) -> None:
+        for out in outs or ():
             if isinstance(out, Tagged):
                 for w in self.side_outputs[i].get(out.tag, ()):
                     w.emit(out.batch)
@@ -207,6 +207,12 @@ class Task:
         from fastops.operators.sinks import TransactionalSink
 
         return [(i, op) for i, op in enumerate(self.chain.operators) if isinstance(op, TransactionalSink)]
+
+    def start_fresh(self) -> None:
+        """No checkpoint to resume from: drop what earlier runs left uncommitted."""
+        for _, sink in self._sinks():
+            sink.abort()
+            sink.begin(sink.epoch)
 
     def restore(self, entry: dict, manifest: Any) -> None:
         """Load operator states and recover sinks from a checkpoint entry."""
