@@ -210,6 +210,7 @@ class StreamEnvironment:
         for res in results:
             res.reset()
         attempt = 0
+        replayed = 0
         executor = Executor(self.threads, self.channel_capacity)
         while True:
             try:
@@ -222,6 +223,7 @@ class StreamEnvironment:
                 if self.restart_delay_s:
                     _time.sleep(self.restart_delay_s)
                 manifest = storage.latest() if storage is not None else None
+                replayed += executor.rows_since(manifest.checkpoint_id if manifest is not None else None)
                 if manifest is None:
                     for res in results:
                         res.reset()
@@ -233,6 +235,7 @@ class StreamEnvironment:
         outputs = {n.id: n.collect_result.table() for n in sinks if getattr(n, "collect_result", None)}
         result = JobResult(job_name, duration, metrics, rows_in, rows_out, outputs,
                            checkpoints=run.checkpoints, restore_s=run.restore_s, restarts=attempt,
+                           rows_replayed=replayed,
                            restored_from=manifest.checkpoint_id if manifest is not None else None)
         self.last_result = result
         return result

@@ -33,6 +33,7 @@ class JobResult:
     restored_from: Optional[int] = None  # checkpoint id the (last) attempt started from
     restore_s: float = 0.0
     restarts: int = 0
+    rows_replayed: int = 0  # rows read again after in-process restarts
 
     def summary(self) -> str:
         lines = [f"job {self.job_name!r}: {self.rows_in} rows in, {self.rows_out} rows out, "
@@ -74,6 +75,16 @@ class Executor:
     def __init__(self, threads: bool = True, channel_capacity: int = 8):
         self.threads = threads
         self.channel_capacity = channel_capacity
+        self.last_tasks: list[Task] = []  # of the latest attempt, also when it failed
+
+    def rows_since(self, checkpoint_id: Optional[int]) -> int:
+        """Rows the latest attempt read after checkpoint ``checkpoint_id`` (all
+        of them if that attempt took no such checkpoint): what a restart replays."""
+        total = 0
+        for t in self.last_tasks:
+            if isinstance(t, SourceTask):
+                total += t.metrics.rows_in - t.rows_at_checkpoint.get(checkpoint_id, 0)
+        return total
 
     def run(self, plan: PhysicalPlan, job_name: str, storage: Optional[CheckpointStorage] = None,
             interval_s: Optional[float] = None, exactly_once: bool = True,
@@ -82,6 +93,7 @@ class Executor:
         t_restore = time.perf_counter()
         positions = {k: v["position"] for k, v in restore.tasks.items()} if restore else None
         tasks = plan.instantiate(cancel, self.channel_capacity if self.threads else None, positions)
+        self.last_tasks = tasks
         first_id = max(storage.last_id() if storage else 0, restore.checkpoint_id if restore else 0) + 1
         from fastops.operators.sinks import TransactionalSink
 

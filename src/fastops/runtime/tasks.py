@@ -262,8 +262,10 @@ class SourceTask(Task):
         self._last_data = time.perf_counter()
         self._idle_sent = False
         self.pending_barrier: Optional[int] = None  # set by the checkpoint coordinator
+        self.rows_at_checkpoint: dict[int, int] = {}  # for "rows replayed" after a restart
 
     def _checkpoint(self, checkpoint_id: int) -> None:
+        self.rows_at_checkpoint[checkpoint_id] = self.metrics.rows_in
         snap = self.snapshot(checkpoint_id)
         snap.position = self.reader.position()
         self.chain.control(CheckpointBarrier(checkpoint_id))
