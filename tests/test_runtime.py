@@ -229,6 +229,12 @@ def test_wrong_return_type_is_explained():
     with pytest.raises(fo.JobFailed, match="mask has 3 values for a batch of 10 rows"):
         env.from_arrow(make_table(10)).filter(lambda b: np.ones(3, bool)).collect()
 
+    def shape_shifter(batch):
+        return batch if batch.column("k")[0].as_py() % 2 else batch.select(["k"])
+
+    with pytest.raises(fo.JobFailed, match=r"schema \(k: int64\) but earlier batches had \(k: int64, v: double"):
+        env.from_arrow(pa.table({"k": [1, 2], "v": [1.0, 2.0]}), batch_size=1).map(shape_shifter).collect()
+
 
 def test_failure_stops_all_threads_without_hanging():
     stop = threading.Event()
@@ -301,3 +307,22 @@ def test_rate_limited_generator():
     out = env.from_generator(gen, rate=20_000).collect()
     assert out.num_rows == 5000
     assert time.perf_counter() - t0 >= 0.2  # 5000 rows at 20k rows/s
+
+
+def test_live_metrics_and_print_sink(capsys):
+    snapshots = []
+
+    def gen():
+        for i in range(20):
+            time.sleep(0.02)
+            yield pa.record_batch({"k": [i], "ts": [i * 1000]})
+
+    env = fo.StreamEnvironment(parallelism=1, threads=True)
+    env.from_generator(gen).with_watermark("ts").print()
+    env.execute(progress=lambda ms: snapshots.append([(m.task, m.rows_in, m.watermark) for m in ms]))
+    assert len(snapshots) >= 2
+    rows_seen = [sum(r for _, r, _ in s) for s in snapshots]
+    assert rows_seen == sorted(rows_seen) and rows_seen[-1] == 20
+    assert snapshots[-1][0][2] == 18_999  # the source task's current watermark
+    out = capsys.readouterr().out.splitlines()
+    assert out[:2] == ["+I[0, 0]", "+I[1, 1000]"] and len(out) == 20

@@ -190,7 +190,8 @@ class StreamEnvironment:
                 f"restore it. This job: {'; '.join(plan.describe())}")
         return manifest
 
-    def _run(self, sinks: list[Node], job_name: str, restore: Any = "latest") -> JobResult:
+    def _run(self, sinks: list[Node], job_name: str, restore: Any = "latest",
+             progress: Optional[Callable[[list], Any]] = None) -> JobResult:
         import time as _time
 
         from fastops.runtime.errors import JobFailed
@@ -211,7 +212,7 @@ class StreamEnvironment:
             res.reset()
         attempt = 0
         replayed = 0
-        executor = Executor(self.threads, self.channel_capacity)
+        executor = Executor(self.threads, self.channel_capacity, progress)
         while True:
             try:
                 run = executor.run(plan, job_name, storage, interval, self.mode == "exactly_once", manifest)
@@ -240,15 +241,17 @@ class StreamEnvironment:
         self.last_result = result
         return result
 
-    def execute(self, job_name: str = "fastops job", restore: Any = "latest") -> JobResult:
+    def execute(self, job_name: str = "fastops job", restore: Any = "latest",
+                progress: Optional[Callable[[list], Any]] = None) -> JobResult:
         """Run every sink added so far; they are then cleared (as in Flink).
 
         With a ``checkpoint_dir``, ``restore="latest"`` resumes from the newest
         complete checkpoint there (if any), a path resumes from that checkpoint,
-        ``None`` starts afresh.
+        ``None`` starts afresh. ``progress(metrics)`` is called a few times a
+        second with the live ``TaskMetrics`` of every task.
         """
         sinks, self._sinks = self._sinks, []
-        return self._run(sinks, job_name, restore)
+        return self._run(sinks, job_name, restore, progress)
 
 
 class DataStream:

@@ -30,7 +30,26 @@ def evaluate(batch: pa.RecordBatch, columns: dict[str, Any]) -> pa.RecordBatch:
     return check_batch(table, "select")
 
 
-class Map(Operator):
+class _SameSchema:
+    """Every batch a function returns must have the schema of its first one."""
+
+    schema: Optional[pa.Schema] = None
+
+    def _checked(self, batch: pa.RecordBatch, what: str) -> pa.RecordBatch:
+        if self.schema is None:
+            self.schema = batch.schema
+        elif not batch.schema.equals(self.schema):
+            raise OperatorContractError(
+                f"{what}: the function returned a batch with schema ({_schema_text(batch.schema)}) "
+                f"but earlier batches had ({_schema_text(self.schema)})")
+        return batch
+
+
+def _schema_text(schema: pa.Schema) -> str:
+    return ", ".join(f"{f.name}: {f.type}" for f in schema)
+
+
+class Map(_SameSchema, Operator):
     """``fn(batch) -> batch``."""
 
     def __init__(self, fn: BatchFn, name: str = "map"):
@@ -38,10 +57,11 @@ class Map(Operator):
         self.name = name
 
     def process(self, batch: pa.RecordBatch) -> list:
-        return [check_batch(self.fn(batch), f"map {self.name!r}")]
+        what = f"map {self.name!r}"
+        return [self._checked(check_batch(self.fn(batch), what), what)]
 
 
-class FlatMap(Operator):
+class FlatMap(_SameSchema, Operator):
     """``fn(batch) -> iterable of batches`` (or None for nothing)."""
 
     def __init__(self, fn: BatchFn, name: str = "flat_map"):
@@ -52,13 +72,14 @@ class FlatMap(Operator):
         result = self.fn(batch)
         if result is None:
             return []
+        what = f"flat_map {self.name!r}"
         if isinstance(result, (pa.RecordBatch, pa.Table)):
-            return [check_batch(result, f"flat_map {self.name!r}")]
+            return [self._checked(check_batch(result, what), what)]
         if not isinstance(result, Iterable):
             raise OperatorContractError(
-                f"flat_map {self.name!r}: the function must return an iterable of "
+                f"{what}: the function must return an iterable of "
                 f"pyarrow.RecordBatch, got {type(result).__name__}")
-        return [check_batch(b, f"flat_map {self.name!r}", "yield") for b in result]
+        return [self._checked(check_batch(b, what, "yield"), what) for b in result]
 
 
 class Filter(Operator):

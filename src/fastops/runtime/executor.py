@@ -72,10 +72,22 @@ class Run:
 class Executor:
     """Runs a physical plan to completion."""
 
-    def __init__(self, threads: bool = True, channel_capacity: int = 8):
+    def __init__(self, threads: bool = True, channel_capacity: int = 8,
+                 progress: Optional[Any] = None, progress_interval_s: float = 0.25):
         self.threads = threads
         self.channel_capacity = channel_capacity
+        self.progress = progress  # called with the live list of TaskMetrics
+        self.progress_interval_s = progress_interval_s
+        self._last_progress = 0.0
         self.last_tasks: list[Task] = []  # of the latest attempt, also when it failed
+
+    def _report(self, tasks: list[Task], force: bool = False) -> None:
+        if self.progress is None:
+            return
+        now = time.perf_counter()
+        if force or now - self._last_progress >= self.progress_interval_s:
+            self._last_progress = now
+            self.progress([t.metrics for t in tasks])
 
     def rows_since(self, checkpoint_id: Optional[int]) -> int:
         """Rows the latest attempt read after checkpoint ``checkpoint_id`` (all
@@ -133,6 +145,7 @@ class Executor:
         else:
             self._run_inline(tasks, coordinator)
         coordinator.finish()
+        self._report(tasks, force=True)
         return Run(tasks, time.perf_counter() - t0, coordinator.stats, restore_s)
 
     def _run_inline(self, tasks: list[Task], coordinator: Coordinator) -> None:
@@ -147,6 +160,7 @@ class Executor:
                     current = t
                     progressed = t.step() or progressed
                 coordinator.poll()
+                self._report(tasks)
                 if not progressed:
                     time.sleep(0.0005)  # every source is waiting for data
         except Exception as exc:  # noqa: BLE001
@@ -181,6 +195,7 @@ class Executor:
                 if not cancel.is_set():
                     coordinator.maybe_trigger()
                     coordinator.poll()
+                    self._report(tasks)
         except BaseException:
             cancel.set()
             for t in tasks:

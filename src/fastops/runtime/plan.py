@@ -159,6 +159,7 @@ class PhysicalPlan:
                     sides.append(routes)
                 chain = Chain(ops, main, sides)
                 m = metrics[(c.index, i)]
+                chain.metrics = m
                 ctxs = [OperatorContext(n.name, i, c.parallelism, self.max_parallelism, m)
                         for n in c.nodes[offset:]]
                 name = m.task

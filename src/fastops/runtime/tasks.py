@@ -81,6 +81,7 @@ class Chain:
         self.operators = operators
         self.outputs = outputs
         self.side_outputs = side_outputs
+        self.metrics: Optional[TaskMetrics] = None
 
     def process(self, input_index: int, batch: pa.RecordBatch) -> None:
         self._deliver(0, batch, input_index)
@@ -121,6 +122,8 @@ class Chain:
             for w in self.outputs:
                 w.emit(item)
             if isinstance(item, Watermark):  # side outputs follow event time too
+                if self.metrics is not None and item.t_ms != MAX_WATERMARK:
+                    self.metrics.watermark = item.t_ms
                 for routes in self.side_outputs:
                     for writers in routes.values():
                         for w in writers:
