@@ -227,7 +227,8 @@ def partition_modulo(const uint64_t[::1] hashes, uint64_t num_partitions,
                      int32_t[::1] out, int64_t[::1] counts) -> int:
     """out[i] = hashes[i] % num_partitions; counts[p] = rows with id p.
 
-    ``counts`` has ``num_partitions`` entries. Modifies ``out`` and ``counts``.
+    ``counts`` has ``num_partitions`` entries, or none for no histogram.
+    Modifies ``out`` and ``counts``.
     Returns 0; raises MemoryError if memory ran out.
     """
     cdef Py_ssize_t i, n = hashes.shape[0], P = <Py_ssize_t>num_partitions, stride
@@ -235,6 +236,15 @@ def partition_modulo(const uint64_t[::1] hashes, uint64_t num_partitions,
     cdef int32_t p
     cdef int64_t* sub
     fastmod_init(d, &hi, &lo)
+    if counts.shape[0] == 0:
+        with nogil:
+            if d & mask == 0:
+                for i in range(n):
+                    out[i] = <int32_t>(hashes[i] & mask)
+            else:
+                for i in range(n):
+                    out[i] = <int32_t>fastmod(hashes[i], hi, lo, d)
+        return OK
     sub = _hist_alloc(P, &stride)
     if sub == NULL:
         raise MemoryError(f"histogram of {P} partitions")
@@ -258,7 +268,8 @@ def partition_lookup(const uint64_t[::1] hashes, const int32_t[::1] owner_of,
                      int32_t[::1] out, int64_t[::1] counts) -> int:
     """out[i] = owner_of[hashes[i] % len(owner_of)]: key groups (Flink's scheme).
 
-    ``owner_of[g]`` is the owner of key group ``g``, in ``[0, len(counts))``.
+    ``owner_of[g]`` is the owner of key group ``g``, in ``[0, P)``; ``counts``
+    (length P, or empty for no histogram) gets the rows per owner.
     Modifies ``out`` and ``counts``. Returns 0; raises MemoryError if memory ran out.
     """
     cdef Py_ssize_t i, n = hashes.shape[0], P = counts.shape[0], stride
@@ -266,6 +277,15 @@ def partition_lookup(const uint64_t[::1] hashes, const int32_t[::1] owner_of,
     cdef int32_t p
     cdef int64_t* sub
     fastmod_init(m, &hi, &lo)
+    if P == 0:
+        with nogil:
+            if m & mask == 0:
+                for i in range(n):
+                    out[i] = owner_of[hashes[i] & mask]
+            else:
+                for i in range(n):
+                    out[i] = owner_of[fastmod(hashes[i], hi, lo, m)]
+        return OK
     sub = _hist_alloc(P, &stride)
     if sub == NULL:
         raise MemoryError(f"histogram of {P} partitions")
@@ -285,39 +305,52 @@ def partition_lookup(const uint64_t[::1] hashes, const int32_t[::1] owner_of,
     return OK
 
 
+cdef inline int32_t _ring_owner(uint64_t h, const uint64_t* points, Py_ssize_t m,
+                                const int32_t* owners, const int64_t* lut,
+                                int lut_shift) noexcept nogil:
+    """Owner of the first point >= h (wrapping), binary search inside h's LUT bucket."""
+    cdef uint64_t b = h >> lut_shift
+    cdef int64_t lo = lut[b], hi = lut[b + 1], mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if points[mid] < h:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo == m:
+        lo = 0
+    return owners[lo]
+
+
 def partition_ring(const uint64_t[::1] hashes, const uint64_t[::1] points,
                    const int32_t[::1] owners, const int64_t[::1] lut, int lut_shift,
                    int32_t[::1] out, int64_t[::1] counts) -> int:
     """Consistent hashing: the owner of the first ring point >= hash (wrapping).
 
-    ``points`` is sorted ascending; ``lut[b]`` is the first index whose point
-    has top bits ``>= b`` (``b = point >> lut_shift``), ``lut[-1] == len(points)``.
-    Modifies ``out`` and ``counts``. Returns 0; raises MemoryError if memory ran out.
+    ``points`` is sorted ascending (non-empty); ``lut[b]`` is the first index
+    whose point has top bits ``>= b`` (``b = point >> lut_shift``), and
+    ``lut[-1] == len(points)``. ``counts`` (length P, or empty for no
+    histogram) gets the rows per owner. Modifies ``out`` and ``counts``.
+    Returns 0; raises MemoryError if memory ran out.
     """
     cdef Py_ssize_t i, n = hashes.shape[0], m = points.shape[0]
     cdef Py_ssize_t P = counts.shape[0], stride
-    cdef int64_t lo, hi, mid
-    cdef uint64_t h, b
     cdef int32_t p
     cdef int64_t* sub
+    cdef const uint64_t* pts = &points[0]
+    cdef const int32_t* own = &owners[0]
+    cdef const int64_t* lt = &lut[0]
+    if P == 0:
+        with nogil:
+            for i in range(n):
+                out[i] = _ring_owner(hashes[i], pts, m, own, lt, lut_shift)
+        return OK
     sub = _hist_alloc(P, &stride)
     if sub == NULL:
         raise MemoryError(f"histogram of {P} partitions")
     with nogil:
         for i in range(n):
-            h = hashes[i]
-            b = h >> lut_shift
-            lo = lut[b]
-            hi = lut[b + 1]
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if points[mid] < h:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            if lo == m:
-                lo = 0
-            p = owners[lo]
+            p = _ring_owner(hashes[i], pts, m, own, lt, lut_shift)
             out[i] = p
             sub[(i & 3) * stride + p] += 1
         _hist_finish(sub, P, stride, &counts[0])

@@ -26,6 +26,8 @@ from fastops.hashing import hash_columns
 
 SCHEMES = ("hash", "key_group", "consistent")
 _LUT_BITS = 16
+MAX_KEY_GROUPS = 1 << 24    # Flink allows 32768
+MAX_RING_POINTS = 1 << 26
 
 Batch = Union[pa.RecordBatch, pa.Table]
 
@@ -51,18 +53,27 @@ def _check_parallelism(num_partitions: int, scheme: str, max_parallelism: int,
                        virtual_nodes: int) -> None:
     if scheme not in SCHEMES:
         raise ValueError(f"unknown partitioning scheme {scheme!r}; expected one of {SCHEMES}")
-    if not isinstance(num_partitions, (int, np.integer)) or num_partitions < 1:
+    if isinstance(num_partitions, bool) or not isinstance(num_partitions, (int, np.integer)) \
+            or num_partitions < 1:
         raise ValueError(f"num_partitions must be an int >= 1, got {num_partitions!r}")
     if num_partitions > 2**31 - 1:
         raise ValueError(f"num_partitions too large: {num_partitions}")
     if scheme == "key_group":
-        if not isinstance(max_parallelism, (int, np.integer)) or max_parallelism < 1:
+        if isinstance(max_parallelism, bool) or not isinstance(max_parallelism, (int, np.integer)) \
+                or max_parallelism < 1:
             raise ValueError(f"max_parallelism must be an int >= 1, got {max_parallelism!r}")
         if num_partitions > max_parallelism:
             raise ValueError(
                 f"num_partitions ({num_partitions}) must not exceed max_parallelism "
                 f"({max_parallelism}) with key groups"
             )
+    if scheme == "key_group" and max_parallelism > MAX_KEY_GROUPS:
+        raise ValueError(f"max_parallelism must be <= {MAX_KEY_GROUPS}, got {max_parallelism}")
+    if scheme == "consistent" and isinstance(virtual_nodes, (int, np.integer)) \
+            and num_partitions * virtual_nodes > MAX_RING_POINTS:
+        raise ValueError(
+            f"a ring of num_partitions * virtual_nodes = {num_partitions * virtual_nodes} "
+            f"points exceeds {MAX_RING_POINTS}")
     if scheme == "consistent" and (not isinstance(virtual_nodes, (int, np.integer)) or virtual_nodes < 1):
         raise ValueError(f"virtual_nodes must be an int >= 1, got {virtual_nodes!r}")
 
@@ -102,13 +113,14 @@ def _check_status(status: int, what: str) -> None:
 
 
 def _ids_and_counts(hashes: np.ndarray, num_partitions: int, scheme: str,
-                    max_parallelism: int, virtual_nodes: int,
-                    seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Partition ids (int32) and their histogram (int64, length P) for hashes."""
+                    max_parallelism: int, virtual_nodes: int, seed: int,
+                    with_counts: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Partition ids (int32) and their histogram (int64, length P; empty
+    without ``with_counts``) for hashes."""
     hashes = np.ascontiguousarray(hashes, dtype=np.uint64)
     num_partitions = int(num_partitions)
     out = np.empty(len(hashes), dtype=np.int32)
-    counts = np.empty(num_partitions, dtype=np.int64)
+    counts = np.empty(num_partitions if with_counts else 0, dtype=np.int64)
     if scheme == "hash":
         status = _core.partition_modulo(hashes, num_partitions, out, counts)
     elif scheme == "key_group":
@@ -127,14 +139,16 @@ def ids_from_hashes(hashes: np.ndarray, num_partitions: int, scheme: str = "hash
     """Partition ids (int32) for precomputed 64-bit key hashes (``hash64`` values)."""
     _check_parallelism(num_partitions, scheme, max_parallelism, virtual_nodes)
     return _ids_and_counts(hashes, num_partitions, scheme, max_parallelism,
-                           virtual_nodes, seed)[0]
+                           virtual_nodes, seed, with_counts=False)[0]
 
 
-def _prepare(batch: Batch, by, num_partitions, scheme, max_parallelism, virtual_nodes, seed):
+def _prepare(batch: Batch, by, num_partitions, scheme, max_parallelism, virtual_nodes, seed,
+             with_counts=True):
     _check_parallelism(num_partitions, scheme, max_parallelism, virtual_nodes)
     cols, names = _key_columns(batch, by)
     hashes = hash_columns(cols, seed, names)
-    return _ids_and_counts(hashes, num_partitions, scheme, max_parallelism, virtual_nodes, seed)
+    return _ids_and_counts(hashes, num_partitions, scheme, max_parallelism, virtual_nodes, seed,
+                           with_counts)
 
 
 def partition_ids(batch: Batch, by: str | Sequence[str], num_partitions: int,
@@ -172,7 +186,8 @@ def partition_ids(batch: Batch, by: str | Sequence[str], num_partitions: int,
     ValueError
         Bad ``num_partitions``, ``max_parallelism``, ``virtual_nodes`` or ``scheme``.
     """
-    return _prepare(batch, by, num_partitions, scheme, max_parallelism, virtual_nodes, seed)[0]
+    return _prepare(batch, by, num_partitions, scheme, max_parallelism, virtual_nodes, seed,
+                    with_counts=False)[0]
 
 
 def key_group_range(index: int, num_partitions: int, max_parallelism: int = 128) -> range:
@@ -297,12 +312,27 @@ def moved_fraction(keys: pa.Array | pa.ChunkedArray | np.ndarray | Sequence,
                    old_num: int, new_num: int, scheme: str = "hash",
                    max_parallelism: int = 128, virtual_nodes: int = 64,
                    seed: int = 0) -> float:
-    """Share of the distinct ``keys`` whose owner changes from ``old_num`` to
-    ``new_num`` partitions under ``scheme``.
+    """Share of the distinct ``keys`` whose owner (task index) changes when the
+    parallelism goes from ``old_num`` to ``new_num`` under ``scheme``.
 
-    Modulo hashing moves most keys (about ``1 - 1/max(old, new)`` when one
-    partition is added); consistent hashing about ``|new - old| / max(old, new)``;
-    key groups move whole groups, ``1/2`` when parallelism doubles.
+    What to expect for keys with well-spread hashes (exact values for the
+    group-level quantities; the key-level share deviates by sampling noise):
+
+    - ``"hash"``: a key stays iff ``h % old == h % new``. For ``n -> n+1`` the
+      residue pairs are uniform (Chinese remainder theorem), so ``1 - 1/(n+1)``
+      of the keys move; for ``n -> 2n`` one half: most keys move.
+    - ``"key_group"``: whole key groups move, and the share is the share of
+      groups ``g`` with ``g*old//maxp != g*new//maxp``. Contiguous ranges shift
+      almost everywhere, so ``n -> n+1`` moves about **one half** of the keys
+      (not ``1/(n+1)``); ``n -> 2n`` (``maxp`` divisible by ``2n``) moves
+      exactly ``1 - 1/(2n)``, since group g of task o goes to task 2o or 2o+1.
+      Key groups make moving *state* cheap (whole groups, located by range),
+      not moving few keys.
+    - ``"consistent"``: only keys on the arcs taken by the new partition move,
+      about ``1/(n+1)`` for ``n -> n+1`` (relative spread about
+      ``1/sqrt(virtual_nodes)``); no key moves between two old partitions.
+
+    Returns 0.0 for no keys.
     """
     arr = _arrow.as_array(keys, "keys")
     if isinstance(arr, pa.ChunkedArray):

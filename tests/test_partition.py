@@ -1,0 +1,345 @@
+"""``fastops.partition`` / ``partition_ids`` / ``key_group_range`` / ``moved_fraction``
+against the pure-Python schemes of ``reference.py``."""
+from __future__ import annotations
+
+import math
+import os
+import sys
+from collections import Counter
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, os.path.dirname(__file__))
+import reference as ref  # noqa: E402
+from test_hash import ALL_TYPES, _values_for  # noqa: E402
+
+import fastops  # noqa: E402
+from fastops import _core  # noqa: E402
+
+SCHEMES = ["hash", "key_group", "consistent"]
+
+
+@st.composite
+def column(draw, n, t=None):
+    t = t if t is not None else draw(st.sampled_from(ALL_TYPES + ["dict"]))
+    dictionary = t == "dict"
+    if dictionary:
+        t = pa.utf8()
+    # few distinct values so that keys repeat
+    pool = draw(st.lists(_values_for(t), min_size=1, max_size=6))
+    vals = draw(st.lists(st.one_of(st.none(), st.sampled_from(pool)), min_size=n, max_size=n))
+    arr = pa.array(vals, pa.int64()).view(t) if pa.types.is_timestamp(t) else pa.array(vals, t)
+    return arr.dictionary_encode() if dictionary else arr
+
+
+@st.composite
+def batches(draw, max_rows=50, n_keys=None):
+    """A batch: key columns k0.., payload columns of random types, and ``row``
+    (the input position). Often a slice of a larger batch (offset != 0)."""
+    total = draw(st.integers(0, max_rows))
+    k = n_keys if n_keys is not None else draw(st.integers(1, 3))
+    cols = {f"k{i}": draw(column(total)) for i in range(k)}
+    for j in range(draw(st.integers(0, 3))):
+        cols[f"p{j}"] = draw(column(total))
+    cols["row"] = pa.array(range(total), pa.int64())
+    batch = pa.record_batch(cols)
+    start = draw(st.integers(0, total))
+    length = draw(st.integers(0, total - start))
+    return batch.slice(start, length), [f"k{i}" for i in range(k)]
+
+
+def ref_ids(batch, by, P, scheme, seed=0, maxp=128, vnodes=64):
+    hashes = ref.hash_columns([batch.column(name) for name in by], seed)
+    return ref.partition_ids(hashes, P, scheme, maxp, vnodes, seed)
+
+
+def rows(batch):
+    cols = [ref.column_values(c) for c in batch.columns]
+    return [tuple(_norm(v) for v in r) for r in zip(*cols)]
+
+
+def _norm(v):
+    return "NaN" if isinstance(v, float) and math.isnan(v) else v
+
+
+# ---------------------------------------------------------------- partition_ids
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), P=st.integers(1, 40), seed=st.integers(0, 2**64 - 1))
+def test_ids_match_reference(scheme, data, P, seed):
+    batch, by = data.draw(batches())
+    maxp = data.draw(st.sampled_from([P, 128, 300, 4096])) if scheme == "key_group" else 128
+    maxp = max(maxp, P)
+    vnodes = data.draw(st.integers(1, 20))
+    ids = fastops.partition_ids(batch, by, P, scheme=scheme, max_parallelism=maxp,
+                                virtual_nodes=vnodes, seed=seed)
+    assert ids.dtype == np.int32 and ids.shape == (batch.num_rows,)
+    assert ids.tolist() == ref_ids(batch, by, P, scheme, seed, maxp, vnodes)
+
+
+@pytest.mark.parametrize("P", [1, 2, 3, 7, 8, 10, 64, 100, 255, 256, 1000, 2**31 - 1])
+def test_modulo_on_extreme_hashes(P):
+    edge = [0, 1, 2**32 - 1, 2**32, 2**63 - 1, 2**63, 2**64 - 2, 2**64 - 1]
+    rnd = np.random.default_rng(P).integers(0, 2**64 - 1, 20_000, dtype=np.uint64, endpoint=True)
+    h = np.concatenate([np.array(edge, dtype=np.uint64), rnd])
+    ids = fastops.partitioning.ids_from_hashes(h, P)
+    assert ids.tolist() == [int(x) % P for x in h.tolist()]
+
+
+@pytest.mark.parametrize("d", [1, 3, 7, 10, 127, 1000, 2**31 - 1, 2**32 + 1, 2**63 + 5, 2**64 - 1])
+def test_fast_modulo_is_exact(d):
+    rng = np.random.default_rng(d % 1000)
+    v = np.concatenate([rng.integers(0, 2**64 - 1, 50_000, dtype=np.uint64, endpoint=True),
+                        np.array([0, 1, d - 1, d % 2**64, 2**64 - 1], dtype=np.uint64)])
+    out = np.empty_like(v)
+    _core.fastmod_u64(v, d, out)
+    assert out.tolist() == [x % d for x in v.tolist()]
+
+
+def test_same_key_same_partition_across_batches():
+    rng = np.random.default_rng(1)
+    keys = [f"user{i}" for i in rng.integers(0, 500, 5000)]
+    b1 = pa.record_batch({"k": keys[:2500], "x": np.arange(2500)})
+    b2 = pa.record_batch({"k": pa.array(keys[2500:]).dictionary_encode(), "x": np.arange(2500)})
+    table = pa.Table.from_batches([b1.slice(0, 1000), b1.slice(1000)])
+    for scheme in SCHEMES:
+        owner = {}
+        for b in (b1, b2, table):
+            for k, p in zip(b.column("k").to_pylist(), fastops.partition_ids(b, "k", 6, scheme)):
+                assert owner.setdefault(k, p) == p
+
+
+# ---------------------------------------------------------------- partition
+
+def check_partition(batch, by, P, scheme, **kw):
+    parts = fastops.partition(batch, by, P, scheme=scheme, **kw)
+    assert len(parts) == P
+    ids = ref_ids(batch, by, P, scheme, kw.get("seed", 0), kw.get("max_parallelism", 128),
+                  kw.get("virtual_nodes", 64))
+    src = rows(batch)
+    for p, part in enumerate(parts):
+        assert isinstance(part, pa.RecordBatch)
+        assert part.schema == batch.schema
+        part.validate(full=True)
+        # exactly the rows with id p, in input order
+        assert rows(part) == [r for r, i in zip(src, ids) if i == p]
+    assert Counter(r for part in parts for r in rows(part)) == Counter(src)
+    return parts
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), P=st.integers(1, 12))
+def test_partition_union_order_and_ids(scheme, data, P):
+    batch, by = data.draw(batches())
+    check_partition(batch, by, P, scheme, max_parallelism=max(P, 16), virtual_nodes=8)
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_partition_table_with_chunks(data):
+    batch, by = data.draw(batches(max_rows=40))
+    cut = data.draw(st.integers(0, batch.num_rows))
+    table = pa.Table.from_batches([batch.slice(0, cut), batch.slice(cut)], schema=batch.schema)
+    parts = fastops.partition(table, by, 5)
+    whole = fastops.partition(batch, by, 5)
+    assert [rows(p) for p in parts] == [rows(p) for p in whole]
+
+
+def test_empty_batch_gives_empty_partitions_with_schema():
+    batch = pa.record_batch({"k": pa.array([], pa.utf8()), "v": pa.array([], pa.float64())})
+    for scheme in SCHEMES:
+        parts = fastops.partition(batch, "k", 4, scheme=scheme)
+        assert [p.num_rows for p in parts] == [0] * 4
+        assert all(p.schema == batch.schema for p in parts)
+    table = pa.Table.from_batches([], schema=batch.schema)
+    assert [p.num_rows for p in fastops.partition(table, "k", 3)] == [0, 0, 0]
+
+
+def test_partition_large_strings_and_many_partitions():
+    rng = np.random.default_rng(5)
+    n = 30_000
+    lengths = rng.integers(0, 80, n)
+    strings = ["".join(chr(97 + (i + j) % 26) for j in range(L)) for i, L in enumerate(lengths)]
+    batch = pa.record_batch({
+        "k": pa.array(rng.integers(0, 3000, n)),
+        "s": pa.array(strings),
+        "ls": pa.array(strings, pa.large_utf8()),
+        "f": pa.array(rng.standard_normal(n), mask=rng.random(n) < 0.1),
+        "b": pa.array(rng.random(n) < 0.5, mask=rng.random(n) < 0.1),
+    }).slice(3, n - 10)
+    for P in (1, 7, 300):
+        parts = fastops.partition(batch, "k", P)
+        ids = fastops.partition_ids(batch, "k", P)
+        for p, part in enumerate(parts):
+            part.validate(full=True)
+            assert part.equals(batch.filter(pa.array(ids == p)))
+
+
+def test_scatter_by_ids_rejects_out_of_range():
+    batch = pa.record_batch({"v": [1, 2, 3]})
+    parts = fastops.partitioning.scatter_by_ids(batch, np.array([2, 0, 2]), 3)
+    assert [p.column(0).to_pylist() for p in parts] == [[2], [], [1, 3]]
+    with pytest.raises(ValueError, match=r"\[0, 3\)"):
+        fastops.partitioning.scatter_by_ids(batch, np.array([0, 3, 1]), 3)
+    with pytest.raises(ValueError, match=r"\[0, 3\)"):
+        fastops.partitioning.scatter_by_ids(batch, np.array([0, -1, 1]), 3)
+    with pytest.raises(ValueError, match="rows"):
+        fastops.partitioning.scatter_by_ids(batch, np.array([0, 1]), 3)
+
+
+def test_nested_payload_uses_take():
+    batch = pa.record_batch({"k": [1, 2, 3, 4], "l": pa.array([[1], [], None, [2, 3]])})
+    parts = fastops.partition(batch, "k", 2)
+    ids = fastops.partition_ids(batch, "k", 2)
+    for p in range(2):
+        assert parts[p].equals(batch.filter(pa.array(ids == p)))
+
+
+# ---------------------------------------------------------------- key groups
+
+@pytest.mark.parametrize("maxp", [1, 2, 7, 128, 1000, 32768])
+def test_key_group_range_matches_flink_and_covers(maxp):
+    for P in sorted(p for p in {1, 2, 3, 5, 8, maxp // 3 or 1, maxp - 1 or 1, maxp} if p <= maxp):
+        ranges = [fastops.key_group_range(i, P, maxp) for i in range(P)]
+        assert ranges == [ref.flink_key_group_range(i, P, maxp) for i in range(P)]
+        assert [g for r in ranges for g in r] == list(range(maxp))   # contiguous, disjoint, covering
+        for i, r in enumerate(ranges):
+            assert all(ref.owner_key_group(g, P, maxp) == i for g in (r.start, r.stop - 1)
+                       if len(r))
+
+
+def test_key_group_owner_is_range_owner():
+    rng = np.random.default_rng(2)
+    h = rng.integers(0, 2**64 - 1, 5000, dtype=np.uint64, endpoint=True)
+    for P, maxp in [(3, 128), (7, 100), (128, 128), (1, 1)]:
+        ids = fastops.partitioning.ids_from_hashes(h, P, "key_group", maxp)
+        for hv, i in zip(h.tolist(), ids.tolist()):
+            assert hv % maxp in fastops.key_group_range(i, P, maxp)
+
+
+# ---------------------------------------------------------------- errors
+
+def test_errors():
+    batch = pa.record_batch({"k": [1, 2], "l": pa.array([[1], [2]]), "d": pa.array([1.0, 2.0])})
+    with pytest.raises(KeyError, match="'missing'"):
+        fastops.partition_ids(batch, "missing", 2)
+    with pytest.raises(KeyError, match="'nope'"):
+        fastops.partition(batch, ["k", "nope"], 2)
+    with pytest.raises(TypeError, match=r"'l'.*list<item: int64>|list<item: int64>.*'l'"):
+        fastops.partition_ids(batch, "l", 2)
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="num_partitions"):
+            fastops.partition_ids(batch, "k", bad)
+    with pytest.raises(ValueError, match="max_parallelism"):
+        fastops.partition_ids(batch, "k", 200, scheme="key_group", max_parallelism=128)
+    with pytest.raises(ValueError, match="max_parallelism"):
+        fastops.key_group_range(0, 129, 128)
+    with pytest.raises(ValueError, match="index"):
+        fastops.key_group_range(4, 4, 128)
+    with pytest.raises(ValueError, match="scheme"):
+        fastops.partition(batch, "k", 2, scheme="round_robin")
+    with pytest.raises(ValueError, match="virtual_nodes"):
+        fastops.partition_ids(batch, "k", 2, scheme="consistent", virtual_nodes=0)
+    with pytest.raises(TypeError, match="RecordBatch"):
+        fastops.partition({"k": [1]}, "k", 2)
+    with pytest.raises(ValueError, match="num_partitions"):
+        fastops.partition_ids(batch, "k", True)
+    with pytest.raises(ValueError, match="key column"):
+        fastops.partition_ids(batch, [], 2)
+
+
+# ---------------------------------------------------------------- migration
+
+N_KEYS = 200_000
+
+
+def _keys(n=N_KEYS, seed=0):
+    return np.random.default_rng(seed).choice(2**40, n, replace=False).astype(np.int64)
+
+
+def _tol(p, n=N_KEYS):
+    return 5 * math.sqrt(p * (1 - p) / n) + 1e-9
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 7, 8])
+def test_moved_fraction_hash(n):
+    keys = _keys()
+    exact = ref.modulo_moved_share(n, n + 1)
+    assert exact == pytest.approx(1 - 1 / (n + 1))
+    got = fastops.moved_fraction(keys, n, n + 1, scheme="hash")
+    assert abs(got - exact) < _tol(exact)
+    doubled = ref.modulo_moved_share(n, 2 * n)
+    assert abs(fastops.moved_fraction(keys, n, 2 * n, scheme="hash") - doubled) < _tol(doubled)
+
+
+@pytest.mark.parametrize("n,maxp", [(1, 128), (2, 128), (3, 128), (4, 128), (7, 128),
+                                    (8, 128), (5, 1000)])
+def test_moved_fraction_key_group(n, maxp):
+    keys = _keys()
+    for new in (n + 1, 2 * n):
+        exact = ref.key_group_moved_share(n, new, maxp)
+        got = fastops.moved_fraction(keys, n, new, scheme="key_group", max_parallelism=maxp)
+        assert abs(got - exact) < _tol(exact), (new, got, exact)
+    if maxp % (2 * n) == 0:
+        # doubling: group g of old task o goes to task 2o or 2o+1, so only the
+        # first half of task 0's groups keep their task index
+        assert ref.key_group_moved_share(n, 2 * n, maxp) == 1 - 1 / (2 * n)
+    # contiguous ranges: n -> n+1 moves about half the groups, not 1/(n+1)
+    assert abs(ref.key_group_moved_share(n, n + 1, maxp) - 0.5) < 0.04
+
+
+@pytest.mark.parametrize("n", [1, 2, 4, 7, 16])
+def test_moved_fraction_consistent(n):
+    keys = _keys()
+    vnodes = 64
+    ring_new = ref.Ring(n + 1, vnodes)
+    share = ring_new.arc_share(n)             # the hash space the new partition takes
+    got = fastops.moved_fraction(keys, n, n + 1, scheme="consistent", virtual_nodes=vnodes)
+    assert abs(got - share) < _tol(share)
+    # about 1/(n+1): with 64 virtual nodes the share's relative spread is ~1/sqrt(64)
+    assert abs(share * (n + 1) - 1) < 0.5
+    # keys only ever move to the new partition
+    h = fastops.hash64(pa.array(keys)).to_numpy()
+    old = fastops.partitioning.ids_from_hashes(h, n, "consistent", virtual_nodes=vnodes)
+    new = fastops.partitioning.ids_from_hashes(h, n + 1, "consistent", virtual_nodes=vnodes)
+    assert set(new[old != new].tolist()) <= {n}
+
+
+def test_moved_fraction_counts_distinct_keys_and_edge_cases():
+    keys = np.repeat(_keys(1000), 50)
+    assert fastops.moved_fraction(keys, 3, 4) == fastops.moved_fraction(np.unique(keys), 3, 4)
+    assert fastops.moved_fraction(pa.array([], pa.int64()), 3, 4) == 0.0
+    assert fastops.moved_fraction(_keys(1000), 5, 5, scheme="consistent") == 0.0
+    strings = pa.array([f"k{i}" for i in range(20_000)])
+    assert 0.7 < fastops.moved_fraction(strings, 3, 4) < 0.8
+
+
+def _zipf(n, distinct, s, seed=0):
+    rng = np.random.default_rng(seed)
+    w = 1.0 / np.arange(1, distinct + 1) ** s
+    ranks = rng.choice(distinct, size=n, p=w / w.sum())
+    return rng.choice(2**40, distinct, replace=False)[ranks]
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_load_imbalance(scheme):
+    """max/mean rows per partition: near 1 on uniform keys; on Zipf keys at
+    least what the hottest key alone forces, and not much more."""
+    P, n = 8, 400_000
+    uniform = pa.record_batch({"k": np.random.default_rng(1).integers(0, 10**9, n)})
+    counts = np.bincount(fastops.partition_ids(uniform, "k", P, scheme=scheme), minlength=P)
+    limit = {"hash": 1.02, "key_group": 1.05, "consistent": 1.6}[scheme]
+    assert counts.max() / counts.mean() < limit
+    keys = _zipf(n, 10_000, 1.2)
+    skewed = pa.record_batch({"k": keys})
+    counts = np.bincount(fastops.partition_ids(skewed, "k", P, scheme=scheme), minlength=P)
+    imbalance = counts.max() / counts.mean()
+    top_share = Counter(keys.tolist()).most_common(1)[0][1] / n
+    assert imbalance >= top_share * P - 1e-9
+    assert imbalance <= top_share * P + limit + 0.5
