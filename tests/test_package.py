@@ -1,0 +1,71 @@
+"""The installed package: loud failure without the compiled kernels, shipped stubs."""
+from __future__ import annotations
+
+import ast
+import inspect
+import os
+import subprocess
+import sys
+import textwrap
+
+import fastops
+from fastops import _core
+
+PKG_DIR = os.path.dirname(fastops.__file__)
+
+BLOCK_CORE = textwrap.dedent("""
+    import importlib.abc, sys
+
+    class Block(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "fastops._core":
+                raise ImportError("blocked for the test: fastops._core")
+            return None
+
+    sys.meta_path.insert(0, Block())
+    try:
+        import fastops
+    except ImportError as exc:
+        print("IMPORT-ERROR:", exc)
+        sys.exit(3)
+    print("IMPORTED")
+""")
+
+
+def test_import_fails_loudly_without_compiled_kernels():
+    proc = subprocess.run([sys.executable, "-c", BLOCK_CORE], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 3, (proc.stdout, proc.stderr)
+    msg = proc.stdout
+    assert "IMPORT-ERROR:" in msg
+    assert "fastops._core" in msg and "pip install" in msg
+
+
+def test_import_works_normally():
+    proc = subprocess.run([sys.executable, "-c", "import fastops; print(fastops.hash64([1]))"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_py_typed_and_stub_are_shipped():
+    assert os.path.isfile(os.path.join(PKG_DIR, "py.typed"))
+    assert os.path.isfile(os.path.join(PKG_DIR, "_core.pyi"))
+
+
+def test_stub_lists_every_kernel():
+    with open(os.path.join(PKG_DIR, "_core.pyi"), encoding="utf-8") as fh:
+        tree = ast.parse(fh.read())
+    stubbed = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+    kernels = {name for name, obj in vars(_core).items()
+               if callable(obj) and not name.startswith("_") and not inspect.isclass(obj)}
+    assert kernels, "no kernels found in fastops._core"
+    assert kernels == set(stubbed), (kernels ^ set(stubbed))
+    for name in kernels:
+        sig = inspect.signature(getattr(_core, name))   # from embedsignature
+        assert [p for p in sig.parameters] == [a.arg for a in stubbed[name].args.args], name
+
+
+def test_public_api():
+    for name in ("hash64", "null_hash", "partition", "partition_ids", "key_group_range",
+                 "moved_fraction"):
+        assert name in fastops.__all__ and callable(getattr(fastops, name))
