@@ -121,6 +121,8 @@ cdef class KeyIndex:
     cdef uint64_t* ghash
     cdef int64_t ngroups
     cdef int64_t gcap
+    cdef bint fast            # one fixed-width column: entries (key, gid) inline
+    cdef int64_t null_gid     # fast path: the group of the null key, or -1
 
     def __cinit__(self, kinds):
         cdef int c
@@ -138,6 +140,8 @@ cdef class KeyIndex:
         self.ghash = NULL
         self.ngroups = 0
         self.gcap = 0
+        self.fast = self.ncols == 1 and self.cols[0].kind == 0
+        self.null_gid = -1
         self._reserve_groups(16)
         self._rehash(64)
 
@@ -210,11 +214,27 @@ cdef class KeyIndex:
         return 0
 
     cdef int _rehash(self, int64_t newcap) except -1:
-        cdef int64_t* t = <int64_t*>malloc(sizeof(int64_t) * newcap)
+        cdef int64_t* t = <int64_t*>malloc(sizeof(int64_t) * newcap * (2 if self.fast else 1))
         cdef int64_t g, pos
         cdef uint64_t mask = <uint64_t>(newcap - 1)
         if t == NULL:
             raise MemoryError()
+        if self.fast:
+            with nogil:
+                for pos in range(newcap):
+                    t[2 * pos + 1] = -1
+                for g in range(self.ngroups):
+                    if self.cols[0].gnull[g]:
+                        continue
+                    pos = <int64_t>(self.ghash[g] & mask)
+                    while t[2 * pos + 1] >= 0:
+                        pos = <int64_t>((<uint64_t>pos + 1) & mask)
+                    t[2 * pos] = <int64_t>self.cols[0].gvals[g]
+                    t[2 * pos + 1] = g
+            free(self.table)
+            self.table = t
+            self.cap = newcap
+            return 0
         with nogil:
             for pos in range(newcap):
                 t[pos] = -1
@@ -290,6 +310,12 @@ cdef class KeyIndex:
                 self._reserve_data(c, of[n] - of[0])
         mask = <uint64_t>(self.cap - 1)
         ng = self.ngroups
+        if self.fast:
+            ng = self._lookup_fast(hashes, out, mask)
+            self.ngroups = ng
+            cols[0].inull = NULL
+            cols[0].ivals = NULL
+            return ng
         with nogil:
             for i in range(n):
                 h = hashes[i]
@@ -313,6 +339,44 @@ cdef class KeyIndex:
             cols[c].ivals = NULL
             cols[c].ioffs = NULL
             cols[c].idata = NULL
+        return ng
+
+    cdef int64_t _lookup_fast(self, const uint64_t[::1] hashes, int64_t[::1] out,
+                              uint64_t mask):
+        cdef Py_ssize_t i, n = hashes.shape[0]
+        cdef KeyCol* col = &self.cols[0]
+        cdef int64_t* t = self.table
+        cdef int64_t ng = self.ngroups, g, pos, key
+        cdef uint64_t h
+        with nogil:
+            for i in range(n):
+                if col.inull != NULL and col.inull[i]:
+                    if self.null_gid < 0:
+                        self.null_gid = ng
+                        self.ghash[ng] = hashes[i]
+                        col.gnull[ng] = 1
+                        col.gvals[ng] = 0
+                        ng += 1
+                    out[i] = self.null_gid
+                    continue
+                key = <int64_t>col.ivals[i]
+                h = hashes[i]
+                pos = <int64_t>(h & mask)
+                while True:
+                    g = t[2 * pos + 1]
+                    if g < 0:
+                        g = ng
+                        ng += 1
+                        t[2 * pos] = key
+                        t[2 * pos + 1] = g
+                        self.ghash[g] = h
+                        col.gnull[g] = 0
+                        col.gvals[g] = <uint64_t>key
+                        break
+                    if t[2 * pos] == key:
+                        break
+                    pos = <int64_t>((<uint64_t>pos + 1) & mask)
+                out[i] = g
         return ng
 
     def group_hashes(self, const int64_t[::1] ids, uint64_t[::1] out):
@@ -392,7 +456,7 @@ cdef class KeyIndex:
 
     def nbytes(self) -> int:
         """Bytes of C memory held."""
-        cdef int64_t total = self.cap * 8 + self.gcap * 8
+        cdef int64_t total = self.cap * (16 if self.fast else 8) + self.gcap * 8
         cdef int c
         for c in range(self.ncols):
             total += self.gcap * (9 if self.cols[c].kind == 0 else 9) + self.cols[c].dcap

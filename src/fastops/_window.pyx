@@ -28,6 +28,7 @@ from libc.stdint cimport int64_t, uint8_t, uint64_t
 cdef int64_t EMPTY = -1
 cdef int64_t TOMB = -2
 cdef uint8_t DIRTY = 1      # pane flag: updated after one of its windows fired
+cdef uint8_t IN_MAP = 2     # pane flag: the slot's (g, q) entry is in the hash map
 cdef uint8_t S_LIVE = 1     # session flags
 cdef uint8_t S_DIRTY = 2
 cdef uint8_t S_FIRED = 4
@@ -116,37 +117,61 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
                 uint8_t[::1] s_flags, int64_t[::1] free_stack, int64_t[::1] counters,
                 const int64_t[::1] gids, const int64_t[::1] ts, int64_t offset,
                 int64_t p, int64_t ks, int64_t k, int64_t j_purged, int64_t j_fired,
+                int64_t[::1] gcache, Py_ssize_t start, int64_t max_fill,
                 int64_t[::1] out_slots, int64_t[::1] new_panes):
-    """Slot of every row (``-1``: late, all its windows purged). Modifies the table.
+    """Slot of every row from ``start`` on (``-1``: late, all its windows purged).
 
-    A new (g, q) gets a fresh slot prepended to pane q's list; a new pane q is
-    written to ``new_panes``. A row whose pane has a fired, unpurged window
-    marks the slot DIRTY. Returns ``(new pane count, late count, dirty count)``.
+    Where a (group, pane) lives: each group has 4 cache ways ``gcache[8*g +
+    2*(q & 3)] = (q, slot)``; a way whose pane is purged (``q < (j_purged +
+    1) * ks``) or empty (slot ``-1``) is free. A (g, q) that finds its way
+    taken by another live pane goes to the hash map (flag IN_MAP). The map
+    also holds the head of every pane's slot list (entry ``(-1, q)``); a new
+    slot is prepended to its pane's list, a new pane is written to
+    ``new_panes``. A row whose pane has a fired, unpurged window marks the
+    slot DIRTY.
+
+    Stops early (before an insertion) once the map holds ``max_fill`` live +
+    tombstone entries, so the caller can grow it. Returns ``(next row, new
+    panes, late rows, dirty rows)``; ``next row == len(gids)`` when done.
     """
     cdef Py_ssize_t i, n = gids.shape[0]
     cdef uint64_t mask = <uint64_t>(hv.shape[0] - 1)
-    cdef int64_t q, g, slot, head, where, jf
+    cdef int64_t q, g, slot, head, where, jf, c
     cdef int64_t nnew = 0, nlate = 0, ndirty = 0
+    cdef int64_t q_dead = (j_purged + 1) * ks
     cdef int64_t* cnt = &counters[0]
-    cdef int64_t last_g = -1, last_q = 0, last_slot = -1
+    cdef bint way_free
     with nogil:
-        for i in range(n):
+        i = start
+        while i < n:
             q = _floordiv(ts[i] - offset, p)
-            if _floordiv(q, ks) <= j_purged:
+            if q < q_dead:
                 out_slots[i] = -1
                 nlate += 1
+                i += 1
                 continue
             g = gids[i]
-            if g == last_g and q == last_q:
-                slot = last_slot
-            else:
-                slot = _find(&hg[0], &hq[0], &hv[0], mask, g, q, &where)
+            c = 8 * g + 2 * (q & 3)
+            slot = gcache[c + 1]
+            if slot < 0 or gcache[c] != q:
+                way_free = slot < 0 or gcache[c] < q_dead
+                slot = -1
+                if cnt[2] > 0:
+                    slot = _find(&hg[0], &hq[0], &hv[0], mask, g, q, &where)
                 if slot < 0:
+                    if cnt[2] + cnt[3] + 2 >= max_fill:
+                        break
                     slot = _alloc(&free_stack[0], cnt)
-                    _put(&hg[0], &hq[0], &hv[0], where, g, q, slot, cnt)
                     s_group[slot] = g
                     s_pane[slot] = q
                     s_flags[slot] = 0
+                    if way_free:
+                        gcache[c] = q
+                        gcache[c + 1] = slot
+                    else:
+                        _find(&hg[0], &hq[0], &hv[0], mask, g, q, &where)
+                        _put(&hg[0], &hq[0], &hv[0], where, g, q, slot, cnt)
+                        s_flags[slot] = IN_MAP
                     head = _find(&hg[0], &hq[0], &hv[0], mask, -1, q, &where)
                     if head < 0:
                         s_next[slot] = -1
@@ -156,9 +181,6 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
                     else:
                         s_next[slot] = head
                         hv[where] = slot
-                last_g = g
-                last_q = q
-                last_slot = slot
             jf = _floordiv(q - k + ks, ks)
             if jf <= j_purged:
                 jf = j_purged + 1
@@ -166,7 +188,8 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
                 s_flags[slot] |= DIRTY
                 ndirty += 1
             out_slots[i] = slot
-    return nnew, nlate, ndirty
+            i += 1
+    return i, nnew, nlate, ndirty
 
 
 def pane_collect(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] hv,
@@ -232,7 +255,7 @@ def pane_clear_dirty(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t
 
 
 def pane_purge(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
-               const int64_t[::1] s_group, const int64_t[::1] s_next,
+               const int64_t[::1] s_group, const int64_t[::1] s_next, const uint8_t[::1] s_flags,
                int64_t[::1] free_stack, int64_t[::1] counters, const int64_t[::1] panes,
                int64_t[::1] out_slots):
     """Drop every slot of ``panes``: tombstone their entries, push them on the
@@ -249,7 +272,8 @@ def pane_purge(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
             counters[2] -= 1
             counters[3] += 1
             while slot >= 0:
-                if _find(&hg[0], &hq[0], &hv[0], mask, s_group[slot], panes[a], &w2) >= 0:
+                if (s_flags[slot] & IN_MAP) and \
+                        _find(&hg[0], &hq[0], &hv[0], mask, s_group[slot], panes[a], &w2) >= 0:
                     hv[w2] = TOMB
                     counters[2] -= 1
                     counters[3] += 1

@@ -289,6 +289,7 @@ class WindowAggregator:
             self._s_pane = np.zeros(64, dtype=np.int64)
             self._panes: list[int] = []
             self._mark = np.full(64, -1, dtype=np.int64)
+            self._gcache = np.full(8 * 64, -1, dtype=np.int64)  # per group (q, slot) x 4
         elif isinstance(w, Session):
             self._mode = "session"
             self._gap = w.gap
@@ -451,13 +452,14 @@ class WindowAggregator:
             self._s_end = _grown(self._s_end, need)
             self._s_parent = _grown(self._s_parent, need, -1)
 
-    def _ensure_hash(self, extra: int) -> None:
+    def _ensure_hash(self, force: bool = False) -> None:
+        """Keep the pane map at most half full (``force``: grow or clean now)."""
         live, tomb = int(self._counters[2]), int(self._counters[3])
         cap = len(self._hv)
-        if 2 * (live + tomb + 2 * extra) <= cap:
+        if not force and 4 * (live + tomb) <= cap:
             return
         new = 256
-        while new < 4 * (live + 2 * extra):
+        while new < 4 * (live + 1):
             new *= 2
         hg = np.zeros(new, dtype=np.int64)
         hq = np.zeros(new, dtype=np.int64)
@@ -477,20 +479,28 @@ class WindowAggregator:
     def _assign_panes(self, gids: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, int]:
         n = len(gids)
         self._ensure_slots(n)
-        self._ensure_hash(n)
         out = np.empty(n, dtype=np.int64)
         new_panes = np.empty(n + 1, dtype=np.int64)
         wm = self._wm
         jp = self._j_purged(wm) if wm != MIN_WATERMARK else -_FAR
         jf = self._j_fired(wm) if wm != MIN_WATERMARK else -_FAR
-        nnew, nlate, ndirty = _window.pane_assign(
-            self._hg, self._hq, self._hv, self._s_group, self._s_pane, self._s_next, self._s_flags,
-            self._free, self._counters, gids, ts, self._offset, self._p, self._ks, self._k,
-            jp, jf, out, new_panes)
-        for q in new_panes[:nnew].tolist():
+        self._gcache = _grown(self._gcache, 8 * self._keys.num_groups, -1)
+        done, nlate_all, new_all = 0, 0, []
+        while True:
+            self._ensure_hash()
+            done, nnew, nlate, ndirty = _window.pane_assign(
+                self._hg, self._hq, self._hv, self._s_group, self._s_pane, self._s_next, self._s_flags,
+                self._free, self._counters, gids, ts, self._offset, self._p, self._ks, self._k,
+                jp, jf, self._gcache, done, len(self._hv) // 2, out, new_panes)
+            nlate_all += nlate
+            self._ndirty += ndirty
+            new_all += new_panes[:nnew].tolist()
+            if done == n:
+                break
+            self._ensure_hash(force=True)
+        for q in new_all:
             bisect.insort(self._panes, q)
-        self._ndirty += ndirty
-        return out, nlate
+        return out, nlate_all
 
     def _assign_sessions(self, gids: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, int]:
         n = len(gids)
@@ -660,7 +670,7 @@ class WindowAggregator:
             del self._panes[:b]
             freed = np.empty(int(self._counters[0]), dtype=np.int64)
             nf = _window.pane_purge(self._hg, self._hq, self._hv, self._s_group, self._s_next,
-                                    self._free, self._counters, dead, freed)
+                                    self._s_flags, self._free, self._counters, dead, freed)
             self._reset_slots(freed[:nf])
         return out
 
@@ -737,7 +747,7 @@ class WindowAggregator:
                   "s_next": self._s_next, "s_flags": self._s_flags}
         if self._mode == "pane":
             arrays.update(hg=self._hg, hq=self._hq, hv=self._hv, s_pane=self._s_pane,
-                          panes=np.array(self._panes, dtype=np.int64))
+                          panes=np.array(self._panes, dtype=np.int64), gcache=self._gcache)
         elif self._mode == "session":
             arrays.update(g_head=self._g_head, s_start=self._s_start, s_end=self._s_end,
                           s_parent=self._s_parent)
@@ -772,6 +782,7 @@ class WindowAggregator:
         if self._mode == "pane":
             self._hg, self._hq, self._hv, self._s_pane = a["hg"], a["hq"], a["hv"], a["s_pane"]
             self._panes = a["panes"].tolist()
+            self._gcache = a["gcache"]
         elif self._mode == "session":
             self._g_head, self._s_start, self._s_end = a["g_head"], a["s_start"], a["s_end"]
             self._s_parent = a["s_parent"]

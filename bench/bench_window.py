@@ -1,0 +1,224 @@
+"""Event-time window aggregation: fastops against DuckDB, Polars and pyarrow.
+
+Workload (as in the window issue): N events (10M; 1M with ``--quick``),
+``user_id`` int64 Zipf(1.1) over 100k keys, ``ts`` in ms at 100k events per
+simulated second with up to 2 s of disorder, ``value`` float64, batches of
+64k rows.
+
+- W1: tumbling 1 s, count / sum / max of value by user_id
+- W2: sliding 10 s every 1 s, same aggregates
+- W3: session gap 30 s, count by user_id
+
+fastops runs incrementally: one batch at a time, a bounded-out-of-orderness
+watermark (2 s) after every batch, ``flush`` at the end. The peers run one
+batch query over the whole data with the same window assignment, on one
+thread: DuckDB (``threads=1``, SQL), Polars (``group_by_dynamic``,
+``POLARS_MAX_THREADS=1``; no session windows) and pyarrow
+(``Table.group_by``, ``use_threads=False``; sliding windows by replicating
+rows, no session windows). Each measurement is the median of several
+repeats; the table shows events/s and the ratio fastops / fastest peer.
+
+Usage: ``python bench/bench_window.py [--quick] [--json PATH] [--repeats R]``
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import tracemalloc
+
+os.environ.setdefault("POLARS_MAX_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.compute as pc  # noqa: E402
+
+from fastops import BoundedOutOfOrderness, Session, Sliding, Tumbling, WindowAggregator, agg  # noqa: E402
+
+KEYS = 100_000
+RATE = 100_000  # events per simulated second
+DISORDER = 2000
+BATCH = 65_536
+
+
+def make_data(n: int, seed: int = 42) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    p = 1.0 / np.arange(1, KEYS + 1) ** 1.1
+    p /= p.sum()
+    user = rng.choice(KEYS, size=n, p=p).astype(np.int64)
+    base = (np.arange(n, dtype=np.int64) * 1000) // RATE
+    ts = base - rng.integers(0, DISORDER + 1, size=n)
+    value = rng.standard_normal(n) * 100.0
+    return pa.table({"user_id": user, "ts": ts, "value": value})
+
+
+WORKLOADS = {
+    "W1": dict(window=lambda: Tumbling("1s"), aggs=lambda: {"n": agg.count(), "s": agg.sum("value"),
+                                                            "mx": agg.max("value")}),
+    "W2": dict(window=lambda: Sliding("10s", "1s"), aggs=lambda: {"n": agg.count(), "s": agg.sum("value"),
+                                                                  "mx": agg.max("value")}),
+    "W3": dict(window=lambda: Session("30s"), aggs=lambda: {"n": agg.count()}),
+}
+
+
+# ---------------------------------------------------------------- runners
+
+def run_fastops(batches: list[pa.RecordBatch], wl: str) -> int:
+    spec = WORKLOADS[wl]
+    wa = WindowAggregator(spec["window"](), ["user_id"], spec["aggs"](), time="ts")
+    wm = BoundedOutOfOrderness(DISORDER)
+    rows = 0
+    for b in batches:
+        wa.process(b)
+        t = wm.on_batch(b.column(1))
+        if t is not None:
+            rows += wa.advance_watermark(t).num_rows
+    rows += wa.flush().num_rows
+    assert wa.rows_late == 0
+    return rows
+
+
+def run_duckdb(table: pa.Table, wl: str) -> int:
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("SET threads = 1")
+    con.register("events", table)
+    if wl == "W1":
+        q = """SELECT user_id, (ts // 1000) * 1000 AS ws, count(*) AS n, sum(value) AS s, max(value) AS mx
+               FROM events GROUP BY ALL"""
+    elif wl == "W2":
+        q = """SELECT user_id, ws, count(*) AS n, sum(value) AS s, max(value) AS mx FROM (
+                 SELECT user_id, value, unnest(range((ts // 1000 - 9) * 1000, (ts // 1000) * 1000 + 1, 1000)) AS ws
+                 FROM events) GROUP BY ALL"""
+    else:
+        q = """WITH o AS (SELECT user_id, ts, CASE WHEN ts - lag(ts) OVER w > 30000 OR lag(ts) OVER w IS NULL
+                                          THEN 1 ELSE 0 END AS brk
+                          FROM events WINDOW w AS (PARTITION BY user_id ORDER BY ts)),
+                    s AS (SELECT user_id, ts, sum(brk) OVER (PARTITION BY user_id ORDER BY ts
+                                                             ROWS UNBOUNDED PRECEDING) AS sid FROM o)
+               SELECT user_id, sid, min(ts) AS ws, max(ts) + 30000 AS we, count(*) AS n FROM s GROUP BY ALL"""
+    n = con.execute(f"SELECT count(*) FROM ({q})").fetchone()[0]
+    con.close()
+    return n
+
+
+def run_polars(table: pa.Table, wl: str):
+    import polars as pl
+
+    if wl == "W3":
+        return None
+    df = pl.from_arrow(table).sort("ts")
+    kw = dict(every="1000i", group_by="user_id", closed="left", label="left")
+    if wl == "W1":
+        kw["period"] = "1000i"
+    else:
+        kw["period"] = "10000i"
+        kw["offset"] = "-9000i"
+    out = df.group_by_dynamic("ts", **kw).agg(pl.len().alias("n"), pl.col("value").sum().alias("s"),
+                                              pl.col("value").max().alias("mx"))
+    return out.height
+
+
+def run_pyarrow(table: pa.Table, wl: str):
+    if wl == "W3":
+        return None
+    ws0 = pc.multiply(pc.floor(pc.divide(pc.cast(table["ts"], pa.float64()), 1000.0)).cast(pa.int64()), 1000)
+    if wl == "W1":
+        t = pa.table({"user_id": table["user_id"], "ws": ws0, "value": table["value"]})
+    else:
+        parts = [pa.table({"user_id": table["user_id"], "ws": pc.subtract(ws0, 1000 * k), "value": table["value"]})
+                 for k in range(10)]
+        t = pa.concat_tables(parts)
+    out = t.group_by(["user_id", "ws"], use_threads=False).aggregate(
+        [("value", "count"), ("value", "sum"), ("value", "max")])
+    return out.num_rows
+
+
+def timed(fn, *args, repeats: int) -> tuple[float, object]:
+    times, res = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        res = fn(*args)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), res
+
+
+def fastops_memory(batches, wl: str) -> int:
+    """Peak bytes allocated while running (NumPy via tracemalloc + Arrow pool growth)."""
+    pool0 = pa.total_allocated_bytes()
+    tracemalloc.start()
+    spec = WORKLOADS[wl]
+    wa = WindowAggregator(spec["window"](), ["user_id"], spec["aggs"](), time="ts")
+    wm = BoundedOutOfOrderness(DISORDER)
+    peak_pool = 0
+    for b in batches:
+        wa.process(b)
+        t = wm.on_batch(b.column(1))
+        if t is not None:
+            wa.advance_watermark(t)
+        peak_pool = max(peak_pool, pa.total_allocated_bytes() - pool0)
+    wa.flush()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return peak + peak_pool + wa.key_table.nbytes()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="1M events, fewer repeats (well under a minute)")
+    ap.add_argument("--events", type=int, default=None)
+    ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--json", default=None, help="write results here")
+    ap.add_argument("--workloads", default="W1,W2,W3")
+    args = ap.parse_args(argv)
+    n = args.events or (1_000_000 if args.quick else 10_000_000)
+    repeats = args.repeats or (3 if args.quick else 5)
+    table = make_data(n)
+    batches = table.to_batches(max_chunksize=BATCH)
+    input_bytes = table.nbytes
+    results = {"events": n, "repeats": repeats, "batch_rows": BATCH, "python": sys.version.split()[0],
+               "machine": platform.machine(), "workloads": {}}
+    print(f"{n:,} events, {len(batches)} batches of {BATCH:,}; median of {repeats} repeats; events/s (M)")
+    header = f"{'':4} {'fastops':>9} {'duckdb':>9} {'polars':>9} {'pyarrow':>9} {'fastops/best':>13}"
+    print(header)
+    for wl in args.workloads.split(","):
+        row = {}
+        t, out_rows = timed(run_fastops, batches, wl, repeats=repeats)
+        row["fastops"] = {"seconds": t, "events_per_s": n / t, "output_rows": out_rows}
+        for name, fn in (("duckdb", run_duckdb), ("polars", run_polars), ("pyarrow", run_pyarrow)):
+            t, res = timed(fn, table, wl, repeats=repeats if fn is not run_pyarrow or wl != "W2" else max(1, repeats // 2))
+            row[name] = None if res is None else {"seconds": t, "events_per_s": n / t, "output_rows": res}
+        peers = [v["events_per_s"] for k, v in row.items() if k != "fastops" and v]
+        best = max(peers)
+        row["ratio_vs_best_peer"] = row["fastops"]["events_per_s"] / best
+        if wl == "W1":
+            row["fastops_peak_bytes"] = fastops_memory(batches, wl)
+            row["input_bytes"] = input_bytes
+        results["workloads"][wl] = row
+
+        def fmt(v):
+            return f"{v['events_per_s'] / 1e6:9.2f}" if v else f"{'n/a':>9}"
+
+        print(f"{wl:4} {fmt(row['fastops'])} {fmt(row['duckdb'])} {fmt(row['polars'])} {fmt(row['pyarrow'])} "
+              f"{row['ratio_vs_best_peer']:12.2f}x")
+    w = results["workloads"]
+    if "W1" in w and "W2" in w:
+        results["w2_cost_over_w1"] = w["W1"]["fastops"]["events_per_s"] / w["W2"]["fastops"]["events_per_s"]
+        print(f"W2 cost / W1 cost (fastops): {results['w2_cost_over_w1']:.2f}")
+    if "W1" in w:
+        print(f"W1 fastops peak extra memory: {w['W1']['fastops_peak_bytes'] / 1e6:.1f} MB "
+              f"(input {w['W1']['input_bytes'] / 1e6:.1f} MB)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
