@@ -48,6 +48,79 @@ cdef extern from *:
     #include <vector>
     #include <cmath>
     static inline double fastops_nan(void) { return NAN; }
+    /* Batcher's odd-even merge sort network on 16 doubles (63 branchless
+       compare-exchanges; checked with the 0-1 principle). */
+    #if defined(__SSE2__)
+    #include <emmintrin.h>
+    #define FO_CE(i, j) { __m128d x_ = _mm_load_sd(a + i), y_ = _mm_load_sd(a + j); \
+        _mm_store_sd(a + i, _mm_min_sd(x_, y_)); _mm_store_sd(a + j, _mm_max_sd(x_, y_)); }
+    #else
+    #define FO_CE(i, j) { double x_ = a[i], y_ = a[j]; \
+        a[i] = x_ < y_ ? x_ : y_; a[j] = x_ < y_ ? y_ : x_; }
+    #endif
+    static inline void fastops_sort16(double* a) {
+        FO_CE(0,1) FO_CE(2,3) FO_CE(0,2) FO_CE(1,3) FO_CE(1,2) FO_CE(4,5) FO_CE(6,7) FO_CE(4,6)
+        FO_CE(5,7) FO_CE(5,6) FO_CE(0,4) FO_CE(2,6) FO_CE(2,4) FO_CE(1,5) FO_CE(3,7) FO_CE(3,5)
+        FO_CE(1,2) FO_CE(3,4) FO_CE(5,6) FO_CE(8,9) FO_CE(10,11) FO_CE(8,10) FO_CE(9,11)
+        FO_CE(9,10) FO_CE(12,13) FO_CE(14,15) FO_CE(12,14) FO_CE(13,15) FO_CE(13,14)
+        FO_CE(8,12) FO_CE(10,14) FO_CE(10,12) FO_CE(9,13) FO_CE(11,15) FO_CE(11,13) FO_CE(9,10)
+        FO_CE(11,12) FO_CE(13,14) FO_CE(0,8) FO_CE(4,12) FO_CE(4,8) FO_CE(2,10) FO_CE(6,14)
+        FO_CE(6,10) FO_CE(2,4) FO_CE(6,8) FO_CE(10,12) FO_CE(1,9) FO_CE(5,13) FO_CE(5,9)
+        FO_CE(3,11) FO_CE(7,15) FO_CE(7,11) FO_CE(3,5) FO_CE(7,9) FO_CE(11,13) FO_CE(1,2)
+        FO_CE(3,4) FO_CE(5,6) FO_CE(7,8) FO_CE(9,10) FO_CE(11,12) FO_CE(13,14)
+    }
+    #undef FO_CE
+    /* Forward branchless merge of sorted x[0..nx) and y[0..ny) into out. */
+    static inline void fastops_merge2(const double* x, int64_t nx, const double* y,
+                                      int64_t ny, double* out) {
+        int64_t i = 0, j = 0, w = 0;
+        while (i < nx && j < ny) {
+            double a = x[i], b = y[j];
+            int take = b < a;
+            out[w++] = take ? b : a;
+            j += take;
+            i += 1 - take;
+        }
+        while (i < nx) out[w++] = x[i++];
+        while (j < ny) out[w++] = y[j++];
+    }
+    /* Sort a[0..L), L <= 33: the last min(L, 32) items by two networks (padded
+       with +inf) and a merge, then the first one (if L == 33) inserted. */
+    static inline void fastops_sort_small(double* a, int64_t L) {
+        double buf[32], srt[32];
+        int64_t extra = L > 32 ? 1 : 0, cnt = L - extra, i;
+        const double* res = buf;
+        if (cnt <= 16) {
+            for (i = 0; i < 16; i++) buf[i] = i < cnt ? a[extra + i] : INFINITY;
+            fastops_sort16(buf);
+        } else {
+            for (i = 0; i < 32; i++) buf[i] = i < cnt ? a[extra + i] : INFINITY;
+            fastops_sort16(buf);
+            fastops_sort16(buf + 16);
+            fastops_merge2(buf, 16, buf + 16, cnt - 16, srt);
+            res = srt;
+        }
+        if (!extra) { for (i = 0; i < cnt; i++) a[i] = res[i]; return; }
+        double x = a[0];
+        i = 0;
+        while (i < cnt && res[i] < x) { a[i] = res[i]; i++; }
+        a[i] = x;
+        for (; i < cnt; i++) a[i + 1] = res[i];
+    }
+    /* Merge sorted src[0..ns) into sorted dst[0..nd) (room for nd + ns), from
+       the back, branchless. */
+    static inline void fastops_merge_back(double* dst, int64_t nd, const double* src,
+                                          int64_t ns, int64_t stride) {
+        int64_t i = nd - 1, j = ns - 1, w = nd + ns - 1;
+        while (i >= 0 && j >= 0) {
+            double x = dst[i], y = src[j * stride];
+            int take = x > y;
+            dst[w--] = take ? x : y;
+            i -= take;
+            j -= 1 - take;
+        }
+        while (j >= 0) { dst[w--] = src[j * stride]; j--; }
+    }
     static void fastops_sort_pairs(double* v, int64_t* w, int64_t n) {
         std::vector<std::pair<double, int64_t> > tmp((size_t)n);
         for (int64_t i = 0; i < n; i++) tmp[(size_t)i] = std::make_pair(v[i], w[i]);
@@ -56,6 +129,9 @@ cdef extern from *:
     }
     """
     double _nan "fastops_nan"() noexcept nogil
+    void _sort_small "fastops_sort_small"(double* a, int64_t L) noexcept nogil
+    void _merge_back "fastops_merge_back"(double* dst, int64_t nd, const double* src,
+                                          int64_t ns, int64_t stride) noexcept nogil
     void _sort_pairs "fastops_sort_pairs"(double* v, int64_t* w, int64_t n) noexcept nogil
 
 
@@ -65,6 +141,7 @@ cdef extern from *:
 
 DEF BLOCK = 512
 DEF MAXLEV = 48
+DEF KLL_RUN = 16
 
 # status codes (the Python layer maps them to exceptions)
 cdef enum:
@@ -209,6 +286,22 @@ cdef inline int64_t _hash_block(const HashSrc* s, int64_t start, int64_t count,
     cdef uint64_t v
     cdef uint32_t v32
     cdef int64_t o0, o1
+    if s.valid == NULL and s.mode <= 2:       # no nulls, fixed width: tight loops
+        if s.mode == 0:
+            for i in range(start, end):
+                memcpy(&v, s.a + 8 * i, 8)
+                out[i - start] = v
+        elif s.mode == 1:
+            for i in range(start, end):
+                memcpy(&v, s.a + 8 * i, 8)
+                out[i - start] = xxh64_u64(v, s.seed)
+        else:
+            for i in range(start, end):
+                memcpy(&v32, s.a + 4 * i, 4)
+                out[i - start] = xxh64_u32(v32, s.seed)
+        for i in range(start, end):
+            rows[i - start] = i
+        return count
     for i in range(start, end):
         if s.valid != NULL and not _bit(s.valid, s.voff + i):
             continue
@@ -515,10 +608,11 @@ cdef struct KLLData:
     double* lv[MAXLEV]
     int32_t sz[MAXLEV]
     int32_t alloc[MAXLEV]
+    int32_t caps[MAXLEV]
 
 
 cdef inline int64_t _scratch_need(int k) noexcept nogil:
-    return 8 * <int64_t>k + 16 * MAXLEV + 64
+    return 8 * <int64_t>k + 16 * MAXLEV + 64 + KLL_RUN
 
 
 cdef inline int64_t _kll_cap(const KLLData* d, int h) noexcept nogil:
@@ -528,10 +622,13 @@ cdef inline int64_t _kll_cap(const KLLData* d, int h) noexcept nogil:
 
 
 cdef inline void _kll_recap(KLLData* d) noexcept nogil:
+    """Recompute the cached level capacities (after the level count changed)."""
     cdef int h
-    cdef int64_t t = 0
+    cdef int64_t t = 0, c
     for h in range(d.nlev):
-        t += _kll_cap(d, h)
+        c = _kll_cap(d, h)
+        d.caps[h] = <int32_t>c
+        t += c
     d.total_cap = t
 
 
@@ -579,24 +676,13 @@ cdef int _kll_reserve(KLLData* d, int h, int64_t need) noexcept nogil:
     return 0
 
 
-cdef int _kll_merge_into(KLLData* d, int h, const double* src, int64_t cnt) noexcept nogil:
-    """Merge ``cnt`` sorted items into the sorted level ``h`` (from the back)."""
-    cdef int64_t i, j, w
-    cdef double* dst
+cdef int _kll_merge_into(KLLData* d, int h, const double* src, int64_t cnt,
+                         int64_t stride=1) noexcept nogil:
+    """Merge the ``cnt`` sorted items ``src[0], src[stride], ...`` into the
+    sorted level ``h`` (from the back; ``src`` must not be level ``h``)."""
     if _kll_reserve(d, h, d.sz[h] + cnt) != 0:
         return ERR_NOMEM
-    dst = d.lv[h]
-    i = d.sz[h] - 1
-    j = cnt - 1
-    w = d.sz[h] + cnt - 1
-    while j >= 0:
-        if i >= 0 and dst[i] > src[j]:
-            dst[w] = dst[i]
-            i -= 1
-        else:
-            dst[w] = src[j]
-            j -= 1
-        w -= 1
+    _merge_back(d.lv[h], d.sz[h], src, cnt, stride)
     d.sz[h] = <int32_t>(d.sz[h] + cnt)
     return 0
 
@@ -613,7 +699,7 @@ cdef int _kll_compress(KLLData* d, double* scratch) noexcept nogil:
     cdef double* lvl
     while d.total_size >= d.total_cap:
         h = 0
-        while h < d.nlev and d.sz[h] < _kll_cap(d, h):
+        while h < d.nlev and d.sz[h] < d.caps[h]:
             h += 1
         if h >= d.nlev:
             h = 0
@@ -629,13 +715,17 @@ cdef int _kll_compress(KLLData* d, double* scratch) noexcept nogil:
         if L < 2:
             return 0
         if h == 0:
-            sort(lvl, lvl + L)
+            if L <= KLL_RUN + 1:
+                _sort_small(lvl, L)
+            else:
+                sort(lvl, lvl + L)
         odd = L & 1
         pairs = (L - odd) // 2
         r = <int64_t>(_splitmix(&d.rng) >> 63)
-        for j in range(pairs):
-            scratch[j] = lvl[odd + r + 2 * j]
-        st = _kll_merge_into(d, h + 1, scratch, pairs)
+        if _kll_reserve(d, h + 1, d.sz[h + 1] + pairs) != 0:
+            return ERR_NOMEM
+        lvl = d.lv[h]
+        st = _kll_merge_into(d, h + 1, lvl + odd + r, pairs, 2)
         if st != 0:
             return st
         d.sz[h] = <int32_t>odd
@@ -664,6 +754,71 @@ cdef inline int _kll_add(KLLData* d, double v, double* scratch) noexcept nogil:
     d.total_size += 1
     if d.total_size >= d.total_cap:
         return _kll_compress(d, scratch)
+    return 0
+
+
+cdef int _kll_add_many(KLLData* d, const double* x, int64_t n, const uint8_t* bm,
+                       int64_t voff, double* scratch) noexcept nogil:
+    """Add ``n`` values (bit ``voff + i`` of ``bm`` valid; NaN skipped).
+
+    Values go into level 0 ``KLL_RUN`` at a time before the sketch compacts,
+    so level 0 is compacted in runs of up to ``KLL_RUN`` items rather than
+    of its (small) nominal capacity: fewer, larger compactions, which only
+    lowers the error (each compaction at level h adds one ±2^h term), and a
+    sort per run instead of per handful of items. The state after the call
+    is within capacity as usual. ``scratch`` must hold
+    ``_scratch_need(k) + KLL_RUN`` doubles."""
+    cdef int64_t i = 0, j, room
+    cdef int st
+    cdef double v, lo, hi
+    cdef double* dst
+    while i < n:
+        if _kll_reserve(d, 0, d.sz[0] + KLL_RUN) != 0:
+            return ERR_NOMEM
+        dst = d.lv[0] + d.sz[0]
+        j = 0
+        if d.n == 0:
+            while i < n and (x[i] != x[i] or (bm != NULL and not _bit(bm, voff + i))):
+                i += 1
+            if i == n:
+                break
+            d.minv = x[i]
+            d.maxv = x[i]
+        lo = d.minv
+        hi = d.maxv
+        if bm == NULL:
+            while i < n and j < KLL_RUN:
+                v = x[i]
+                i += 1
+                if v != v:
+                    continue
+                dst[j] = v
+                j += 1
+                if v < lo:
+                    lo = v
+                if v > hi:
+                    hi = v
+        else:
+            while i < n and j < KLL_RUN:
+                v = x[i]
+                i += 1
+                if v != v or not _bit(bm, voff + i - 1):
+                    continue
+                dst[j] = v
+                j += 1
+                if v < lo:
+                    lo = v
+                if v > hi:
+                    hi = v
+        d.minv = lo
+        d.maxv = hi
+        d.sz[0] += <int32_t>j
+        d.n += j
+        d.total_size += j
+        if d.total_size >= d.total_cap:
+            st = _kll_compress(d, scratch)
+            if st != 0:
+                return st
     return 0
 
 
@@ -801,12 +956,7 @@ cdef class KLLCore:
         self.scratch.ensure(_scratch_need(self.d.k) + self.d.total_size)
         cdef double* sc = self.scratch.p
         with nogil:
-            for i in range(n):
-                if bm != NULL and not _bit(bm, voff + i):
-                    continue
-                st = _kll_add(&self.d, x[i], sc)
-                if st != 0:
-                    break
+            st = _kll_add_many(&self.d, &x[0] if n > 0 else NULL, n, bm, voff, sc)
         return st
 
     def merge(self, KLLCore other) -> int:

@@ -1058,7 +1058,7 @@ class SpaceSaving:
     """
 
     _BODY = struct.Struct("<IIQq")
-    _CHUNK = 1 << 16
+    _CHUNK = 1 << 13
 
     def __init__(self, capacity: int, seed: int = 0):
         self.capacity = _check_int("capacity", capacity, 1, 2**31 - 1)
