@@ -208,3 +208,9 @@ def test_changed_job_graph_is_refused(tmp_path):
     env2 = fo.StreamEnvironment(checkpoint_dir=ck)
     with pytest.raises(ValueError, match="different job graph"):
         env2.from_arrow(table).key_by("user").aggregate(n=agg.count()).collect()
+    # same operators, but the key column changed type
+    retyped = table.set_column(0, "user", pc.cast(table["user"], pa.string()))
+    with pytest.raises(ValueError, match="different job graph"):
+        windowed(fo.StreamEnvironment(checkpoint_dir=ck), retyped, lambda b: b)
+    # the unchanged job resumes
+    windowed(fo.StreamEnvironment(checkpoint_dir=ck), table, lambda b: b)

@@ -107,7 +107,11 @@ class PhysicalPlan:
 
         from fastops import _core
 
-        desc = [[[n.name for n in c.nodes], c.parallelism,
+        def schema(c: ChainSpec) -> str:
+            s = c.head.source.schema() if c.head.is_source else None
+            return "" if s is None else ", ".join(f"{f.name}: {f.type}" for f in s)
+
+        desc = [[[n.name for n in c.nodes], c.parallelism, schema(c),
                  [[e.partitioning, list(e.keys), e.tag, e.input_index, self.chain_of[e.upstream.id].index]
                   for e in c.head.inputs]] for c in self.chains]
         data = json.dumps(desc).encode()
