@@ -117,12 +117,12 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
                 uint8_t[::1] s_flags, int64_t[::1] free_stack, int64_t[::1] counters,
                 const int64_t[::1] gids, const int64_t[::1] ts, int64_t offset,
                 int64_t p, int64_t ks, int64_t k, int64_t j_purged, int64_t j_fired,
-                int64_t[::1] gcache, Py_ssize_t start, int64_t max_fill,
+                int64_t[::1] gcache, int64_t ways, Py_ssize_t start, int64_t max_fill,
                 int64_t[::1] out_slots, int64_t[::1] new_panes):
     """Slot of every row from ``start`` on (``-1``: late, all its windows purged).
 
-    Where a (group, pane) lives: each group has 4 cache ways ``gcache[8*g +
-    2*(q & 3)] = (q, slot)``; a way whose pane is purged (``q < (j_purged +
+    Where a (group, pane) lives: each group has ``ways`` (a power of two)
+    cache ways ``gcache[2*ways*g + 2*(q & (ways-1))] = (q, slot)``; a way whose pane is purged (``q < (j_purged +
     1) * ks``) or empty (slot ``-1``) is free. A (g, q) that finds its way
     taken by another live pane goes to the hash map (flag IN_MAP). The map
     also holds the head of every pane's slot list (entry ``(-1, q)``); a new
@@ -151,7 +151,7 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
                 i += 1
                 continue
             g = gids[i]
-            c = 8 * g + 2 * (q & 3)
+            c = 2 * ways * g + 2 * (q & (ways - 1))
             slot = gcache[c + 1]
             if slot < 0 or gcache[c] != q:
                 way_free = slot < 0 or gcache[c] < q_dead

@@ -289,7 +289,11 @@ class WindowAggregator:
             self._s_pane = np.zeros(64, dtype=np.int64)
             self._panes: list[int] = []
             self._mark = np.full(64, -1, dtype=np.int64)
-            self._gcache = np.full(8 * 64, -1, dtype=np.int64)  # per group (q, slot) x 4
+            # per group ``ways`` cached (pane, slot) pairs: room for the live panes of a key
+            self._ways = 4
+            while self._ways < min(self._k + 3, 16):
+                self._ways *= 2
+            self._gcache = np.full(2 * self._ways * 64, -1, dtype=np.int64)
         elif isinstance(w, Session):
             self._mode = "session"
             self._gap = w.gap
@@ -484,14 +488,14 @@ class WindowAggregator:
         wm = self._wm
         jp = self._j_purged(wm) if wm != MIN_WATERMARK else -_FAR
         jf = self._j_fired(wm) if wm != MIN_WATERMARK else -_FAR
-        self._gcache = _grown(self._gcache, 8 * self._keys.num_groups, -1)
+        self._gcache = _grown(self._gcache, 2 * self._ways * self._keys.num_groups, -1)
         done, nlate_all, new_all = 0, 0, []
         while True:
             self._ensure_hash()
             done, nnew, nlate, ndirty = _window.pane_assign(
                 self._hg, self._hq, self._hv, self._s_group, self._s_pane, self._s_next, self._s_flags,
                 self._free, self._counters, gids, ts, self._offset, self._p, self._ks, self._k,
-                jp, jf, self._gcache, done, len(self._hv) // 2, out, new_panes)
+                jp, jf, self._gcache, self._ways, done, len(self._hv) // 2, out, new_panes)
             nlate_all += nlate
             self._ndirty += ndirty
             new_all += new_panes[:nnew].tolist()
@@ -648,9 +652,12 @@ class WindowAggregator:
                 result_slots = src  # one pane per window: rows and pairs coincide
                 temps = None
             else:
-                temps = np.empty(total_rows, dtype=np.int64)
+                # scratch slots on top of the high-water mark: a compact range, so the
+                # merges' writes stay in cache; given back (emptied) right after
+                top = int(self._counters[0])
+                temps = np.arange(top, top + total_rows, dtype=np.int64)
                 self._ensure_slots(total_rows)
-                _window.slots_alloc(self._free, self._counters, temps)
+                self._counters[0] = top + total_rows
                 dst = temps[np.concatenate(pieces_row)]
                 cap = self._slot_capacity()
                 for i, (a, st) in enumerate(zip(self._agg_list, self._states)):
@@ -661,7 +668,7 @@ class WindowAggregator:
             out = self._build(np.concatenate(starts), np.concatenate(ends), groups, result_slots)
             if temps is not None:
                 self._reset_slots(temps)
-                _window.slots_free(self._free, self._counters, temps)
+                self._counters[0] = top
         # purge panes whose last window is purged: q // ks <= jp_new
         limit = (jp_new + 1) * self._ks  # panes q < limit
         b = bisect.bisect_left(self._panes, limit)
