@@ -472,13 +472,21 @@ class WindowAggregator:
         self._hg, self._hq, self._hv = hg, hq, hv
         self._counters[3] = 0
 
+    def _jclamp(self, j: int) -> int:
+        far = _FAR // (self._ks + self._k)  # so that kernels' j * ks cannot overflow
+        return max(-far, min(far, j))
+
     def _j_fired(self, t: int) -> int:
         """Last window index with ``end <= t``."""
-        return _clamp((t - self._offset - self._size) // self._slide)
+        if t == MIN_WATERMARK:
+            return self._jclamp(-_FAR)
+        return self._jclamp((t - self._offset - self._size) // self._slide)
 
     def _j_purged(self, t: int) -> int:
         """Last window index with ``end + allowed_lateness <= t``."""
-        return _clamp((t - self.allowed_lateness - self._offset - self._size) // self._slide)
+        if t == MIN_WATERMARK:
+            return self._jclamp(-_FAR)
+        return self._jclamp((t - self.allowed_lateness - self._offset - self._size) // self._slide)
 
     def _assign_panes(self, gids: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, int]:
         n = len(gids)
@@ -486,8 +494,8 @@ class WindowAggregator:
         out = np.empty(n, dtype=np.int64)
         new_panes = np.empty(n + 1, dtype=np.int64)
         wm = self._wm
-        jp = self._j_purged(wm) if wm != MIN_WATERMARK else -_FAR
-        jf = self._j_fired(wm) if wm != MIN_WATERMARK else -_FAR
+        jp = self._j_purged(wm)
+        jf = self._j_fired(wm)
         self._gcache = _grown(self._gcache, 2 * self._ways * self._keys.num_groups, -1)
         done, nlate_all, new_all = 0, 0, []
         while True:
@@ -606,8 +614,8 @@ class WindowAggregator:
         return np.array(self._panes[a:b][::-1], dtype=np.int64)
 
     def _advance_panes(self, old: int, t: int) -> pa.RecordBatch:
-        jf_old = self._j_fired(old) if old != MIN_WATERMARK else -_FAR
-        jp_old = self._j_purged(old) if old != MIN_WATERMARK else -_FAR
+        jf_old = self._j_fired(old)
+        jp_old = self._j_purged(old)
         jf_new, jp_new = self._j_fired(t), self._j_purged(t)
         work: list[tuple[int, bool]] = []
         if self._ndirty and jf_old > jp_old:
