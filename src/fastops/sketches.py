@@ -337,6 +337,7 @@ def hll_estimate_from_histogram(hist: np.ndarray, p: int) -> np.ndarray:
         z = 0.5 * (z + hist[:, j])
     c0 = np.where(all_empty, 0.0, hist[:, 0] / m)
     z = z + m * _sigma(c0)
+    z = np.where(all_empty, 1.0, z)
     est = (m * m / (2.0 * math.log(2.0))) / z
     return np.where(all_empty, 0.0, est)
 

@@ -1,0 +1,128 @@
+"""Space-Saving: heavy hitters recovered, count bounds, merge, DataSketches."""
+import pickle
+from collections import Counter
+
+import datasketches
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from fastops.sketches import SpaceSaving
+
+
+def _zipf(seed, n, a=1.2, universe=100_000):
+    return (np.random.default_rng(seed).zipf(a, n) % universe).astype(np.int64)
+
+
+def _check_guarantees(s, values, weights=None):
+    keys, inv = np.unique(values, return_inverse=True)
+    f = np.bincount(inv, weights=weights).astype(np.int64)
+    W = int(f.sum())
+    assert s.total_weight == W
+    top = s.top()
+    got = dict(zip(top.column("value").to_pylist(),
+                   zip(top.column("count").to_pylist(), top.column("lower_bound").to_pylist())))
+    exact = dict(zip(keys.tolist(), f.tolist()))
+    for v, (cnt, lo) in got.items():
+        assert lo <= exact[v] <= cnt, (v, lo, exact[v], cnt)
+    assert len(got) <= s.capacity
+    for v, fv in exact.items():
+        if fv > W / s.capacity:
+            assert v in got, (v, fv)
+        if v not in got:
+            assert fv <= s.min_count
+    assert s.min_count <= W / s.capacity
+    return got, exact
+
+
+@pytest.mark.parametrize("capacity", [10, 100, 1000])
+def test_heavy_hitters_and_bounds(capacity):
+    for seed in range(3):
+        vals = _zipf(seed, 300_000)
+        s = SpaceSaving(capacity, seed=seed)
+        for part in np.array_split(vals, 4):
+            s.update(part)
+        _check_guarantees(s, vals)
+
+
+def test_small_batches_and_weights():
+    rng = np.random.default_rng(7)
+    vals = _zipf(7, 20_000)
+    w = rng.integers(0, 5, len(vals))
+    s = SpaceSaving(50)
+    for i in range(0, len(vals), 333):
+        s.update(vals[i:i + 333], weights=w[i:i + 333])
+    _check_guarantees(s, vals, w)
+    with pytest.raises(ValueError, match="non-negative"):
+        s.update(np.array([1]), weights=np.array([-1]))
+
+
+def test_top_order_and_exact_when_not_full():
+    s = SpaceSaving(100)
+    data = ["a"] * 5 + ["b"] * 3 + [None] * 9 + ["c"]
+    s.update(pa.array(data))
+    t = s.top(2)
+    assert t.column("value").to_pylist() == ["a", "b"]
+    assert t.column("count").to_pylist() == [5, 3]
+    assert t.column("lower_bound").to_pylist() == [5, 3]
+    assert s.total_weight == 9
+    with pytest.raises(TypeError, match="holds string"):
+        s.update(np.array([1, 2]))
+
+
+def test_strings_dictionary_chunked():
+    words = [f"w{int(x)}" for x in _zipf(1, 30_000, universe=3000)]
+    arr = pa.chunked_array([pa.array(words[:10_000]).dictionary_encode(),
+                            pa.array(words[10_000:]).dictionary_encode()])
+    s = SpaceSaving(64)
+    s.update(arr)
+    c = Counter(words)
+    top_true = [w for w, n in c.most_common() if n > len(words) / 64]
+    got = set(s.top().column("value").to_pylist())
+    assert set(top_true) <= got
+
+
+def test_merge_within_bounds():
+    a_vals, b_vals = _zipf(1, 100_000), _zipf(2, 100_000, a=1.4)
+    a, b = SpaceSaving(100), SpaceSaving(100)
+    a.update(a_vals)
+    b.update(b_vals)
+    m = a.copy().merge(b)
+    _check_guarantees(m, np.concatenate([a_vals, b_vals]))
+    with pytest.raises(ValueError, match="parameters differ"):
+        a.merge(SpaceSaving(101))
+
+
+def test_bytes_and_pickle():
+    s = SpaceSaving(30, seed=2)
+    s.update(pa.array([f"x{i % 40}" for i in range(1000)]))
+    d = SpaceSaving.from_bytes(s.to_bytes())
+    assert d.top().equals(s.top())
+    assert pickle.loads(pickle.dumps(s)).top().equals(s.top())
+    assert SpaceSaving.from_bytes(SpaceSaving(3).to_bytes()).top().num_rows == 0
+    data = bytearray(s.to_bytes())
+    data[40] ^= 0xFF  # a hash no longer matches its value
+    with pytest.raises(ValueError):
+        SpaceSaving.from_bytes(bytes(data))
+    assert "SpaceSaving(capacity=30" in repr(s)
+
+
+def test_against_datasketches():
+    """Both find every item above W / capacity; our bounds are no looser."""
+    vals = _zipf(5, 100_000)
+    s = SpaceSaving(256)
+    s.update(vals)
+    d = datasketches.frequent_items_sketch(9)  # map of 512 slots, ~384 items kept
+    for v in vals.tolist():
+        d.update(str(v))
+    keys, f = np.unique(vals, return_counts=True)
+    heavy = set(keys[f > len(vals) / 256].tolist())
+    ours = set(s.top().column("value").to_pylist())
+    theirs = {int(r[0]) for r in d.get_frequent_items(datasketches.NO_FALSE_NEGATIVES)}
+    assert heavy <= ours
+    assert heavy <= theirs
+    t = s.top()
+    ours_width = np.mean((t.column("count").to_numpy() - t.column("lower_bound").to_numpy())[:20])
+    theirs_width = np.mean([r[3] - r[2] for r in d.get_frequent_items(
+        datasketches.NO_FALSE_NEGATIVES)[:20]])
+    assert ours_width <= 1.5 * theirs_width + 1
