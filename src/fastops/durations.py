@@ -40,20 +40,20 @@ def parse_duration(value: Any) -> int:
     """
     if isinstance(value, bool):
         raise TypeError(f"duration must be an int of ms, a string or a timedelta, got bool {value!r}")
-    if isinstance(value, (int, np.integer)):
+    if isinstance(value, np.timedelta64):  # before ints: timedelta64 is an np.integer
+        if np.isnat(value):
+            raise ValueError(f"duration {value!r} is not a time (NaT)")
+        ns = int(np.array(value).astype("timedelta64[ns]").astype(np.int64))
+        if ns % 1_000_000:
+            raise ValueError(f"duration {value!r} is not a whole number of milliseconds")
+        ms = ns // 1_000_000
+    elif isinstance(value, (int, np.integer)):
         ms = int(value)
     elif isinstance(value, _dt.timedelta):
         us = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
         if us % 1000:
             raise ValueError(f"duration {value!r} is not a whole number of milliseconds")
         ms = us // 1000
-    elif isinstance(value, np.timedelta64):
-        if np.isnat(value):
-            raise ValueError(f"duration {value!r} is not a time (NaT)")
-        ns = int(value.astype("timedelta64[ns]").astype(np.int64))
-        if ns % 1_000_000:
-            raise ValueError(f"duration {value!r} is not a whole number of milliseconds")
-        ms = ns // 1_000_000
     elif isinstance(value, str):
         m = _PATTERN.match(value)
         if m is None:

@@ -1,0 +1,225 @@
+"""Lateness, re-emission, side output, bad input and a large stream for WindowAggregator."""
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fastops import agg
+from fastops.window import WindowAggregator
+from fastops.windows import Session, Sliding, Tumbling
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import window_reference as ref  # noqa: E402
+
+AGGS = {"n": ("count_rows", None, 1), "s": ("sum", "v", 1), "mx": ("max", "v", 1), "l": ("last", "v", 1)}
+
+
+def aggs():
+    return {"n": agg.count(), "s": agg.sum("v"), "mx": agg.max("v"), "l": agg.last("v")}
+
+
+def batch(rows):
+    return pa.RecordBatch.from_pydict({"ts": [r["ts"] for r in rows], "k": [r["k"] for r in rows],
+                                       "v": [r["v"] for r in rows]},
+                                      schema=pa.schema([("ts", pa.int64()), ("k", pa.int64()), ("v", pa.int64())]))
+
+
+@st.composite
+def late_streams(draw):
+    n = draw(st.integers(1, 80))
+    rows = [{"ts": draw(st.integers(0, 400)), "k": draw(st.integers(0, 2)), "v": draw(st.integers(-50, 50)),
+             "id": i} for i in range(n)]
+    cuts = sorted(draw(st.lists(st.integers(0, n), max_size=8)))
+    batches = [rows[a:b] for a, b in zip([0] + cuts, cuts + [n])]
+    bound = draw(st.integers(0, 60))
+    lateness = draw(st.integers(0, 80))
+    return batches, bound, lateness
+
+
+windows = st.one_of(st.builds(Tumbling, st.integers(5, 60)),
+                    st.tuples(st.integers(1, 4), st.integers(5, 20)).map(lambda a: Sliding(a[0] * a[1], a[1])))
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(windows, late_streams())
+def test_lateness_against_model(window, stream):
+    batches, bound, lateness = stream
+    wa = WindowAggregator(window, ["k"], aggs(), allowed_lateness=lateness)
+    outs, wms, max_ts = [], [], None
+    for b in batches:
+        wa.process(batch(b))
+        wm = None
+        if b:
+            m = max(r["ts"] for r in b)
+            max_ts = m if max_ts is None else max(max_ts, m)
+            wm = max_ts - bound - 1
+            outs.append(wa.advance_watermark(wm))
+        wms.append(wm)
+    outs.append(wa.flush())
+    out = pa.Table.from_batches(outs)
+    late = wa.take_late()
+    # the model: per window, a row counts iff that window was not purged when it arrived
+    wtuple = ("tumbling", window.size, window.offset) if isinstance(window, Tumbling) else \
+        ("sliding", window.size, window.slide, window.offset)
+    kept, late_rows = ref.lateness_model(batches, wms, wtuple, lateness)
+    got_late = Counter() if late is None else Counter(zip(late.column("ts").to_pylist(), late.column("v").to_pylist()))
+    assert got_late == Counter((r["ts"], r["v"]) for r in late_rows)
+    if late is not None:
+        assert set(late.column("reason").to_pylist()) == {"window purged"}
+    expected_rows: dict = {}
+    wm = None
+    for b, w in zip(batches, wms):
+        for r in b:
+            ws = ref.tumbling_windows(r["ts"], wtuple[1], wtuple[2]) if wtuple[0] == "tumbling" else \
+                ref.sliding_windows(r["ts"], wtuple[1], wtuple[2], wtuple[3])
+            for s, e in ws:
+                if wm is None or e + lateness > wm:
+                    expected_rows.setdefault((s, e, r["k"]), []).append(r)
+        if w is not None and (wm is None or w > wm):
+            wm = w
+    # the last emission of every window holds all the rows that reached it
+    last: dict = {}
+    d = out.to_pydict()
+    starts = out.column("window_start").cast(pa.int64()).to_pylist()
+    ends = out.column("window_end").cast(pa.int64()).to_pylist()
+    for i in range(out.num_rows):
+        last[(starts[i], ends[i], d["k"][i])] = {n: d[n][i] for n in AGGS}
+    assert set(last) == set(expected_rows)
+    for key, rows in expected_rows.items():
+        exp = {n: ref.aggregate(kind, [r[col] if col else 1 for r in rows], [r["ts"] for r in rows],
+                                [r["id"] for r in rows]) for n, (kind, col, _) in AGGS.items()}
+        assert last[key] == exp, key
+    for o in outs:  # every call emits in window-end order
+        e = o.column("window_end").cast(pa.int64()).to_pylist()
+        assert e == sorted(e)
+    if isinstance(window, Tumbling):  # each row counts once: counted + late = rows in
+        total = sum(len(b) for b in batches)
+        assert sum(v["n"] for v in last.values()) + (0 if late is None else late.num_rows) == total
+        assert wa.rows_in == total and wa.rows_late == len(late_rows)
+
+
+def test_reemission_within_allowed_lateness():
+    wa = WindowAggregator(Tumbling(1000), ["k"], {"n": agg.count(), "s": agg.sum("v")}, allowed_lateness=500)
+    wa.process(batch([{"ts": 100, "k": 1, "v": 1}, {"ts": 900, "k": 2, "v": 5}, {"ts": 1200, "k": 1, "v": 2}]))
+    first = wa.advance_watermark(1000)
+    assert first.to_pydict()["k"] == [1, 2] or sorted(first.to_pydict()["k"]) == [1, 2]
+    # beyond the watermark but within allowed lateness: updates and re-emits, only that key
+    wa.process(batch([{"ts": 999, "k": 1, "v": 10}]))
+    again = wa.advance_watermark(1100)
+    assert again.to_pydict() == {"window_start": [pa.scalar(0, pa.timestamp("ms")).as_py()],
+                                 "window_end": [pa.scalar(1000, pa.timestamp("ms")).as_py()],
+                                 "k": [1], "n": [2], "s": [11]}
+    assert wa.advance_watermark(1200).num_rows == 0  # nothing new: no re-emission
+    wa.advance_watermark(1500)  # end + lateness <= t: purged
+    wa.process(batch([{"ts": 5, "k": 1, "v": 100}]))
+    late = wa.take_late()
+    assert late.to_pydict()["ts"] == [5] and late.to_pydict()["reason"] == ["window purged"]
+    assert wa.take_late() is None
+    rest = wa.flush().to_pydict()
+    assert rest["k"] == [1] and rest["s"] == [2]
+
+
+def test_session_merge_bridge_and_late():
+    wa = WindowAggregator(Session(10), ["k"], {"n": agg.count(), "s": agg.sum("v"), "f": agg.first("v")})
+    wa.process(batch([{"ts": 0, "k": 1, "v": 1}, {"ts": 25, "k": 1, "v": 2}]))
+    wa.process(batch([{"ts": 12, "k": 1, "v": 4}]))  # [12, 22): 12 > 0 + 10, a session of its own
+    assert wa.num_slots == 3
+    wa.process(batch([{"ts": 10, "k": 1, "v": 8}]))  # [10, 20] touches [0, 10] and [12, 22]: merge
+    assert wa.num_slots == 2
+    out = wa.advance_watermark(100).to_pydict()
+    starts = [pa.scalar(x, pa.timestamp("ms")).as_py() for x in (0, 25)]
+    ends = [pa.scalar(x, pa.timestamp("ms")).as_py() for x in (22, 35)]
+    assert out == {"window_start": starts, "window_end": ends, "k": [1, 1], "n": [3, 1], "s": [13, 2],
+                   "f": [1, 2]}
+    exp = ref.sessions([0, 25, 12, 10], 10)
+    assert [(s, e, len(p)) for s, e, p in exp] == [(0, 22, 3), (25, 35, 1)]
+    wa.process(batch([{"ts": 50, "k": 1, "v": 3}]))
+    late = wa.take_late()
+    assert late.to_pydict()["reason"] == ["session purged"]
+
+
+@pytest.mark.parametrize("window", [Tumbling("1s"), Sliding("3s", "1s"), Session("1s")])
+def test_bad_input_names_the_column(window):
+    ok = pa.record_batch({"ts": [1, 2], "user": [1, 2], "v": [1.0, 2.0]})
+    with pytest.raises(ValueError, match="'ts'"):
+        WindowAggregator(window, ["user"], {"n": agg.count()}).process(ok.drop_columns(["ts"]))
+    with pytest.raises(TypeError, match="'ts'.*string"):
+        WindowAggregator(window, ["user"], {"n": agg.count()}).process(
+            pa.record_batch({"ts": ["a"], "user": [1]}))
+    with pytest.raises(KeyError, match="'nope'"):
+        WindowAggregator(window, ["user"], {"s": agg.sum("nope")}).process(ok)
+    with pytest.raises(ValueError, match="'missing'"):
+        WindowAggregator(window, ["missing"], {"n": agg.count()}).process(ok)
+    wa = WindowAggregator(window, ["user"], {"s": agg.sum("v")})
+    wa.process(ok)
+    with pytest.raises(TypeError, match="'v'.*int64.*double"):
+        wa.process(pa.record_batch({"ts": [3], "user": [1], "v": [1]}))
+    with pytest.raises(TypeError, match="'user'.*string"):
+        wa.process(pa.record_batch({"ts": [3], "user": ["x"], "v": [1.0]}))
+    with pytest.raises(TypeError, match="'name'.*string"):
+        WindowAggregator(window, [], {"s": agg.sum("name")}).process(
+            pa.record_batch({"ts": [1], "name": ["x"]}))
+    with pytest.raises(TypeError, match="RecordBatch"):
+        wa.process({"ts": [1]})
+
+
+def test_bad_configuration():
+    with pytest.raises(ValueError):
+        Tumbling(0)
+    with pytest.raises(ValueError, match="slide"):
+        Sliding("1s", "2s")
+    with pytest.raises(ValueError):
+        Session("-1s")
+    with pytest.raises(ValueError, match="window_start"):
+        WindowAggregator(Tumbling(10), [], {"window_start": agg.count()})
+    with pytest.raises(ValueError, match="allowed_lateness"):
+        WindowAggregator(Tumbling(10), [], {"n": agg.count()}, allowed_lateness=-1)
+    with pytest.raises(TypeError):
+        WindowAggregator(Tumbling(10), [], {"n": "count"})
+    with pytest.raises(ValueError, match="already registered"):
+        agg.register("sum", agg.sum)
+    wa = WindowAggregator(Tumbling(10), [], {"n": agg.count()})
+    assert wa.advance_watermark(5).num_rows == 0
+    assert wa.advance_watermark(1).num_rows == 0  # backwards: ignored
+    assert wa.watermark == 5
+
+
+def test_large_stream_against_pandas():
+    """Many keys and panes (map growth, cache-way collisions, slot reuse) vs a pandas group-by."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(7)
+    n = 60_000
+    ts = np.sort(rng.integers(0, 200_000, n)) - rng.integers(0, 3000, n)
+    k = rng.integers(0, 3000, n)
+    v = rng.standard_normal(n)
+    size, slide = 2000, 500
+    wa = WindowAggregator(Sliding(size, slide), ["k"], {"n": agg.count(), "s": agg.sum("v"), "mn": agg.min("v")})
+    outs = []
+    for i in range(0, n, 7000):
+        b = pa.record_batch({"ts": ts[i:i + 7000], "k": k[i:i + 7000], "v": v[i:i + 7000]})
+        wa.process(b)
+        outs.append(wa.advance_watermark(int(ts[: i + 7000].max()) - 3000 - 1))
+    outs.append(wa.flush())
+    assert wa.rows_late == 0
+    table = pa.Table.from_batches(outs)
+    got = table.to_pandas()
+    got["ws"] = table.column("window_start").cast(pa.int64()).to_numpy()
+    last = ts // slide * slide
+    parts = [pd.DataFrame({"ws": last - j * slide, "k": k, "v": v}) for j in range(size // slide)]
+    exp = pd.concat(parts).groupby(["ws", "k"]).agg(n=("v", "size"), s=("v", "sum"), mn=("v", "min")).reset_index()
+    got = got.sort_values(["ws", "k"]).reset_index(drop=True)
+    exp = exp.sort_values(["ws", "k"]).reset_index(drop=True)
+    assert len(got) == len(exp)
+    assert (got["ws"].to_numpy() == exp["ws"].to_numpy()).all()
+    assert (got["k"].to_numpy() == exp["k"].to_numpy()).all()
+    assert (got["n"].to_numpy() == exp["n"].to_numpy()).all()
+    np.testing.assert_allclose(got["s"].to_numpy(), exp["s"].to_numpy(), rtol=1e-9, atol=1e-9)
+    assert (got["mn"].to_numpy() == exp["mn"].to_numpy()).all()
+    assert wa.num_slots == 0  # everything purged after flush; memory reused, not grown per window
