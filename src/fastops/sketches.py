@@ -677,11 +677,16 @@ class BloomFilter:
             raise ValueError(f"fp_rate must be in (0, 1), got {fp_rate!r}")
         self.fp_rate = float(fp_rate)
         self.seed = _check_seed(seed)
-        m = int(math.ceil(-self.capacity * math.log(self.fp_rate) / math.log(2.0) ** 2))
-        self.num_bits = max(64, m)
-        self.num_hashes = int(min(64, max(1, round(self.num_bits / self.capacity
-                                                    * math.log(2.0)))))
+        self.num_bits, self.num_hashes = self.optimal_parameters(self.capacity, self.fp_rate)
         self._words = np.zeros((self.num_bits + 63) // 64, dtype=np.uint64)
+
+    @staticmethod
+    def optimal_parameters(capacity: int, fp_rate: float) -> tuple[int, int]:
+        """``(m, k)``: ``m = ⌈-n ln p / (ln 2)²⌉`` bits (at least 64) and
+        ``k = round(m / n · ln 2)`` hash functions (1 .. 64)."""
+        m = max(64, int(math.ceil(-capacity * math.log(fp_rate) / math.log(2.0) ** 2)))
+        k = int(min(64, max(1, round(m / capacity * math.log(2.0)))))
+        return m, k
 
     def add(self, values: Any) -> None:
         """Insert every non-null value."""
@@ -744,13 +749,13 @@ class BloomFilter:
         k, m, seed, capacity, fp = r.unpack(cls._BODY)
         if not (1 <= capacity <= 2**40) or not (0 < fp < 1):
             r.fail(f"bad capacity {capacity} / fp_rate {fp}")
-        out = cls(capacity, fp, seed)
-        if (k, m) != (out.num_hashes, out.num_bits):
+        if (m, k) != cls.optimal_parameters(capacity, fp):
             r.fail(f"k={k}, m_bits={m} do not match capacity={capacity}, fp_rate={fp}")
-        words = r.array(np.uint64, (m + 63) // 64)
+        words = r.array(np.uint64, (m + 63) // 64)   # checks the length first
         r.end()
         if m % 64 and int(words[-1]) >> (m % 64):
             r.fail("bits set beyond m_bits")
+        out = cls(capacity, fp, seed)
         out._words[:] = words
         return out
 
@@ -1066,10 +1071,21 @@ class SpaceSaving:
         self.seed = _check_seed(seed)
         self.total_weight = 0
         self._size = 0
-        self._hashes = np.zeros(self.capacity, dtype=np.uint64)
-        self._counts = np.zeros(self.capacity, dtype=np.int64)
-        self._errs = np.zeros(self.capacity, dtype=np.int64)
+        # the summary, exactly ``size`` entries (work arrays of ``capacity``
+        # entries exist only during an update)
+        self._hashes = np.zeros(0, dtype=np.uint64)
+        self._counts = np.zeros(0, dtype=np.int64)
+        self._errs = np.zeros(0, dtype=np.int64)
         self._values: Optional[pa.Array] = None
+
+    def _work(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Capacity-sized copies of the summary for a kernel call."""
+        cap, s = self.capacity, self._size
+        h = np.zeros(cap, dtype=np.uint64)
+        c = np.zeros(cap, dtype=np.int64)
+        e = np.zeros(cap, dtype=np.int64)
+        h[:s], c[:s], e[:s] = self._hashes, self._counts, self._errs
+        return h, c, e, np.arange(cap, dtype=np.int64)
 
     def __len__(self) -> int:
         return self._size
@@ -1085,8 +1101,9 @@ class SpaceSaving:
         old = np.flatnonzero(reps >= 0)
         new = np.flatnonzero(reps < 0)
         perm = np.concatenate([old, new])
-        for arr in (self._hashes, self._counts, self._errs):
-            arr[:new_size] = arr[:new_size][perm]
+        self._hashes = self._hashes[:new_size][perm]
+        self._counts = self._counts[:new_size][perm]
+        self._errs = self._errs[:new_size][perm]
         parts = []
         if len(old):
             parts.append(self._values.take(pa.array(reps[old])))
@@ -1115,8 +1132,7 @@ class SpaceSaving:
             plain = _plain(chunk)
             self._value_type_check(plain.type)
             wc = _EMPTY_I64 if w is None else np.ascontiguousarray(w[start:start + cnt])
-            reps = np.arange(self.capacity, dtype=np.int64)
-            hashes, counts, errs = self._hashes.copy(), self._counts.copy(), self._errs.copy()
+            hashes, counts, errs, reps = self._work()
             size = _status(_sketch.ss_update(hashes, counts, errs, reps, self._size,
                                              self.capacity, wc, self._CHUNK, src.mode, src.a,
                                              src.b, src.valid, src.voff, src.n, self.seed),
@@ -1134,7 +1150,7 @@ class SpaceSaving:
         size = self._size
         if k is not None:
             k = _check_int("k", k, 0, 2**31 - 1)
-        order = np.argsort(-self._counts[:size], kind="stable")[: size if k is None else k]
+        order = np.argsort(-self._counts, kind="stable")[: size if k is None else k]
         vals = (self._values.take(pa.array(order, type=pa.int64()))
                 if self._values is not None else pa.array([], pa.null()))
         return pa.table({
@@ -1154,7 +1170,7 @@ class SpaceSaving:
         """Upper bound on the frequency of every unmonitored item."""
         if self._size < self.capacity:
             return 0
-        return int(self._counts[: self._size].min())
+        return int(self._counts.min())
 
     def _check_compatible(self, other: Any) -> None:
         if not isinstance(other, SpaceSaving):
@@ -1169,11 +1185,10 @@ class SpaceSaving:
         self._check_compatible(other)
         if other._size == 0:
             return self
-        reps = np.arange(self.capacity, dtype=np.int64)
-        hashes, counts, errs = self._hashes.copy(), self._counts.copy(), self._errs.copy()
+        hashes, counts, errs, reps = self._work()
         size = _status(_sketch.ss_merge(hashes, counts, errs, reps, self._size, self.capacity,
-                                        other._hashes[:other._size], other._counts[:other._size],
-                                        other._errs[:other._size], other.min_count),
+                                        other._hashes, other._counts, other._errs,
+                                        other.min_count),
                        "SpaceSaving.merge")
         self._hashes, self._counts, self._errs = hashes, counts, errs
         if self._values is None:
@@ -1184,9 +1199,9 @@ class SpaceSaving:
 
     def copy(self) -> "SpaceSaving":
         c = SpaceSaving(self.capacity, self.seed)
-        c._hashes[:] = self._hashes
-        c._counts[:] = self._counts
-        c._errs[:] = self._errs
+        c._hashes = self._hashes.copy()
+        c._counts = self._counts.copy()
+        c._errs = self._errs.copy()
         c._size = self._size
         c._values = self._values
         c.total_weight = self.total_weight
@@ -1197,8 +1212,8 @@ class SpaceSaving:
         body = self._BODY.pack(self.capacity, s, self.seed, self.total_weight)
         vals = self._values if self._values is not None else pa.array([], pa.null())
         blob = _ipc_bytes(pa.table({"value": vals}))
-        return (_header(T_SS) + body + self._hashes[:s].tobytes() + self._counts[:s].tobytes()
-                + self._errs[:s].tobytes() + struct.pack("<Q", len(blob)) + blob)
+        return (_header(T_SS) + body + self._hashes.tobytes() + self._counts.tobytes()
+                + self._errs.tobytes() + struct.pack("<Q", len(blob)) + blob)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "SpaceSaving":
@@ -1226,9 +1241,7 @@ class SpaceSaving:
             if not np.array_equal(hashing.hash_columns([vals], seed), hashes):
                 r.fail("values do not match their hashes")
         out = cls(capacity, seed)
-        out._hashes[:size] = hashes
-        out._counts[:size] = counts
-        out._errs[:size] = errs
+        out._hashes, out._counts, out._errs = hashes, counts, errs
         out._size = size
         out._values = None if pat.is_null(vals.type) else vals
         out.total_weight = total
@@ -1282,7 +1295,7 @@ class Reservoir:
         self._istate = np.array([0, 0], dtype=np.int64)   # seen, next
         self._fstate = np.array([1.0], dtype=np.float64)  # W
         self._rng = np.array([self.seed], dtype=np.uint64)
-        self._positions = np.zeros(self.size, dtype=np.int64)
+        self._positions = np.zeros(0, dtype=np.int64)  # grown to ``size`` on update
         self._data: Any = None  # pa.Array or pa.Table, one row per filled slot
         self._is_table = False
 
@@ -1343,6 +1356,10 @@ class Reservoir:
         if n == 0:
             return
         before = len(self)
+        if len(self._positions) < self.size:
+            grown = np.zeros(self.size, dtype=np.int64)
+            grown[:len(self._positions)] = self._positions
+            self._positions = grown
         src = np.full(self.size, -1, dtype=np.int64)
         _sketch.reservoir_update(self.size, self._fstate, self._istate, self._rng,
                                  self._positions, src, valid, voff, n)
@@ -1388,6 +1405,8 @@ class Reservoir:
         a_idx = np.sort(gen.choice(len(self), size=j, replace=False))
         b_idx = np.sort(gen.choice(len(other), size=take_total - j, replace=False))
         pos = np.concatenate([self._positions[a_idx], other._positions[b_idx] + n1])
+        if len(self._positions) < take_total:
+            self._positions = np.zeros(self.size, dtype=np.int64)
         perm = gen.permutation(take_total)
         if self._is_table:
             both = pa.concat_tables([self._data.take(pa.array(a_idx, pa.int64())),
@@ -1414,7 +1433,7 @@ class Reservoir:
         c._istate[:] = self._istate
         c._fstate[:] = self._fstate
         c._rng[:] = self._rng
-        c._positions[:] = self._positions
+        c._positions = self._positions.copy()
         c._data = self._data
         c._is_table = self._is_table
         return c
@@ -1452,7 +1471,7 @@ class Reservoir:
         out._istate[:] = [seen, nxt]
         out._fstate[0] = w
         out._rng[0] = rng
-        out._positions[:filled] = positions
+        out._positions = positions
         if r.flags == 0:
             if filled or blob:
                 r.fail("rows present although flagged empty")
