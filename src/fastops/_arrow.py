@@ -98,3 +98,17 @@ def is_binary_like(t: pa.DataType) -> bool:
 
 
 UINT_FOR_WIDTH = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def empty(n: int, dtype: Any) -> tuple[np.ndarray, pa.Buffer]:
+    """A writable, uninitialised NumPy array of ``n`` items backed by a buffer
+    of pyarrow's default memory pool, and that buffer.
+
+    Kernel outputs are allocated here rather than with ``np.empty``: the pool
+    (mimalloc or jemalloc) recycles freed memory, so large outputs do not pay
+    the kernel's page faults and zeroing on every call, and the buffer becomes
+    part of an Arrow array without a copy.
+    """
+    dtype = np.dtype(dtype)
+    buf = pa.allocate_buffer(max(int(n), 0) * dtype.itemsize)
+    return np.frombuffer(buf, dtype=dtype), buf

@@ -29,21 +29,98 @@ cdef uint32_t CANONICAL_NAN32 = 0x7FC00000U
 
 
 # ---------------------------------------------------------------- hashing
+#
+# The 4- and 8-byte loops are the hottest code of the engine. They are also
+# written as plain C loops (the same XXH64 steps as ``fastops._xxhash``, checked
+# bit for bit by the tests) so that GCC can clone them for AVX2 and AVX-512
+# with runtime dispatch (``target_clones``: the wheel stays portable; no
+# ``-march`` flag). Other compilers get the plain loop.
+
+cdef extern from *:
+    """
+    #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && \
+        defined(__x86_64__) && defined(__linux__)
+    #define FASTOPS_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+    #else
+    #define FASTOPS_CLONES
+    #endif
+    static inline uint64_t fastops_h_rotl(uint64_t x, int r) {
+        return (x << r) | (x >> (64 - r));
+    }
+    static inline uint64_t fastops_h_avalanche(uint64_t h) {
+        h ^= h >> 33; h *= 0xC2B2AE3D27D4EB4FULL;
+        h ^= h >> 29; h *= 0x165667B19E3779F9ULL;
+        return h ^ (h >> 32);
+    }
+    static inline uint64_t fastops_h8(uint64_t v, uint64_t seed) {
+        uint64_t h = seed + 0x27D4EB2F165667C5ULL + 8;
+        h ^= fastops_h_rotl(v * 0xC2B2AE3D27D4EB4FULL, 31) * 0x9E3779B185EBCA87ULL;
+        h = fastops_h_rotl(h, 27) * 0x9E3779B185EBCA87ULL + 0x85EBCA77C2B2AE63ULL;
+        return fastops_h_avalanche(h);
+    }
+    static inline uint64_t fastops_h4(uint32_t v, uint64_t seed) {
+        uint64_t h = seed + 0x27D4EB2F165667C5ULL + 4;
+        h ^= (uint64_t)v * 0x9E3779B185EBCA87ULL;
+        h = fastops_h_rotl(h, 23) * 0xC2B2AE3D27D4EB4FULL + 0x165667B19E3779F9ULL;
+        return fastops_h_avalanche(h);
+    }
+    FASTOPS_CLONES
+    static void fastops_hash_u64_loop(const uint64_t* v, Py_ssize_t n, uint64_t seed,
+                                      uint64_t* out) {
+        for (Py_ssize_t i = 0; i < n; i++) out[i] = fastops_h8(v[i], seed);
+    }
+    FASTOPS_CLONES
+    static void fastops_hash_u32_loop(const uint32_t* v, Py_ssize_t n, uint64_t seed,
+                                      uint64_t* out) {
+        for (Py_ssize_t i = 0; i < n; i++) out[i] = fastops_h4(v[i], seed);
+    }
+    /* float64 bits: -0.0 -> 0.0, every NaN -> 0x7FF8000000000000 */
+    FASTOPS_CLONES
+    static void fastops_hash_f64_loop(const uint64_t* v, Py_ssize_t n, uint64_t seed,
+                                      uint64_t* out) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint64_t b = v[i];
+            b = (b << 1) == 0 ? 0 : b;
+            b = (b & 0x7FFFFFFFFFFFFFFFULL) > 0x7FF0000000000000ULL ? 0x7FF8000000000000ULL : b;
+            out[i] = fastops_h8(b, seed);
+        }
+    }
+    FASTOPS_CLONES
+    static void fastops_hash_f32_loop(const uint32_t* v, Py_ssize_t n, uint64_t seed,
+                                      uint64_t* out) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint32_t b = v[i];
+            b = (uint32_t)(b << 1) == 0 ? 0 : b;
+            b = (b & 0x7FFFFFFFU) > 0x7F800000U ? 0x7FC00000U : b;
+            out[i] = fastops_h4(b, seed);
+        }
+    }
+    """
+    void _hash_u64_loop "fastops_hash_u64_loop"(const uint64_t* v, Py_ssize_t n, uint64_t seed,
+                                                 uint64_t* out) noexcept nogil
+    void _hash_u32_loop "fastops_hash_u32_loop"(const uint32_t* v, Py_ssize_t n, uint64_t seed,
+                                                 uint64_t* out) noexcept nogil
+    void _hash_f64_loop "fastops_hash_f64_loop"(const uint64_t* v, Py_ssize_t n, uint64_t seed,
+                                                 uint64_t* out) noexcept nogil
+    void _hash_f32_loop "fastops_hash_f32_loop"(const uint32_t* v, Py_ssize_t n, uint64_t seed,
+                                                 uint64_t* out) noexcept nogil
 
 def hash_u64(const uint64_t[::1] values, uint64_t seed, uint64_t[::1] out):
     """out[i] = XXH64(le8(values[i]), seed). Modifies ``out``."""
-    cdef Py_ssize_t i, n = values.shape[0]
+    cdef Py_ssize_t n = values.shape[0]
+    if n == 0:
+        return
     with nogil:
-        for i in range(n):
-            out[i] = xxh64_u64(values[i], seed)
+        _hash_u64_loop(&values[0], n, seed, &out[0])
 
 
 def hash_u32(const uint32_t[::1] values, uint64_t seed, uint64_t[::1] out):
     """out[i] = XXH64(le4(values[i]), seed). Modifies ``out``."""
-    cdef Py_ssize_t i, n = values.shape[0]
+    cdef Py_ssize_t n = values.shape[0]
+    if n == 0:
+        return
     with nogil:
-        for i in range(n):
-            out[i] = xxh64_u32(values[i], seed)
+        _hash_u32_loop(&values[0], n, seed, &out[0])
 
 
 def hash_u16(const uint16_t[::1] values, uint64_t seed, uint64_t[::1] out):
@@ -63,31 +140,21 @@ def hash_u8(const uint8_t[::1] values, uint64_t seed, uint64_t[::1] out):
 
 
 def hash_f64(const uint64_t[::1] bits, uint64_t seed, uint64_t[::1] out):
-    """Hash float64 bit patterns with -0.0 as 0.0 and every NaN alike."""
-    cdef Py_ssize_t i, n = bits.shape[0]
-    cdef uint64_t b
+    """Hash float64 bit patterns with -0.0 as 0.0 and every NaN alike. Modifies ``out``."""
+    cdef Py_ssize_t n = bits.shape[0]
+    if n == 0:
+        return
     with nogil:
-        for i in range(n):
-            b = bits[i]
-            if (b << 1) == 0:                     # +0.0 or -0.0
-                b = 0
-            elif (b & 0x7FFFFFFFFFFFFFFFULL) > 0x7FF0000000000000ULL:
-                b = CANONICAL_NAN64
-            out[i] = xxh64_u64(b, seed)
+        _hash_f64_loop(&bits[0], n, seed, &out[0])
 
 
 def hash_f32(const uint32_t[::1] bits, uint64_t seed, uint64_t[::1] out):
-    """Hash float32 bit patterns with -0.0 as 0.0 and every NaN alike."""
-    cdef Py_ssize_t i, n = bits.shape[0]
-    cdef uint32_t b
+    """Hash float32 bit patterns with -0.0 as 0.0 and every NaN alike. Modifies ``out``."""
+    cdef Py_ssize_t n = bits.shape[0]
+    if n == 0:
+        return
     with nogil:
-        for i in range(n):
-            b = bits[i]
-            if (b << 1) == 0:
-                b = 0
-            elif (b & 0x7FFFFFFFU) > 0x7F800000U:
-                b = CANONICAL_NAN32
-            out[i] = xxh64_u32(b, seed)
+        _hash_f32_loop(&bits[0], n, seed, &out[0])
 
 
 def hash_bits(const uint8_t[::1] bitmap, int64_t offset, uint64_t seed,

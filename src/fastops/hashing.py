@@ -119,10 +119,10 @@ def hash_columns(columns: Sequence[pa.Array | pa.ChunkedArray], seed: int = 0,
             raise ValueError(f"{label} has {len(col)} rows, expected {n}")
         if not supports(col.type):
             raise TypeError(f"hash64 does not support type {col.type} ({label})")
-    out = np.empty(n, dtype=np.uint64)
+    out, _ = _arrow.empty(n, np.uint64)
     hash_column(columns[0], seed, out)
     if len(columns) > 1:
-        tmp = np.empty(n, dtype=np.uint64)
+        tmp, _ = _arrow.empty(n, np.uint64)
         for col in columns[1:]:
             hash_column(col, seed, tmp)
             _core.hash_combine(out, tmp, seed)
@@ -156,4 +156,5 @@ def hash64(values: ArrayLike | Sequence[ArrayLike], seed: int = 0) -> pa.UInt64A
         cols = [_arrow.as_array(v, f"column {i}") for i, v in enumerate(values)]
     else:
         cols = [_arrow.as_array(values)]
-    return pa.array(hash_columns(cols, seed), type=pa.uint64())
+    out = hash_columns(cols, seed)
+    return pa.Array.from_buffers(pa.uint64(), len(out), [None, pa.py_buffer(out)])

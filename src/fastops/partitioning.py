@@ -119,7 +119,7 @@ def _ids_and_counts(hashes: np.ndarray, num_partitions: int, scheme: str,
     without ``with_counts``) for hashes."""
     hashes = np.ascontiguousarray(hashes, dtype=np.uint64)
     num_partitions = int(num_partitions)
-    out = np.empty(len(hashes), dtype=np.int32)
+    out, _ = _arrow.empty(len(hashes), np.int32)
     counts = np.empty(num_partitions if with_counts else 0, dtype=np.int64)
     if scheme == "hash":
         status = _core.partition_modulo(hashes, num_partitions, out, counts)
@@ -220,28 +220,25 @@ def _scatter_array(arr: pa.Array, ids: np.ndarray, dest: np.ndarray, starts: np.
     valid = _arrow.validity(arr)
     out_valid = None
     if valid is not None:
-        vbuf = np.empty((n + 7) // 8, dtype=np.uint8)
+        vbuf, out_valid = _arrow.empty((n + 7) // 8, np.uint8)
         _core.scatter_bits(valid, arr.offset, dest, vbuf)
-        out_valid = pa.py_buffer(vbuf)
     null_count = arr.null_count
     width = _arrow.fixed_width_bytes(t)
     if width in _arrow.UINT_FOR_WIDTH:
         values = _arrow.fixed_values(arr, _arrow.UINT_FOR_WIDTH[width])
-        out = np.empty(n, dtype=values.dtype)
+        out, out_buf = _arrow.empty(n, values.dtype)
         _core.scatter_words(values, dest, out)
-        return pa.Array.from_buffers(t, n, [out_valid, pa.py_buffer(out)], null_count)
+        return pa.Array.from_buffers(t, n, [out_valid, out_buf], null_count)
     if pat.is_boolean(t):
-        bits = np.empty((n + 7) // 8, dtype=np.uint8)
+        bits, bits_buf = _arrow.empty((n + 7) // 8, np.uint8)
         _core.scatter_bits(_arrow.bit_values(arr), arr.offset, dest, bits)
-        return pa.Array.from_buffers(t, n, [out_valid, pa.py_buffer(bits)], null_count)
+        return pa.Array.from_buffers(t, n, [out_valid, bits_buf], null_count)
     if _arrow.is_binary_like(t):
         offsets, data = _arrow.binary_parts(arr)
-        out_offsets = np.empty(n + 1, dtype=offsets.dtype)
-        out_data = np.empty(int(offsets[-1] - offsets[0]), dtype=np.uint8)
+        out_offsets, offsets_buf = _arrow.empty(n + 1, offsets.dtype)
+        out_data, data_buf = _arrow.empty(int(offsets[-1] - offsets[0]), np.uint8)
         _core.scatter_binary(offsets, data, ids, starts, out_offsets, out_data)
-        return pa.Array.from_buffers(
-            t, n, [out_valid, pa.py_buffer(out_offsets), pa.py_buffer(out_data)], null_count
-        )
+        return pa.Array.from_buffers(t, n, [out_valid, offsets_buf, data_buf], null_count)
     # Other types (nested, decimal, dictionary): Arrow's own vectorised take.
     if not perm:
         p = np.empty(n, dtype=np.int64)
@@ -299,7 +296,7 @@ def _scatter(batch: Batch, ids: np.ndarray, counts: np.ndarray) -> list[pa.Recor
     n = batch.num_rows
     P = len(counts)
     starts = np.empty(P + 1, dtype=np.int64)
-    dest = np.empty(n, dtype=np.int32 if n < 2**31 else np.int64)
+    dest, _ = _arrow.empty(n, np.int32 if n < 2**31 else np.int64)
     _check_status(_core.partition_dest(ids, counts, dest, starts), "partition placement")
     perm: list = []
     arrays = [_scatter_array(col, ids, dest, starts, perm) for col in batch.columns]
