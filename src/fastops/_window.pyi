@@ -26,6 +26,12 @@ def pane_collect(hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # const int64[
                  group_mark: np.ndarray,   # int64[::1], all -1 (restored)
                  out_groups: np.ndarray, out_row: np.ndarray, out_src: np.ndarray,  # int64, modified
                  ) -> tuple[int, int]: ...
+def pairs_plan(rows: np.ndarray, src: np.ndarray,  # const int64[::1]
+               nrows: int, top: int,
+               count: np.ndarray,         # int64[::1] scratch (nrows)
+               result_slots: np.ndarray,  # int64[::1] (nrows), modified
+               out_dst: np.ndarray, out_src: np.ndarray,  # int64[::1], modified
+               ) -> tuple[int, int]: ...
 def pane_clear_dirty(hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # const int64[::1]
                      s_next: np.ndarray,   # const int64[::1]
                      s_flags: np.ndarray,  # uint8[::1], modified

@@ -240,6 +240,38 @@ def pane_collect(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1
     return nrows, npairs
 
 
+def pairs_plan(const int64_t[::1] rows, const int64_t[::1] src, int64_t nrows, int64_t top,
+               int64_t[::1] count, int64_t[::1] result_slots, int64_t[::1] out_dst,
+               int64_t[::1] out_src):
+    """Plan a window emission from its (output row, pane slot) pairs.
+
+    A row with one pane reads that pane's slot directly; a row with several
+    gets a scratch slot ``top, top + 1, ...`` and its pairs become merges
+    ``out_dst[i] <- out_src[i]``. ``count`` is scratch of ``nrows`` entries.
+    Fills ``result_slots`` (one per row). Returns ``(scratch slots, merges)``.
+    """
+    cdef Py_ssize_t i, npairs = rows.shape[0]
+    cdef int64_t r, m = 0, nm = 0
+    with nogil:
+        for r in range(nrows):
+            count[r] = 0
+        for i in range(npairs):
+            r = rows[i]
+            count[r] += 1
+            result_slots[r] = src[i]
+        for r in range(nrows):
+            if count[r] > 1:
+                result_slots[r] = top + m
+                m += 1
+        for i in range(npairs):
+            r = rows[i]
+            if count[r] > 1:
+                out_dst[nm] = result_slots[r]
+                out_src[nm] = src[i]
+                nm += 1
+    return m, nm
+
+
 def pane_clear_dirty(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] hv,
                      const int64_t[::1] s_next, uint8_t[::1] s_flags, const int64_t[::1] panes):
     """Clear the DIRTY flag of every slot of ``panes``. Modifies ``s_flags``."""
@@ -596,7 +628,7 @@ def merge_sum_f64(const int64_t[::1] dst, const int64_t[::1] src, int64_t[::1] c
                   double[::1] total, double[::1] comp):
     cdef Py_ssize_t i, n = dst.shape[0]
     cdef int64_t d, s
-    cdef double a, v, t
+    cdef double a, v, t, bp
     with nogil:
         for i in range(n):
             d = dst[i]
@@ -610,12 +642,9 @@ def merge_sum_f64(const int64_t[::1] dst, const int64_t[::1] src, int64_t[::1] c
                 a = total[d]
                 v = total[s]
                 t = a + v
-                if (a if a >= 0 else -a) >= (v if v >= 0 else -v):
-                    comp[d] += (a - t) + v
-                else:
-                    comp[d] += (v - t) + a
+                bp = t - a  # Knuth's TwoSum: the exact rounding error, branch-free
+                comp[d] += ((a - (t - bp)) + (v - bp)) + comp[s]
                 total[d] = t
-                comp[d] += comp[s]
             cnt[d] += cnt[s]
 
 

@@ -656,23 +656,30 @@ class WindowAggregator:
         if total_rows:
             groups = np.concatenate(pieces_g)
             src = np.concatenate(pieces_s)
+            rows = np.concatenate(pieces_row)
+            top = int(self._counters[0])
+            temps = None
             if self._k == 1:
                 result_slots = src  # one pane per window: rows and pairs coincide
-                temps = None
             else:
-                # scratch slots on top of the high-water mark: a compact range, so the
-                # merges' writes stay in cache; given back (emptied) right after
-                top = int(self._counters[0])
-                temps = np.arange(top, top + total_rows, dtype=np.int64)
-                self._ensure_slots(total_rows)
-                self._counters[0] = top + total_rows
-                dst = temps[np.concatenate(pieces_row)]
-                cap = self._slot_capacity()
-                for i, (a, st) in enumerate(zip(self._agg_list, self._states)):
-                    if isinstance(a, BuiltinAggregate):
-                        st.ensure(cap)
-                    self._states[i] = a.merge(st, dst, src)
-                result_slots = temps
+                # rows with one pane read it directly; the others merge their panes into
+                # scratch slots on top of the high-water mark (a compact range, so the
+                # merges' writes stay in cache), emptied and given back right after
+                result_slots = np.empty(total_rows, dtype=np.int64)
+                dst = np.empty(len(rows), dtype=np.int64)
+                msrc = np.empty(len(rows), dtype=np.int64)
+                m, nm = _window.pairs_plan(rows, src, total_rows, top, np.empty(total_rows, dtype=np.int64),
+                                           result_slots, dst, msrc)
+                if m:
+                    self._ensure_slots(m)
+                    self._counters[0] = top + m
+                    temps = np.arange(top, top + m, dtype=np.int64)
+                    dst, msrc = dst[:nm], msrc[:nm]
+                    cap = self._slot_capacity()
+                    for i, (a, st) in enumerate(zip(self._agg_list, self._states)):
+                        if isinstance(a, BuiltinAggregate):
+                            st.ensure(cap)
+                        self._states[i] = a.merge(st, dst, msrc)
             out = self._build(np.concatenate(starts), np.concatenate(ends), groups, result_slots)
             if temps is not None:
                 self._reset_slots(temps)
