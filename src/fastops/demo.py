@@ -59,8 +59,9 @@ from fastops.operators.base import Operator, Tagged
 from fastops.windows import Sliding, Tumbling
 
 __all__ = ["DemoConfig", "PlayerEventSource", "generate_batch", "generate_events", "build_job",
-           "run_demo", "format_grid", "RewardFilter", "PerWindow", "EVENT_TYPES", "START_MS"]
+           "run_demo", "format_grid", "pops_per_pane", "RewardFilter", "PerWindow", "EVENT_TYPES", "START_MS"]
 
+DEFAULT_EVENTS = 50_000_000  # about 10-20 s on a 2-core machine
 START_MS = 1_700_000_040_000  # 2023-11-14 22:14:00 UTC, a minute boundary
 EVENT_TYPES = ("pop", "level_up", "purchase")
 POP, LEVEL_UP, PURCHASE = 0, 1, 2
@@ -268,18 +269,43 @@ def _codes(batch: pa.RecordBatch) -> np.ndarray:
     return out
 
 
-_PT = pa.schema([("player_id", pa.int64()), ("ts", pa.int64())])
+_PT = pa.schema([("player_id", pa.int64()), ("ts", pa.int64()), ("n", pa.int64())])
 _PTE = pa.schema([("player_id", pa.int64()), ("ts", pa.int64()),
                   ("event_type", pa.dictionary(pa.int8(), pa.string()))])
 _PURCHASE = pa.schema([("ts", pa.int64()), ("value", pa.float64()), ("game", pa.int8())])
 
 
-def pops_only(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """``player_id, ts`` of the pop events (one NumPy mask, two gathers)."""
+PANE_MS = 10_000  # the slide of the reward windows, and their pane
+
+
+def pops_per_pane(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Pops of one batch pre-aggregated per (player, 10 s pane): ``player_id``,
+    ``ts`` (the pane start) and ``n`` (pops).
+
+    A local combiner (Flink's mini-batch / local-global aggregation): every
+    row of a pane belongs to the same sliding windows, and is late exactly
+    when its pane is purged, so counting per pane first and summing in the
+    window gives the same windows, the same counts and the same late panes as
+    counting raw rows -- with about a quarter of the rows reaching the keyed
+    exchange and the window. One hash lookup per row (``fastops.KeyTable``),
+    nothing per row in Python.
+    """
+    from fastops.keys import KeyTable
+
     mask = _codes(batch) == POP
-    pid = batch.column("player_id").to_numpy()
-    ts = batch.column("ts").to_numpy()
-    return pa.RecordBatch.from_arrays([pa.array(pid[mask]), pa.array(ts[mask])], schema=_PT)
+    pid = batch.column("player_id").to_numpy()[mask]
+    ts = batch.column("ts").to_numpy()[mask]
+    if not len(pid):
+        return pa.RecordBatch.from_arrays([pa.array(pid), pa.array(ts), pa.array(pid)], schema=_PT)
+    pane = ts - ts % PANE_MS
+    packed = (pane // PANE_MS << 32) | pid  # player ids < 2**31
+    table = KeyTable(["k"])
+    gid = table.lookup_or_insert([pa.array(packed)])
+    counts = np.bincount(gid)
+    rep = np.empty(len(counts), dtype=np.int64)
+    rep[gid] = np.arange(len(gid), dtype=np.int64)  # one row of each group
+    return pa.RecordBatch.from_arrays([pa.array(pid[rep]), pa.array(pane[rep]), pa.array(counts)],
+                                      schema=_PT)
 
 
 def activity(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -587,10 +613,10 @@ def build_job(env: Any, cfg: DemoConfig, source: Optional[Source] = None) -> dic
 
     events = (env.from_source(source or PlayerEventSource(cfg), cfg.parallelism)
               .with_watermark("ts", max_out_of_orderness=cfg.out_of_orderness_ms))
-    pops = (events.map(pops_only, name="pops")
+    pops = (events.map(pops_per_pane, name="pops_per_pane")
             .key_by("player_id")
             .window(Sliding("1 min", "10 s"))
-            .aggregate(pops=agg.count()))
+            .aggregate(pops=agg.sum("n")))
     rewards = pops.transform("rewards", lambda: RewardFilter(cfg.threshold))
     leaderboard = pops.key_by("window_start").transform(
         "leaderboard", lambda: PerWindow("leaderboard", leaderboard_fn(cfg.top_n), _minute_aligned))
