@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
+import threading
 import time
 
 import fastops as fo
@@ -18,12 +20,19 @@ from fastops.windows import Sliding, Tumbling
 
 
 def build(env: fo.StreamEnvironment, src: str, out: str, slow: float) -> None:
+    seen = [0]
+    lock = threading.Lock()
+
     def pace(batch):
+        with lock:  # the crash test kills after a chosen batch
+            seen[0] += 1
+            sys.stdout.write(f"batch {seen[0]}\n")
+            sys.stdout.flush()
         if slow:
             time.sleep(slow)
         return batch
 
-    events = env.from_parquet(src, batch_size=2000).map(pace).with_watermark("ts", max_out_of_orderness="500ms")
+    events = env.from_parquet(src, batch_size=1000).map(pace).with_watermark("ts", max_out_of_orderness="500ms")
     keyed = events.key_by("user")
     aggs = {"n": agg.count(), "total": agg.sum("value")}
     if hasattr(agg, "approx_distinct"):
@@ -46,7 +55,7 @@ def main() -> None:
     a = p.parse_args()
     env = fo.StreamEnvironment(
         parallelism=a.parallelism, threads=True, mode=a.mode,
-        checkpoint_dir=None if a.no_checkpoints else a.checkpoints, checkpoint_interval="150ms")
+        checkpoint_dir=None if a.no_checkpoints else a.checkpoints, checkpoint_interval="50ms")
     build(env, a.src, a.out, a.slow)
     result = env.execute("checkpointed job")
     print(f"restored_from={result.restored_from} checkpoints={len(result.checkpoints)}", flush=True)

@@ -57,17 +57,21 @@ def test_sigkill_crashes_give_exactly_the_output_of_an_uninterrupted_run(tmp_pat
     out, ckpt = str(tmp_path / "out"), str(tmp_path / "ckpt")
     rng = random.Random(1234)
     kills = 0
-    for _ in range(4):  # crash at random points, restart each time
-        proc = subprocess.Popen([sys.executable, JOB, src, out, ckpt, "--slow", "0.06"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(0.6, 2.0))
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-            kills += 1
+    for _ in range(4):  # crash at seeded random points (after k batches), restart each time
+        k = rng.randint(6, 14)
+        proc = subprocess.Popen([sys.executable, JOB, src, out, ckpt, "--slow", "0.03"],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        for line in proc.stdout:
+            if line.startswith("batch ") and int(line.split()[1]) >= k:
+                time.sleep(rng.uniform(0.0, 0.05))
+                proc.send_signal(signal.SIGKILL)
+                kills += 1
+                break
+        proc.stdout.close()
         proc.wait()
     final = run_job(src, out, ckpt, "--slow", "0.005")
     assert final.returncode == 0, final.stderr
-    assert kills >= 2
+    assert kills == 4  # the job (60 batches) cannot have finished in 4 x 14 batches
     assert "restored_from=None" not in final.stdout  # it did resume
     for k in ("tumbling", "sliding"):
         assert read_output(os.path.join(out, k)) == reference[k]
