@@ -38,6 +38,7 @@ from fastops.datastream import (DataStream, KeyedStream, StreamEnvironment, Wind
                                 col)
 from fastops.operators.process import KeyedProcessFunction
 from fastops.runtime import JobFailed, JobResult
+from fastops.table import TableEnvironment, lit, udaf, udf, udtf
 # --- end runtime ---
 
 __version__ = "0.1.0"
@@ -58,4 +59,9 @@ __all__ = [
     "JobFailed",
     "JobResult",
     "col",
+    "TableEnvironment",
+    "udf",
+    "udaf",
+    "udtf",
+    "lit",
 ]

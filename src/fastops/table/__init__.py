@@ -1,0 +1,25 @@
+"""Table API and SQL in the style of PyFlink, compiled to the fastops engine.
+
+>>> import fastops as fo
+>>> from fastops.table import col
+>>> t_env = fo.TableEnvironment(mode="batch")
+>>> orders = t_env.from_elements([(1, "a", 10.0), (2, "b", 5.0), (3, "a", 1.5)], ["id", "k", "amount"])
+>>> orders.group_by(col("k")).select(col("k"), col("amount").sum.alias("total")).order_by(col("k")).to_pandas().values.tolist()
+[['a', 11.5], ['b', 5.0]]
+
+Expressions: :func:`col` / :func:`lit` (:class:`~fastops.table.expressions.Expr`);
+pyarrow.compute expressions (``fastops.col``) are accepted for scalar use.
+"""
+from fastops.table.environment import EnvironmentSettings, TableEnvironment
+from fastops.table.expressions import Expr, call, coalesce, col, concat, if_then_else, lit
+from fastops.table.functions import (AggregateFunction, ScalarFunction, TableFunction, UDFError, udaf, udf,
+                                     udtf)
+from fastops.table.plan import PlanError
+from fastops.table.sql import SqlError
+from fastops.table.table import Row, Session, Slide, Table, TableResult, Tumble
+from fastops.table.types import DataTypes
+
+__all__ = ["TableEnvironment", "EnvironmentSettings", "Table", "TableResult", "Row", "col", "lit", "call",
+           "concat", "coalesce", "if_then_else", "Expr", "udf", "udaf", "udtf", "ScalarFunction",
+           "AggregateFunction", "TableFunction", "UDFError", "PlanError", "SqlError", "Tumble", "Slide",
+           "Session", "DataTypes"]

@@ -1,0 +1,544 @@
+"""``TableEnvironment``: the catalog, SQL entry points and conversions.
+
+>>> import fastops as fo
+>>> t_env = fo.TableEnvironment(mode="batch")
+>>> t_env.create_temporary_view("t", t_env.from_elements([(1, "a"), (2, "b")], ["id", "s"]))
+>>> t_env.sql_query("SELECT s FROM t WHERE id > 1").to_pandas()["s"].tolist()
+['b']
+
+Modes: ``"streaming"`` (default; results carry row kinds, a GROUP BY without
+a window is a changelog, a declared WATERMARK drives the windows) and
+``"batch"`` (final results only; windows close at the end of input).
+"""
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+import pyarrow as pa
+
+from fastops.table.expressions import Col
+from fastops.table.plan import PlanError, Scan, compile_plan, explain_plan
+from fastops.table.table import Table, TableResult, message_result, ok_result
+from fastops.table.types import to_arrow, to_sql
+
+__all__ = ["TableEnvironment", "EnvironmentSettings"]
+
+
+class EnvironmentSettings:
+    """PyFlink-style settings: ``EnvironmentSettings.in_streaming_mode()``."""
+
+    def __init__(self, mode: str):
+        self.mode = mode
+
+    @staticmethod
+    def in_streaming_mode() -> "EnvironmentSettings":
+        return EnvironmentSettings("streaming")
+
+    @staticmethod
+    def in_batch_mode() -> "EnvironmentSettings":
+        return EnvironmentSettings("batch")
+
+    def is_streaming_mode(self) -> bool:
+        return self.mode == "streaming"
+
+
+@dataclass
+class ConnectorTable:
+    """A table declared by ``CREATE TABLE ... WITH (...)``."""
+
+    name: str
+    schema: pa.Schema
+    options: dict
+    time_col: Optional[str] = None
+    watermark_ms: Optional[int] = None
+    primary_key: list = field(default_factory=list)
+
+
+def _schema_of(schema: Any, n_cols: Optional[int] = None) -> tuple[Optional[list[str]], Optional[pa.Schema]]:
+    """(names, typed schema) from names, (name, type) pairs or a pa.Schema."""
+    if schema is None:
+        return None, None
+    if isinstance(schema, pa.Schema):
+        return schema.names, schema
+    schema = list(schema)
+    if all(isinstance(s, str) for s in schema):
+        return schema, None
+    fields = []
+    for s in schema:
+        if not (isinstance(s, (tuple, list)) and len(s) == 2):
+            raise TypeError(f"schema entries must be names or (name, type) pairs, got {s!r}")
+        fields.append(pa.field(s[0], to_arrow(s[1])))
+    return [f.name for f in fields], pa.schema(fields)
+
+
+class TableEnvironment:
+    """Tables, views, functions and SQL over the fastops engine.
+
+    Parameters
+    ----------
+    mode
+        ``"streaming"`` or ``"batch"`` (or an :class:`EnvironmentSettings`).
+    parallelism
+        Parallelism of keyed operators in the jobs it runs.
+    batch_size
+        Rows per record batch read from in-memory tables.
+    """
+
+    def __init__(self, mode: Any = "streaming", parallelism: int = 1, batch_size: int = 65536):
+        if isinstance(mode, EnvironmentSettings):
+            mode = mode.mode
+        if mode not in ("streaming", "batch"):
+            raise ValueError(f"mode must be 'streaming' or 'batch', got {mode!r}")
+        self.mode = mode
+        self.parallelism = int(parallelism)
+        self.batch_size = int(batch_size)
+        self._tables: dict[str, Any] = {}  # name -> Table | ConnectorTable
+        self._views: dict[str, Table] = {}
+        self._functions: dict[str, Any] = {}
+
+    @classmethod
+    def create(cls, settings: Any = None, mode: Optional[str] = None, **kwargs: Any) -> "TableEnvironment":
+        if mode is None:
+            mode = settings.mode if isinstance(settings, EnvironmentSettings) else (settings or "streaming")
+        return cls(mode, **kwargs)
+
+    # -- sources -----------------------------------------------------------------
+    def _scan(self, table: pa.Table, name: str, rowtime: Optional[str] = None,
+              watermark: Any = None) -> Table:
+        from fastops.durations import parse_duration
+
+        if rowtime is not None and rowtime not in table.schema.names:
+            raise KeyError(f"rowtime column {rowtime!r} not in the table (columns: {table.schema.names})")
+        wm = None
+        if watermark is not None:
+            if rowtime is None:
+                raise ValueError("a watermark needs rowtime=<time column>")
+            wm = parse_duration(watermark)
+        return Table(self, Scan("arrow", table, table.schema, rowtime, wm, name, self.batch_size))
+
+    def from_arrow(self, table: Any, schema: Any = None, rowtime: Optional[str] = None,
+                   watermark: Any = None) -> Table:
+        """A Table over a pyarrow Table / RecordBatch. ``rowtime`` and
+        ``watermark`` (a delay such as ``"2s"``) declare event time, as a DDL
+        ``WATERMARK FOR rowtime AS rowtime - delay`` would."""
+        if isinstance(table, pa.RecordBatch):
+            table = pa.Table.from_batches([table])
+        if not isinstance(table, pa.Table):
+            raise TypeError(f"from_arrow needs a pyarrow Table or RecordBatch, got {type(table).__name__}")
+        names, typed = _schema_of(schema)
+        if names is not None:
+            if len(names) != table.num_columns:
+                raise ValueError(f"schema has {len(names)} columns, the data {table.num_columns}")
+            table = table.rename_columns(names)
+        if typed is not None:
+            table = self._cast(table, typed)
+        return self._scan(table, "from_arrow", rowtime, watermark)
+
+    @staticmethod
+    def _cast(table: pa.Table, schema: pa.Schema) -> pa.Table:
+        cols = []
+        for f, c in zip(schema, table.columns):
+            if c.type != f.type:
+                try:
+                    c = c.cast(f.type)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                    raise TypeError(f"column {f.name!r}: cannot convert {c.type} to {to_sql(f.type)} ({exc})") from None
+            cols.append(c)
+        return pa.Table.from_arrays(cols, schema=schema)
+
+    def from_pandas(self, pdf: Any, schema: Any = None, rowtime: Optional[str] = None,
+                    watermark: Any = None) -> Table:
+        table = pa.Table.from_pandas(pdf, preserve_index=False)
+        return self.from_arrow(table, schema, rowtime, watermark)
+
+    def from_elements(self, elements: Sequence[Any], schema: Any = None, rowtime: Optional[str] = None,
+                      watermark: Any = None) -> Table:
+        """Rows as tuples (or dicts). ``schema``: names, ``(name, type)`` pairs
+        or a pyarrow schema; without one, columns are ``_1, _2, ...``."""
+        rows = list(elements)
+        names, typed = _schema_of(schema)
+        if rows and isinstance(rows[0], dict):
+            table = pa.Table.from_pylist(rows, schema=typed)
+            return self._scan(table, "from_elements", rowtime, watermark)
+        width = len(rows[0]) if rows else (len(names) if names else 0)
+        if names is None:
+            names = [f"_{i + 1}" for i in range(width)]
+        for r in rows:
+            if len(r) != len(names):
+                raise ValueError(f"row {r!r} has {len(r)} values for {len(names)} columns {names}")
+        cols = list(zip(*rows)) if rows else [[] for _ in names]
+        arrays = []
+        for i, n in enumerate(names):
+            t = typed.field(i).type if typed is not None else None
+            try:
+                arrays.append(pa.array(list(cols[i]), type=t))
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+                raise TypeError(f"column {n!r}: values {list(cols[i])[:3]} do not fit "
+                                f"{to_sql(t) if t is not None else 'one type'} ({exc})") from None
+        table = pa.Table.from_arrays(arrays, names=names)
+        return self._scan(table, "from_elements", rowtime, watermark)
+
+    def from_path(self, path: str) -> Table:
+        try:
+            return self._lookup(path)
+        except KeyError:
+            raise KeyError(f"table {path!r} not found; known: {sorted(self.list_tables())}") from None
+
+    def _lookup(self, name: str) -> Table:
+        if name in self._views:
+            return self._views[name]
+        entry = self._tables.get(name)
+        if entry is None:
+            lowered = {k.lower(): k for k in list(self._tables) + list(self._views)}
+            if name.lower() in lowered:
+                return self._lookup(lowered[name.lower()])
+            raise KeyError(name)
+        if isinstance(entry, Table):
+            return entry
+        return self._connector_scan(entry)
+
+    def _connector_scan(self, ct: ConnectorTable) -> Table:
+        opts = ct.options
+        connector = opts.get("connector")
+        if connector != "filesystem":
+            raise PlanError(f"table {ct.name!r} (connector {connector!r}) cannot be read; "
+                            "only 'filesystem' tables are sources")
+        fmt = opts.get("format", "parquet")
+        path = opts.get("path")
+        if fmt not in ("parquet", "csv"):
+            raise PlanError(f"table {ct.name!r}: unsupported format {fmt!r} (parquet or csv)")
+        if path is None:
+            raise PlanError(f"table {ct.name!r}: the filesystem connector needs a 'path'")
+        if os.path.isdir(path):
+            files = sorted(f for f in os.listdir(path) if not f.startswith((".", "_")))
+            if not files:
+                raise PlanError(f"table {ct.name!r}: no files in {path!r}")
+        elif not os.path.exists(path):
+            raise PlanError(f"table {ct.name!r}: path {path!r} does not exist")
+        return Table(self, Scan(fmt, path, ct.schema, ct.time_col, ct.watermark_ms, ct.name, self.batch_size))
+
+    # -- catalog -------------------------------------------------------------------
+    def create_temporary_view(self, view_path: str, table: Any, *fields: Any) -> None:
+        if not isinstance(table, Table):
+            from fastops.datastream import DataStream
+
+            if isinstance(table, DataStream):
+                table = self.from_data_stream(table)
+            elif isinstance(table, pa.Table):
+                table = self.from_arrow(table)
+            else:
+                table = self.from_pandas(table)
+        if fields:
+            table = table.alias(*[f.col if isinstance(f, Col) else f for f in fields])
+        if view_path in self._views:
+            raise ValueError(f"temporary view {view_path!r} exists already")
+        self._views[view_path] = table
+
+    register_table = create_temporary_view
+
+    def drop_temporary_view(self, view_path: str) -> bool:
+        return self._views.pop(view_path, None) is not None
+
+    def drop_temporary_table(self, table_path: str) -> bool:
+        return self._tables.pop(table_path, None) is not None
+
+    def list_tables(self) -> list[str]:
+        """Tables and temporary views, sorted (as Flink's ``listTables``)."""
+        return sorted(set(self._tables) | set(self._views))
+
+    def list_views(self) -> list[str]:
+        return sorted(self._views)
+
+    def list_temporary_tables(self) -> list[str]:
+        return sorted(self._tables)
+
+    def list_temporary_views(self) -> list[str]:
+        return self.list_views()
+
+    def create_temporary_function(self, path: str, function: Any) -> None:
+        from fastops.table.functions import (UserDefinedAggregateFunction, UserDefinedScalarFunction,
+                                             UserDefinedTableFunction)
+
+        if not isinstance(function, (UserDefinedScalarFunction, UserDefinedAggregateFunction,
+                                     UserDefinedTableFunction)):
+            raise TypeError(f"create_temporary_function needs a udf / udaf / udtf, got {type(function).__name__}")
+        if path.lower() in self._functions:
+            raise ValueError(f"function {path!r} exists already")
+        self._functions[path.lower()] = function
+
+    create_temporary_system_function = create_temporary_function
+
+    def drop_temporary_function(self, path: str) -> bool:
+        return self._functions.pop(path.lower(), None) is not None
+
+    drop_temporary_system_function = drop_temporary_function
+
+    def list_user_defined_functions(self) -> list[str]:
+        return sorted(self._functions)
+
+    def _function(self, name: str) -> Any:
+        return self._functions.get(name.lower())
+
+    # -- DataStream conversion ---------------------------------------------------------
+    def from_data_stream(self, stream: Any, *fields: Any) -> Table:
+        """A Table over a DataStream; its event-time column (``with_watermark``)
+        stays the table's time attribute and its watermarks pass through. The
+        schema is read from a job over no rows unless the stream's source gives it."""
+        schema = self._stream_schema(stream)
+        node = Scan("stream", stream, schema, stream.time_column, None, "from_data_stream")
+        t = Table(self, node)
+        if fields:
+            t = t.alias(*[f.col if isinstance(f, Col) else f for f in fields])
+        return t
+
+    @staticmethod
+    def _stream_schema(stream: Any) -> pa.Schema:
+        node = stream.node
+        while not node.is_source:
+            if len(node.inputs) != 1:
+                break
+            node = node.inputs[0].node
+        src = getattr(node, "source", None)
+        schema = src.schema() if src is not None else None
+        if schema is not None and stream.node.is_source:
+            return schema
+        # general case: infer by running the stream's operators over an empty batch
+        if schema is not None:
+            probe = pa.RecordBatch.from_arrays([pa.array([], f.type) for f in schema], schema=schema)
+            out = _probe(stream.node, probe)
+            if out is not None:
+                return out
+        raise PlanError("from_data_stream: cannot tell the stream's schema; start it from a collection, "
+                        "Arrow, pandas or file source")
+
+    def to_data_stream(self, table: Table) -> Any:
+        """The DataStream computing ``table`` (insert-only tables; event time kept
+        when the table still has its time attribute)."""
+        if table._node.changelog:
+            raise PlanError("to_data_stream needs an insert-only table; use to_changelog_stream")
+        return compile_plan(table._node, self.mode == "streaming", self.parallelism)
+
+    def to_changelog_stream(self, table: Table) -> Any:
+        """The DataStream of ``table`` with an int8 ``__op`` column (0 +I, 1 -U, 2 +U, 3 -D)."""
+        return compile_plan(table._node, self.mode == "streaming", self.parallelism)
+
+    # -- SQL ---------------------------------------------------------------------------
+    def sql_query(self, query: str) -> Table:
+        from fastops.table.sql import SqlError, compile_query, parse
+        from sqlglot import exp
+
+        tree, prep = parse(query, self._function_names())
+        if not isinstance(tree, (exp.Select, exp.Union, exp.Subquery)):
+            raise SqlError(f"sql_query takes a SELECT query, got {type(tree).__name__.upper()}; "
+                           "use execute_sql for statements")
+        return Table(self, compile_query(self, tree, prep))
+
+    def _function_names(self) -> list[str]:
+        return list(self._functions)
+
+    def execute_sql(self, stmt: str) -> TableResult:
+        """Run one statement: a query (returns its rows), CREATE TABLE / VIEW,
+        DROP, INSERT INTO, SHOW TABLES / VIEWS / FUNCTIONS, DESCRIBE, EXPLAIN."""
+        from fastops.table.sql import SqlError, compile_query, parse
+        from sqlglot import exp
+
+        s = stmt.strip().rstrip(";").strip()
+        head = s.upper().split()
+        if not head:
+            raise SqlError("empty SQL statement")
+        if head[0] == "SHOW":
+            what = " ".join(head[1:])
+            if what in ("TABLES", "TEMPORARY TABLES"):
+                return message_result([(n,) for n in self.list_tables()], ["table name"], [pa.string()])
+            if what in ("VIEWS", "TEMPORARY VIEWS"):
+                return message_result([(n,) for n in self.list_views()], ["view name"], [pa.string()])
+            if what in ("FUNCTIONS", "USER FUNCTIONS"):
+                return message_result([(n,) for n in self.list_user_defined_functions()], ["function name"],
+                                      [pa.string()])
+            raise SqlError(f"unsupported statement SHOW {what}")
+        if head[0] in ("DESCRIBE", "DESC"):
+            name = s.split(None, 1)[1].strip().strip("`\"")
+            return self._describe(name)
+        if head[0] == "EXPLAIN":
+            q = re.sub(r"^EXPLAIN\s+(PLAN\s+FOR\s+)?", "", s, flags=re.IGNORECASE)
+            text = self.sql_query(q).explain()
+            return message_result([(text,)], ["result"], [pa.string()])
+        if head[0] == "USE":
+            return ok_result()
+        tree, prep = parse(s, self._function_names())
+        if isinstance(tree, (exp.Select, exp.Union, exp.Subquery)):
+            return Table(self, compile_query(self, tree, prep)).execute()
+        if isinstance(tree, exp.Create):
+            return self._create(tree, prep)
+        if isinstance(tree, exp.Insert):
+            target = tree.this
+            if isinstance(target, exp.Schema):
+                target = target.this
+            name = target.name
+            q = tree.expression
+            table = Table(self, compile_query(self, q, prep))
+            return self._insert_into(name, table, bool(tree.args.get("overwrite")))
+        if isinstance(tree, exp.Drop):
+            name = tree.this.name
+            kind = (tree.args.get("kind") or "").upper()
+            gone = self._views.pop(name, None) if kind == "VIEW" else self._tables.pop(name, None)
+            if gone is None and not tree.args.get("exists"):
+                raise SqlError(f"{kind.lower() or 'table'} {name!r} not found")
+            return ok_result()
+        if isinstance(tree, exp.Describe):
+            return self._describe(tree.this.name)
+        raise SqlError(f"unsupported statement {type(tree).__name__.upper()}: {s[:60]!r}")
+
+    def _create(self, tree: Any, prep: Any) -> TableResult:
+        from fastops.table.sql import SqlError, compile_query, watermark_delay
+        from sqlglot import exp
+
+        kind = (tree.args.get("kind") or "").upper()
+        if kind == "VIEW":
+            name = tree.this.name
+            if name in self._views or name in self._tables:
+                if tree.args.get("exists"):
+                    return ok_result()
+                raise SqlError(f"view {name!r} exists already")
+            self._views[name] = Table(self, compile_query(self, tree.expression, prep))
+            return ok_result()
+        if kind != "TABLE":
+            raise SqlError(f"unsupported statement CREATE {kind}")
+        schema_node = tree.this
+        if not isinstance(schema_node, exp.Schema):
+            if tree.expression is not None:  # CREATE TABLE t AS SELECT: a view-like table
+                self._tables[schema_node.name] = Table(self, compile_query(self, tree.expression, prep))
+                return ok_result()
+            raise SqlError("CREATE TABLE needs a column list")
+        name = schema_node.this.name
+        if name in self._tables or name in self._views:
+            if tree.args.get("exists"):
+                return ok_result()
+            raise SqlError(f"table {name!r} exists already")
+        fields = []
+        pk: list = []
+        for c in schema_node.expressions:
+            if isinstance(c, exp.ColumnDef):
+                kind_t = c.args.get("kind")
+                if kind_t is None:
+                    raise SqlError(f"column {c.name!r} needs a type (computed columns are not supported)")
+                try:
+                    fields.append(pa.field(c.name, to_arrow(kind_t.sql())))
+                except ValueError as exc:
+                    raise SqlError(f"column {c.name!r}: {exc}") from None
+            elif isinstance(c, exp.PrimaryKey):
+                pk = [x.name for x in c.expressions]
+            else:
+                raise SqlError(f"unsupported CREATE TABLE element {c.sql()!r}")
+        schema = pa.schema(fields)
+        opts = {}
+        props = tree.args.get("properties")
+        for p in (props.expressions if props is not None else []):
+            if isinstance(p, exp.Property):
+                key = p.this.this if isinstance(p.this, exp.Literal) else p.name
+                val = p.args.get("value")
+                opts[str(key)] = val.this if isinstance(val, exp.Literal) else (val.sql() if val is not None else None)
+        time_col = None
+        wm = None
+        if prep.watermarks:
+            time_col, text = prep.watermarks[0]
+            if time_col not in schema.names:
+                raise SqlError(f"WATERMARK FOR {time_col!r}: no such column in {name!r} ({schema.names})")
+            wm = watermark_delay(text, time_col)
+        if "connector" not in opts:
+            raise SqlError(f"CREATE TABLE {name!r} needs WITH ('connector' = ...)")
+        self._tables[name] = ConnectorTable(name, schema, opts, time_col, wm, pk)
+        return ok_result()
+
+    def _describe(self, name: str) -> TableResult:
+        entry = self._tables.get(name)
+        if isinstance(entry, ConnectorTable):
+            schema, tc, wm = entry.schema, entry.time_col, entry.watermark_ms
+            pk = entry.primary_key
+        else:
+            try:
+                t = self._lookup(name)
+            except KeyError:
+                raise KeyError(f"table {name!r} not found; known: {sorted(self.list_tables())}") from None
+            schema, tc, wm, pk = t.schema, t._node.time_col, getattr(t._node, "watermark_ms", None), []
+        rows = []
+        for f in schema:
+            t = to_sql(f.type) + (" *ROWTIME*" if f.name == tc else "")
+            key = f"PRI({', '.join(pk)})" if f.name in pk else None
+            wexpr = f"`{tc}` - INTERVAL '{wm / 1000:g}' SECOND" if f.name == tc and wm is not None else None
+            rows.append((f.name, t, f.name not in pk and f.nullable, key, None, wexpr))
+        return message_result(rows, ["name", "type", "null", "key", "extras", "watermark"],
+                              [pa.string(), pa.string(), pa.bool_(), pa.string(), pa.string(), pa.string()])
+
+    def _insert_into(self, name: str, table: Table, overwrite: bool = False) -> TableResult:
+        entry = self._tables.get(name)
+        if entry is None:
+            raise KeyError(f"sink table {name!r} not found; create it with CREATE TABLE ... WITH (...)")
+        if not isinstance(entry, ConnectorTable):
+            raise PlanError(f"table {name!r} is not a connector table and cannot be written to")
+        if len(table.schema) != len(entry.schema):
+            raise PlanError(f"INSERT INTO {name}: the query has {len(table.schema)} columns, "
+                            f"the table {len(entry.schema)} ({entry.schema.names})")
+        result = table.execute()
+        data = result.to_arrow()
+        data = self._cast(data.rename_columns(entry.schema.names), entry.schema)
+        connector = entry.options.get("connector")
+        if connector == "blackhole":
+            pass
+        elif connector == "print":
+            for row in result.collect():
+                vals = ", ".join("null" if v is None else str(v) for v in row)
+                print(f"{row.get_row_kind()}[{vals}]")
+        elif connector == "filesystem":
+            path = entry.options.get("path")
+            fmt = entry.options.get("format", "parquet")
+            if path is None:
+                raise PlanError(f"table {name!r}: the filesystem connector needs a 'path'")
+            os.makedirs(path, exist_ok=True)
+            if overwrite:
+                for f in os.listdir(path):
+                    os.remove(os.path.join(path, f))
+            fname = os.path.join(path, f"part-{uuid.uuid4().hex[:12]}.{fmt}")
+            if fmt == "parquet":
+                import pyarrow.parquet as pq
+
+                pq.write_table(data, fname)
+            elif fmt == "csv":
+                import pyarrow.csv as pcsv
+
+                pcsv.write_csv(data, fname)
+            else:
+                raise PlanError(f"table {name!r}: unsupported format {fmt!r}")
+        else:
+            raise PlanError(f"table {name!r}: unsupported connector {connector!r} "
+                            "(filesystem, print, blackhole)")
+        return message_result([(-1,)], ["default_catalog.default_database." + name], [pa.int64()])
+
+    def explain_sql(self, query: str) -> str:
+        return self.sql_query(query).explain()
+
+
+def _probe(node: Any, batch: pa.RecordBatch) -> Optional[pa.Schema]:
+    """Run the chain of single-input operators from the source to ``node`` over ``batch``."""
+    chain = []
+    cur = node
+    while not cur.is_source:
+        chain.append(cur)
+        if len(cur.inputs) != 1:
+            return None
+        cur = cur.inputs[0].node
+    out = batch
+    for n in reversed(chain):
+        op = n.factory()
+        from fastops.operators.base import OperatorContext
+
+        op.open(OperatorContext(n.name, 0, 1, 128))
+        res = [b for b in op.process(out) if isinstance(b, pa.RecordBatch)]
+        if not res:
+            return None
+        out = res[0]
+    return out.schema

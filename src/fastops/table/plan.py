@@ -1,0 +1,610 @@
+"""The logical plan of a Table, and its translation to a DataStream job.
+
+A :class:`fastops.table.Table` is a lazy tree of plan nodes. ``compile``
+turns it into DataStream operators of the one engine:
+
+==================  =========================================================
+node                operators
+==================  =========================================================
+Scan                ``from_arrow`` / ``from_parquet`` / ``from_csv`` / a given
+                    DataStream, then (streaming mode, if the table declares
+                    one) ``with_watermark``
+Filter, Project     :class:`~fastops.table.operators.EvalOperator` (fused)
+Aggregate, window   ``key_by(...).window(Tumbling | Sliding | Session).aggregate``
+                    (the engine's window operator); CUMULATE is expanded to
+                    tumbling windows of its step (``CumulateExpand``)
+Aggregate, none     streaming: :class:`~fastops.table.changelog.ChangelogAggregate`
+                    (``+I``/``-U``/``+U``); batch: ``FinalAggregate`` (the same
+                    running aggregate, emitted once at end of input)
+Join                a two-input hash join at end of input (bounded inputs)
+Union               ``DataStream.union``
+Sort / Limit        ``GatherSort`` at parallelism 1 (bounded inputs)
+WindowTVF           ``WindowAssign`` (a TVF read as a table)
+Lateral             ``LateralExpand`` (table functions)
+==================  =========================================================
+
+Event time: a table's time attribute is the column of its ``WATERMARK``
+declaration (DDL) or of the DataStream it came from. A window TVF may name
+any timestamp / integer-ms column; without a declared watermark (and always
+in batch mode) windows fire at the end of input, so every row counts.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from fastops.table.changelog import OP_COLUMN
+from fastops.table.expressions import (AggCall, Call, Col, Expr, ExpressionError, Interval, broadcast)
+from fastops.table.types import to_sql
+
+__all__ = ["PlanNode", "Scan", "Project", "Filter", "Aggregate", "Join", "Union", "Sort", "WindowTVF",
+           "Lateral", "WindowDef", "compile_plan", "explain_plan", "PlanError"]
+
+_ids = itertools.count()
+_TS = pa.timestamp("ms")
+
+
+class PlanError(ValueError):
+    """A query that cannot be planned (unknown column, unsupported construct)."""
+
+
+def empty_batch(schema: pa.Schema) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in schema], schema=schema)
+
+
+def infer_type(e: Expr, schema: pa.Schema) -> pa.DataType:
+    """The result type of ``e`` over rows of ``schema`` (evaluated on no rows)."""
+    try:
+        v = e.eval(empty_batch(schema))
+    except ExpressionError as exc:
+        raise PlanError(str(exc)) from None
+    except KeyError as exc:
+        raise PlanError(f"column {exc} not found (columns: {schema.names})") from None
+    v = broadcast(v, 0)
+    return v.type
+
+
+class PlanNode:
+    schema: pa.Schema
+    time_col: Optional[str] = None
+    changelog: bool = False
+    inputs: list = []
+
+    def __init__(self) -> None:
+        self.id = next(_ids)
+
+    def label(self) -> str:
+        return type(self).__name__
+
+
+class Scan(PlanNode):
+    """A catalog table: an Arrow table, files, or a DataStream."""
+
+    def __init__(self, kind: str, payload: Any, schema: pa.Schema, time_col: Optional[str] = None,
+                 watermark_ms: Optional[int] = None, name: str = "table", batch_size: int = 65536):
+        super().__init__()
+        self.kind = kind  # "arrow" | "parquet" | "csv" | "stream"
+        self.payload = payload
+        self.schema = schema
+        self.time_col = time_col
+        self.watermark_ms = watermark_ms
+        self.name = name
+        self.batch_size = batch_size
+        self.inputs = []
+
+    def label(self) -> str:
+        wm = f", watermark {self.time_col} - {self.watermark_ms} ms" if self.watermark_ms is not None else ""
+        return f"Scan({self.name}: {self.kind}, fields=[{', '.join(self.schema.names)}]{wm})"
+
+
+class Project(PlanNode):
+    def __init__(self, child: PlanNode, items: Sequence[tuple[str, Expr]]):
+        super().__init__()
+        self.inputs = [child]
+        self.items = list(items)
+        names = [n for n, _ in self.items]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise PlanError(f"duplicate output column name(s) {dup}: give them different aliases")
+        fields = [pa.field(n, infer_type(e, child.schema)) for n, e in self.items]
+        self.schema = pa.schema(fields)
+        self.changelog = child.changelog
+        tc = child.time_col
+        self.time_col = None
+        for n, e in self.items:
+            if isinstance(e, Col) and e.col == tc:
+                self.time_col = n
+                break
+
+    def label(self) -> str:
+        return "Calc(select=[" + ", ".join(n if isinstance(e, Col) and e.col == n else f"{e!r} AS {n}"
+                                          for n, e in self.items) + "])"
+
+
+class Filter(PlanNode):
+    def __init__(self, child: PlanNode, predicate: Expr):
+        super().__init__()
+        if predicate.contains_agg():
+            raise PlanError(f"aggregate in a WHERE condition: {predicate!r} (use HAVING)")
+        t = infer_type(predicate, child.schema)
+        if not (pa.types.is_boolean(t) or pa.types.is_null(t)):
+            raise PlanError(f"condition {predicate!r} has type {to_sql(t)}, not BOOLEAN")
+        self.inputs = [child]
+        self.predicate = predicate
+        self.schema = child.schema
+        self.time_col = child.time_col
+        self.changelog = child.changelog
+
+    def label(self) -> str:
+        return f"Calc(where=[{self.predicate!r}])"
+
+
+@dataclass
+class WindowDef:
+    """A group window: kind ``tumble`` / ``hop`` / ``cumulate`` / ``session``
+    over ``time_col``; sizes in ms (``slide`` is HOP's slide and CUMULATE's step)."""
+
+    kind: str
+    time_col: str
+    size: int = 0
+    slide: int = 0
+    gap: int = 0
+    offset: int = 0
+    partition: list = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.kind in ("tumble", "hop", "cumulate") and self.size <= 0:
+            raise PlanError(f"{self.kind.upper()} window size must be > 0, got {self.size} ms")
+        if self.kind in ("hop", "cumulate") and self.slide <= 0:
+            raise PlanError(f"{self.kind.upper()} window {'slide' if self.kind == 'hop' else 'step'} "
+                            f"must be > 0, got {self.slide} ms")
+        if self.kind == "hop" and self.slide > self.size:
+            raise PlanError(f"HOP slide ({self.slide} ms) must not exceed its size ({self.size} ms)")
+        if self.kind == "cumulate" and self.size % self.slide:
+            raise PlanError(f"CUMULATE max size ({self.size} ms) must be a multiple of its step ({self.slide} ms)")
+        if self.kind == "session" and self.gap <= 0:
+            raise PlanError(f"SESSION gap must be > 0, got {self.gap} ms")
+
+    def engine_window(self) -> Any:
+        from fastops.windows import Session, Sliding, Tumbling
+
+        if self.kind == "tumble":
+            return Tumbling(self.size, self.offset)
+        if self.kind == "hop":
+            return Sliding(self.size, self.slide, self.offset)
+        if self.kind == "cumulate":
+            return Tumbling(self.slide)
+        return Session(self.gap)
+
+    def describe(self) -> str:
+        if self.kind == "tumble":
+            return f"TUMBLE(time_col=[{self.time_col}], size=[{self.size} ms])"
+        if self.kind == "hop":
+            return f"HOP(time_col=[{self.time_col}], size=[{self.size} ms], slide=[{self.slide} ms])"
+        if self.kind == "cumulate":
+            return f"CUMULATE(time_col=[{self.time_col}], max_size=[{self.size} ms], step=[{self.slide} ms])"
+        return f"SESSION(time_col=[{self.time_col}], gap=[{self.gap} ms])"
+
+
+class WindowTVF(PlanNode):
+    """``TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), ...))``: the input plus
+    ``window_start``, ``window_end``, ``window_time``."""
+
+    def __init__(self, child: PlanNode, window: WindowDef):
+        super().__init__()
+        if window.time_col not in child.schema.names:
+            raise PlanError(f"DESCRIPTOR column {window.time_col!r} not found (columns: {child.schema.names})")
+        t = child.schema.field(window.time_col).type
+        if not (pa.types.is_timestamp(t) or pa.types.is_integer(t) or pa.types.is_date(t)):
+            raise PlanError(f"window time column {window.time_col!r} has type {to_sql(t)}; "
+                            "it must be a TIMESTAMP (or integer milliseconds)")
+        if child.changelog:
+            raise PlanError("a window TVF over an updating table is not supported")
+        self.inputs = [child]
+        self.window = window
+        self.schema = pa.schema(list(child.schema) + [pa.field("window_start", _TS), pa.field("window_end", _TS),
+                                                      pa.field("window_time", _TS)])
+        self.time_col = "window_time"
+
+    def label(self) -> str:
+        return f"WindowTableFunction({self.window.describe()})"
+
+
+def slot_aggregate(call: AggCall, column: Optional[str]) -> Any:
+    """The ``fastops.agg`` aggregate computing ``call`` over ``column``."""
+    from fastops import agg
+
+    fn = call.fn
+    if call.distinct:
+        raise PlanError(f"{call!r}: DISTINCT aggregates are not supported")
+    if fn == "count":
+        return agg.count(column)
+    if column is None:
+        raise PlanError(f"{fn.upper()}(*) is not a valid aggregate")
+    simple = {"sum": agg.sum, "avg": agg.mean, "min": agg.min, "max": agg.max}
+    if fn in simple:
+        return simple[fn](column)
+    if fn in ("stddev_pop", "stddev_samp", "var_pop", "var_samp"):
+        f = agg.stddev if fn.startswith("stddev") else agg.var
+        return f(column, ddof=0 if fn.endswith("pop") else 1)
+    if fn == "approx_count_distinct":
+        maker = getattr(agg, "approx_distinct", None)
+        if maker is None:
+            raise PlanError("APPROX_COUNT_DISTINCT needs the sketch aggregate fastops.agg.approx_distinct, "
+                            "which is not available in this build")
+        return maker(column)
+    if fn == "approx_percentile":
+        maker = getattr(agg, "approx_quantile", None)
+        if maker is None:
+            raise PlanError("PERCENTILE_APPROX needs the sketch aggregate fastops.agg.approx_quantile, "
+                            "which is not available in this build")
+        return maker(column, *call.params)
+    if fn == "udaf":
+        return call.udaf.slot_aggregate(column)
+    raise PlanError(f"unknown aggregate function {fn!r}")
+
+
+def agg_output_type(a: Any, input_type: Optional[pa.DataType], call: AggCall) -> pa.DataType:
+    try:
+        if hasattr(a, "bind"):
+            a.bind(input_type)
+        else:
+            a.validate(input_type)
+        return a.output_type(input_type)
+    except TypeError as exc:
+        raise PlanError(f"{call!r}: {exc}") from None
+
+
+class Aggregate(PlanNode):
+    """GROUP BY ``keys`` (columns of the child) computing ``aggs`` (name, AggCall
+    over a child column or ``*``), optionally in a window.
+
+    Output: ``window_start, window_end`` (windowed), the keys, the aggregates.
+    """
+
+    def __init__(self, child: PlanNode, keys: Sequence[str], aggs: Sequence[tuple[str, AggCall]],
+                 window: Optional[WindowDef], streaming: bool):
+        super().__init__()
+        self.inputs = [child]
+        self.keys = list(keys)
+        self.aggs = list(aggs)
+        self.window = window
+        self.streaming = streaming
+        if child.changelog:
+            raise PlanError("aggregating an updating (changelog) table is not supported; "
+                            "aggregate the insert-only input instead, or use batch mode")
+        for k in self.keys:
+            if k not in child.schema.names:
+                raise PlanError(f"GROUP BY column {k!r} not found (columns: {child.schema.names})")
+        fields = []
+        if window is not None:
+            fields += [pa.field("window_start", _TS), pa.field("window_end", _TS)]
+        fields += [child.schema.field(k) for k in self.keys]
+        self.slot_aggs = []
+        for name, call in self.aggs:
+            column = call.arg.col if isinstance(call.arg, Col) else None
+            a = slot_aggregate(call, column)
+            t = None if column is None else child.schema.field(column).type
+            fields.append(pa.field(name, agg_output_type(a, t, call)))
+            self.slot_aggs.append(a)
+        if not self.aggs:
+            raise PlanError("an aggregation needs at least one aggregate")
+        self.schema = pa.schema(fields)
+        self.changelog = streaming and window is None
+        self.time_col = None
+
+    def make_aggs(self) -> dict:
+        return {name: slot_aggregate(call, call.arg.col if isinstance(call.arg, Col) else None)
+                for name, call in self.aggs}
+
+    def label(self) -> str:
+        w = f"window=[{self.window.describe()}], " if self.window is not None else ""
+        kind = "WindowAggregate" if self.window is not None else "GroupAggregate"
+        return (f"{kind}({w}groupBy=[{', '.join(self.keys)}], "
+                f"select=[{', '.join(f'{c!r} AS {n}' for n, c in self.aggs)}])")
+
+
+class Join(PlanNode):
+    def __init__(self, left: PlanNode, right: PlanNode, left_keys: Sequence[str], right_keys: Sequence[str],
+                 how: str):
+        super().__init__()
+        if how not in ("inner", "left outer", "right outer", "full outer"):
+            raise PlanError(f"unsupported join type {how!r}")
+        if not left_keys:
+            raise PlanError("a join needs at least one equality condition between the two sides")
+        clash = set(left.schema.names) & set(right.schema.names)
+        if clash:
+            raise PlanError(f"join sides share column name(s) {sorted(clash)}; rename one side first")
+        self.inputs = [left, right]
+        self.left_keys = list(left_keys)
+        self.right_keys = list(right_keys)
+        self.how = how
+        lf = [f.with_nullable(True) if how in ("right outer", "full outer") else f for f in left.schema]
+        rf = [f.with_nullable(True) if how in ("left outer", "full outer") else f for f in right.schema]
+        self.schema = pa.schema(lf + rf)
+        self.time_col = None
+
+    def label(self) -> str:
+        cond = " AND ".join(f"{a} = {b}" for a, b in zip(self.left_keys, self.right_keys))
+        return f"Join(joinType=[{self.how.replace(' ', '_').upper()}], where=[{cond}])"
+
+
+class Union(PlanNode):
+    def __init__(self, children: Sequence[PlanNode]):
+        super().__init__()
+        first = children[0]
+        for c in children[1:]:
+            if len(c.schema) != len(first.schema):
+                raise PlanError(f"UNION ALL of {len(first.schema)} and {len(c.schema)} columns")
+        self.inputs = list(children)
+        self.schema = first.schema
+        self.changelog = any(c.changelog for c in children)
+        tcs = {c.time_col for c in children}
+        self.time_col = tcs.pop() if len(tcs) == 1 else None
+
+    def label(self) -> str:
+        return f"Union(all=[true], union=[{', '.join(self.schema.names)}])"
+
+
+class Sort(PlanNode):
+    def __init__(self, child: PlanNode, keys: Sequence[tuple[str, bool]], limit: Optional[int] = None,
+                 offset: int = 0):
+        super().__init__()
+        for k, _ in keys:
+            if k not in child.schema.names:
+                raise PlanError(f"ORDER BY column {k!r} not found (columns: {child.schema.names})")
+        if limit is not None and limit < 0:
+            raise PlanError(f"LIMIT must be >= 0, got {limit}")
+        self.inputs = [child]
+        self.keys = list(keys)
+        self.limit = limit
+        self.offset = offset
+        self.schema = child.schema
+        self.time_col = child.time_col
+
+    def label(self) -> str:
+        order = ", ".join(f"{k} {'ASC' if a else 'DESC'}" for k, a in self.keys)
+        return f"SortLimit(orderBy=[{order}], offset=[{self.offset}], fetch=[{self.limit}])"
+
+
+class Lateral(PlanNode):
+    def __init__(self, child: PlanNode, call: Any, left_outer: bool = False):
+        super().__init__()
+        self.inputs = [child]
+        self.call = call
+        self.left_outer = left_outer
+        clash = set(call.names) & set(child.schema.names)
+        if clash:
+            raise PlanError(f"table function {call.fn.name!r} columns {sorted(clash)} clash with the table's")
+        for a in call.args:
+            infer_type(a, child.schema)
+        self.schema = pa.schema(list(child.schema) + [pa.field(n, t) for n, t in
+                                                      zip(call.names, call.fn.result_types)])
+        self.changelog = child.changelog
+        self.time_col = child.time_col
+
+    def label(self) -> str:
+        return f"Correlate(invocation=[{self.call.fn.name}], select=[{', '.join(self.schema.names)}])"
+
+
+# ---------------------------------------------------------------- explain
+
+def explain_plan(node: PlanNode, indent: int = 0) -> str:
+    lines = [" " * indent + node.label()]
+    for c in node.inputs:
+        lines.append(explain_plan(c, indent + 2))
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- compile
+
+class Compiler:
+    """Builds the DataStream for a plan (each node once)."""
+
+    def __init__(self, env: Any, streaming: bool):
+        self.env = env
+        self.streaming = streaming
+        self.built: dict[int, Any] = {}
+
+    def build(self, node: PlanNode) -> Any:
+        s = self.built.get(node.id)
+        if s is None:
+            s = getattr(self, "_" + type(node).__name__.lower())(node)
+            self.built[node.id] = s
+        return s
+
+    # -- nodes ------------------------------------------------------------------
+    def _scan(self, node: Scan) -> Any:
+        from fastops.datastream import DataStream
+
+        env = self.env
+        if node.kind == "arrow":
+            s = env.from_arrow(node.payload, batch_size=node.batch_size)
+        elif node.kind == "parquet":
+            s = env.from_parquet(node.payload, batch_size=node.batch_size)
+        elif node.kind == "csv":
+            s = env.from_csv(node.payload, batch_size=node.batch_size, schema=node.schema)
+        elif node.kind == "stream":
+            s = node.payload
+            if s.env is not env:
+                raise PlanError("a query mixes DataStreams of different StreamEnvironments")
+            return s
+        else:  # pragma: no cover
+            raise PlanError(f"unknown source kind {node.kind!r}")
+        if self.streaming and node.watermark_ms is not None and node.time_col is not None:
+            s = s.with_watermark(node.time_col, max_out_of_orderness=node.watermark_ms)
+        elif node.time_col is not None:
+            s = DataStream(s.env, s.node, s.tag, time_column=node.time_col)
+        return s
+
+    def _calc(self, child: PlanNode, items: Optional[list], predicate: Optional[Expr],
+              schema: Optional[pa.Schema], label: str) -> Any:
+        from fastops.table.operators import EvalOperator
+
+        s = self.build(child)
+        return s.transform(label, lambda: EvalOperator(items, predicate, schema, label))
+
+    def _project(self, node: Project) -> Any:
+        from fastops.datastream import DataStream
+
+        child = node.inputs[0]
+        pred = None
+        if isinstance(child, Filter) and child.id not in self.built:
+            pred = child.predicate
+            child = child.inputs[0]
+        s = self._calc(child, node.items, pred, node.schema, "calc")
+        return DataStream(s.env, s.node, s.tag, time_column=node.time_col)
+
+    def _filter(self, node: Filter) -> Any:
+        return self._calc(node.inputs[0], None, node.predicate, None, "where")
+
+    def _windowtvf(self, node: WindowTVF) -> Any:
+        from fastops.datastream import DataStream
+        from fastops.table.operators import WindowAssign
+
+        w = node.window
+        if w.kind == "session":
+            raise PlanError("a SESSION window TVF can only be used with GROUP BY window_start, window_end, ...")
+        s = self.build(node.inputs[0])
+        size = w.size
+        s = s.transform(f"window_tvf({w.kind})",
+                        lambda: WindowAssign(w.kind, w.time_col, size, w.slide, w.offset))
+        return DataStream(s.env, s.node, s.tag, time_column="window_time")
+
+    def _aggregate(self, node: Aggregate) -> Any:
+        from fastops.datastream import DataStream
+        from fastops.table.changelog import ChangelogAggregate
+        from fastops.table.expressions import Lit
+        from fastops.table.operators import CumulateExpand, EvalOperator, FinalAggregate
+
+        child = node.inputs[0]
+        s = self.build(child)
+        keys = list(node.keys)
+        in_schema = child.schema
+        if node.window is None:
+            aggs_factory = node.make_aggs
+            if self.streaming:
+                factory = lambda: ChangelogAggregate(keys, aggs_factory(), in_schema)  # noqa: E731
+            else:
+                out_schema = node.schema
+                factory = lambda: FinalAggregate(keys, aggs_factory(), out_schema, in_schema)  # noqa: E731
+            if keys:
+                return s.key_by(*keys).transform("group_by", factory)
+            return s._then("group_by", factory, 1, "forward" if s.node.parallelism == 1 else "rebalance")
+        w = node.window
+        time_col = w.time_col
+        if w.kind == "cumulate":
+            size, step, off = w.size, w.slide, w.offset
+            s = s.transform("cumulate", lambda: CumulateExpand(time_col, size, step, off, "__cstart", "__cts"))
+            keys = keys + ["__cstart"]
+            time_col = "__cts"
+        if not keys:
+            const = [(n, Col(n)) for n in in_schema.names] + [("__g", Lit(0, pa.int8()))]
+            s = s.transform("key", lambda: EvalOperator(const, None, None, "key"))
+            keys = ["__g"]
+        s = DataStream(s.env, s.node, s.tag, time_column=time_col)
+        out = s.key_by(*keys).window(w.engine_window()).aggregate(**node.make_aggs())
+        if w.kind == "cumulate" or keys == ["__g"]:
+            items: list = []
+            for f in node.schema:
+                if f.name == "window_start" and w.kind == "cumulate":
+                    items.append(("window_start", _CastMs(Col("__cstart"))))
+                else:
+                    items.append((f.name, Col(f.name)))
+            sch = node.schema
+            out = out.transform("calc", lambda: EvalOperator(items, None, sch, "calc"))
+        return out
+
+    def _join(self, node: Join) -> Any:
+        from fastops.datastream import DataStream
+        from fastops.runtime.graph import Node
+        from fastops.table.operators import HashJoin
+
+        left = self.build(node.inputs[0])
+        right = self.build(node.inputs[1])
+        lk, rk, how = node.left_keys, node.right_keys, node.how
+        ls, rs = node.inputs[0].schema, node.inputs[1].schema
+        p = self.env.parallelism
+        g = Node(f"join({how})", p, factory=lambda: HashJoin(lk, rk, how, ls, rs),
+                 inputs=[left._edge("hash", tuple(lk), 0), right._edge("hash", tuple(rk), 1)])
+        return DataStream(self.env, g)
+
+    def _union(self, node: Union) -> Any:
+        streams = [self.build(c) for c in node.inputs]
+        return streams[0].union(*streams[1:])
+
+    def _sort(self, node: Sort) -> Any:
+        from fastops.table.operators import GatherSort
+
+        s = self.build(node.inputs[0])
+        keys, limit, offset = node.keys, node.limit, node.offset
+        return s._then("sort", lambda: GatherSort(keys, limit, offset), 1,
+                       "forward" if s.node.parallelism == 1 else "rebalance")
+
+    def _lateral(self, node: Lateral) -> Any:
+        from fastops.table.operators import LateralExpand
+
+        s = self.build(node.inputs[0])
+        call, outer = node.call, node.left_outer
+        return s.transform("lateral", lambda: LateralExpand(call, call.names, outer))
+
+
+class _CastMs(Expr):
+    """int64 milliseconds -> timestamp[ms]."""
+
+    def __init__(self, e: Expr):
+        self.e = e
+
+    def eval(self, batch):
+        v = broadcast(self.e.eval(batch), batch.num_rows)
+        return v.cast(pa.int64()).cast(_TS)
+
+
+def window_time_expr() -> Expr:
+    """``window_time = window_end - 1 ms`` (the rowtime of a window's result)."""
+    return Call("subtract", [Col("window_end"), Interval(1)])
+
+
+def stream_sources(node: PlanNode) -> list:
+    out = []
+    if isinstance(node, Scan) and node.kind == "stream":
+        out.append(node.payload)
+    for c in node.inputs:
+        out.extend(stream_sources(c))
+    return out
+
+
+def compile_plan(node: PlanNode, streaming: bool, parallelism: int = 1) -> Any:
+    """The DataStream computing ``node`` (in a new StreamEnvironment unless the
+    plan reads DataStreams, whose environment is then used)."""
+    from fastops.datastream import StreamEnvironment
+
+    streams = stream_sources(node)
+    env = streams[0].env if streams else StreamEnvironment(parallelism=parallelism)
+    return Compiler(env, streaming).build(node)
+
+
+def to_table(batches_table: pa.Table, schema: pa.Schema, changelog: bool) -> pa.Table:
+    """Collected output with the plan's schema (and the op column if a changelog)."""
+    names = list(schema.names) + ([OP_COLUMN] if changelog else [])
+    if batches_table.num_rows == 0 or batches_table.num_columns == 0:
+        fields = list(schema) + ([pa.field(OP_COLUMN, pa.int8())] if changelog else [])
+        return pa.table({f.name: pa.array([], f.type) for f in fields}, schema=pa.schema(fields))
+    cols = []
+    for n in names:
+        if n not in batches_table.schema.names:
+            if n == OP_COLUMN:
+                cols.append(pa.array(np.zeros(batches_table.num_rows, np.int8)))
+                continue
+            raise PlanError(f"internal: column {n!r} missing from the job's output")
+        c = batches_table.column(n)
+        if n != OP_COLUMN:
+            t = schema.field(n).type
+            if c.type != t:
+                c = c.cast(t)
+        cols.append(c)
+    return pa.table(cols, names=names)

@@ -1,0 +1,857 @@
+"""SQL: sqlglot's AST -> Table plans (``sql_query``) and statements (``execute_sql``).
+
+Parsing is sqlglot's. Flink syntax sqlglot does not know is normalised on its
+tokens first, keeping every character position (so error positions stay
+right): backquoted identifiers become double-quoted, ``TABLE t`` inside a
+window TVF becomes ``t``, ``SESSION`` TVF's ``PARTITION BY`` keys are noted
+and blanked, plural interval units (``MINUTES``) become singular, and a
+``CREATE TABLE``'s ``WATERMARK FOR ts AS ts - INTERVAL ...`` is noted and
+blanked. Names of user-defined functions are removed from sqlglot's function
+table for the statement, so ``split(s)`` reaches the UDF.
+
+Supported: SELECT with expressions, ``*``, WHERE, GROUP BY, HAVING, ORDER BY,
+LIMIT / OFFSET, DISTINCT, [INNER | LEFT | RIGHT | FULL] JOIN ... ON
+equalities (plus other conditions for inner joins), subqueries in FROM,
+WITH, UNION [ALL], CAST, CASE, IN, BETWEEN, LIKE, IS [NOT] NULL, string and
+math functions, UDF / UDAF calls, LATERAL TABLE(udtf(...)), the window TVFs
+``TUMBLE``, ``HOP``, ``CUMULATE``, ``SESSION`` (positional or named
+arguments) with ``GROUP BY window_start, window_end, ...``,
+``APPROX_COUNT_DISTINCT``, ``PERCENTILE_APPROX``.
+
+Semantics to know: ``/`` on integers is integer division (Flink); ``AVG``
+is DOUBLE (Flink keeps the input type); a ``GROUP BY`` without a window in
+streaming mode gives a changelog.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+import pyarrow as pa
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from fastops.table.expressions import (AggCall, Call, Case, Cast, Col, Expr, InList, Interval, Lit, UdfCall)
+from fastops.table.plan import Filter, Join, Lateral, PlanError, PlanNode, Project, Sort, WindowDef, WindowTVF
+from fastops.table.types import to_arrow
+
+__all__ = ["SqlError", "parse", "compile_query", "split_equi_join", "preprocess"]
+
+
+class SqlError(PlanError):
+    """A SQL statement that cannot be parsed or planned; says what and where."""
+
+
+# ---------------------------------------------------------------- preprocessing
+
+_TVFS = {"TUMBLE", "HOP", "CUMULATE", "SESSION"}
+_UNITS = {"MILLISECONDS": "MILLISECOND", "SECONDS": "SECOND", "MINUTES": "MINUTE", "HOURS": "HOUR",
+          "DAYS": "DAY", "WEEKS": "WEEK", "MONTHS": "MONTH", "YEARS": "YEAR"}
+
+
+@dataclass
+class Prepared:
+    sql: str
+    session_partitions: list = field(default_factory=list)  # per SESSION call, in order
+    watermarks: list = field(default_factory=list)  # (column, expression text)
+
+
+def _backticks(sql: str) -> str:
+    out = []
+    quote = None
+    for ch in sql:
+        if quote:
+            if ch == quote:
+                quote = None
+            out.append('"' if ch == "`" and quote is None else ch)
+            continue
+        if ch == "'":
+            quote = "'"
+        elif ch == "`":
+            out.append('"')
+            quote = "`"
+            continue
+        out.append(ch)
+    return "".join(out)
+
+
+def preprocess(sql: str) -> Prepared:
+    """Normalise Flink syntax on sqlglot's tokens, keeping positions."""
+    sql = _backticks(sql)
+    try:
+        toks = sqlglot.tokenize(sql)
+    except TokenError as exc:
+        raise SqlError(f"cannot read the SQL statement: {exc}") from None
+    chars = list(sql)
+    prep = Prepared(sql)
+
+    def blank(a: int, b: int) -> None:  # inclusive
+        for i in range(a, b + 1):
+            if chars[i] not in "\n":
+                chars[i] = " "
+
+    def put(pos: int, text: str) -> None:
+        chars[pos:pos + len(text)] = list(text)
+
+    depth_stack: list[str] = []  # per open paren: the TVF name or ""
+    n = len(toks)
+    i = 0
+    while i < n:
+        t = toks[i]
+        up = t.text.upper()
+        typ = t.token_type.name
+        if typ == "L_PAREN":
+            prev = toks[i - 1].text.upper() if i else ""
+            depth_stack.append(prev if prev in _TVFS else "")
+        elif typ == "R_PAREN":
+            if depth_stack:
+                depth_stack.pop()
+        elif up == "SESSION" and i + 1 < n and toks[i + 1].token_type.name == "L_PAREN":
+            put(t.start, "SESSWIN")
+        elif up == "TABLE" and depth_stack and depth_stack[-1] in _TVFS:
+            blank(t.start, t.end)
+        elif typ == "PARTITION_BY" and depth_stack and depth_stack[-1] == "SESSION":
+            # keys up to the next comma at this depth: "k" or "(k1, k2)"
+            j = i + 1
+            keys = []
+            level = 0
+            while j < n:
+                tj = toks[j]
+                if tj.token_type.name == "L_PAREN":
+                    level += 1
+                elif tj.token_type.name == "R_PAREN":
+                    if level == 0:
+                        break
+                    level -= 1
+                elif tj.token_type.name == "COMMA" and level == 0:
+                    break
+                elif tj.token_type.name not in ("COMMA",):
+                    keys.append(tj.text)
+                j += 1
+            prep.session_partitions.append(keys)
+            blank(t.start, toks[j - 1].end)
+            i = j
+            continue
+        elif up in _UNITS and i and toks[i - 1].token_type.name in ("STRING", "NUMBER"):
+            put(t.start, _UNITS[up].ljust(len(t.text)))
+        elif up == "WATERMARK" and i + 1 < n and toks[i + 1].text.upper() == "FOR":
+            j = i + 2
+            level = 0
+            while j < n:
+                tj = toks[j]
+                if tj.token_type.name == "L_PAREN":
+                    level += 1
+                elif tj.token_type.name == "R_PAREN":
+                    if level == 0:
+                        break
+                    level -= 1
+                elif tj.token_type.name == "COMMA" and level == 0:
+                    break
+                j += 1
+            text = sql[toks[i + 2].start:toks[j - 1].end + 1]
+            m = re.match(r"\s*([\"\w]+)\s+AS\s+(.*)$", text, re.IGNORECASE | re.DOTALL)
+            if m is None:
+                raise SqlError(f"cannot read the WATERMARK clause {text!r} (expected WATERMARK FOR ts AS "
+                               f"ts - INTERVAL '2' SECOND)")
+            prep.watermarks.append((m.group(1).strip('"'), m.group(2)))
+            start = toks[i - 1].start if i and toks[i - 1].token_type.name == "COMMA" else t.start
+            blank(start, toks[j - 1].end)
+            i = j
+            continue
+        elif up == "ENFORCED" and i and toks[i - 1].text.upper() == "NOT":
+            blank(toks[i - 1].start, t.end)
+        i += 1
+    prep.sql = "".join(chars)
+    return prep
+
+
+_DIALECTS: dict[frozenset, Any] = {}
+
+
+def _dialect(udf_names: frozenset) -> Any:
+    """A sqlglot dialect whose function table leaves the UDF names alone."""
+    d = _DIALECTS.get(udf_names)
+    if d is None:
+        from sqlglot.dialects.dialect import Dialect
+        from sqlglot.parser import Parser
+
+        class _Parser(Parser):
+            FUNCTIONS = {k: v for k, v in Parser.FUNCTIONS.items() if k not in udf_names}
+
+        d = type(f"_FastopsSQL{len(_DIALECTS)}", (Dialect,), {"Parser": _Parser})()
+        _DIALECTS[udf_names] = d
+    return d
+
+
+def parse(sql: str, udf_names: Sequence[str] = ()) -> tuple[exp.Expression, Prepared]:
+    prep = preprocess(sql)
+    try:
+        tree = sqlglot.parse_one(prep.sql, dialect=_dialect(frozenset(n.upper() for n in udf_names)))
+    except ParseError as exc:
+        errs = getattr(exc, "errors", None) or []
+        where = ""
+        if errs:
+            e0 = errs[0]
+            where = f" at line {e0.get('line')}, column {e0.get('col')}"
+            hl = e0.get("highlight")
+            if hl:
+                where += f" (near {hl!r})"
+            desc = e0.get("description", "")
+        else:
+            desc = str(exc)
+        raise SqlError(f"SQL parse error{where}: {desc}") from None
+    return tree, prep
+
+
+# ---------------------------------------------------------------- scopes
+
+def _pos(node: Any) -> str:
+    for n in ([node] + list(node.walk()) if isinstance(node, exp.Expression) else []):
+        meta = getattr(n, "_meta", None) or {}
+        if "line" in meta:
+            return f" at line {meta['line']}, column {meta['col'] - (meta['end'] - meta['start'])}"
+    return ""
+
+
+@dataclass
+class ScopeCol:
+    qualifier: Optional[str]
+    name: str  # visible name
+    physical: str  # column in the plan
+
+
+class Scope:
+    def __init__(self, cols: list[ScopeCol]):
+        self.cols = cols
+
+    @staticmethod
+    def of(node: PlanNode, qualifier: Optional[str]) -> "Scope":
+        return Scope([ScopeCol(qualifier, n, n) for n in node.schema.names])
+
+    def resolve(self, name: str, qualifier: Optional[str], node: Any) -> str:
+        hits = [c for c in self.cols if c.name.lower() == name.lower()
+                and (qualifier is None or (c.qualifier or "").lower() == qualifier.lower())]
+        exact = [c for c in hits if c.name == name]
+        if len(exact) == 1:
+            return exact[0].physical
+        if len(hits) == 1:
+            return hits[0].physical
+        full = f"{qualifier}.{name}" if qualifier else name
+        if not hits:
+            known = ", ".join(sorted({(c.qualifier + "." if c.qualifier else "") + c.name for c in self.cols}))
+            raise SqlError(f"column {full!r} not found{_pos(node)}; available: {known}")
+        raise SqlError(f"column {full!r} is ambiguous{_pos(node)}; qualify it with a table name")
+
+    def star(self, qualifier: Optional[str]) -> list[tuple[str, str]]:
+        out = [(c.name, c.physical) for c in self.cols
+               if qualifier is None or (c.qualifier or "").lower() == qualifier.lower()]
+        return out
+
+
+# ---------------------------------------------------------------- compiler
+
+_UNIT_MS = {"MILLISECOND": 1, "SECOND": 1000, "MINUTE": 60_000, "HOUR": 3_600_000, "DAY": 86_400_000,
+            "WEEK": 7 * 86_400_000}
+
+_BIN = {exp.Add: "add", exp.Sub: "subtract", exp.Mul: "multiply", exp.Div: "divide", exp.Mod: "mod",
+        exp.EQ: "equal", exp.NEQ: "not_equal", exp.GT: "greater", exp.GTE: "greater_equal",
+        exp.LT: "less", exp.LTE: "less_equal", exp.And: "and_kleene", exp.Or: "or_kleene",
+        exp.DPipe: "concat", exp.Pow: "power"}
+_UNARY = {exp.Upper: "upper", exp.Lower: "lower", exp.Length: "char_length", exp.Abs: "abs",
+          exp.Floor: "floor", exp.Ceil: "ceil", exp.Sqrt: "sqrt", exp.Ln: "ln", exp.Exp: "exp"}
+_NAMED = {"UPPER": "upper", "LOWER": "lower", "CHAR_LENGTH": "char_length", "CHARACTER_LENGTH": "char_length",
+          "ABS": "abs", "FLOOR": "floor", "CEIL": "ceil", "CEILING": "ceil", "SQRT": "sqrt", "LN": "ln",
+          "EXP": "exp", "POWER": "power", "LOG10": "log10", "LTRIM": "ltrim", "RTRIM": "rtrim",
+          "CONCAT": "concat", "MOD": "mod"}
+
+
+def interval_ms(node: Any) -> int:
+    """Milliseconds of an ``INTERVAL 'n' UNIT`` literal."""
+    if isinstance(node, exp.Interval):
+        this = node.this
+        unit = node.args.get("unit")
+        value = this.this if isinstance(this, exp.Literal) else this.sql()
+        uname = (unit.name if unit is not None else "").upper().rstrip("S") if unit is not None else ""
+        if not uname:
+            from fastops.durations import parse_duration
+
+            return parse_duration(str(value))
+        uname = {"MILLISECOND": "MILLISECOND", "MS": "MILLISECOND"}.get(uname, uname)
+        if uname not in _UNIT_MS:
+            raise SqlError(f"unsupported interval unit {unit.name!r}{_pos(node)}")
+        try:
+            return int(float(str(value).strip()) * _UNIT_MS[uname])
+        except ValueError:
+            raise SqlError(f"cannot read interval {node.sql()!r}{_pos(node)}") from None
+    raise SqlError(f"expected an INTERVAL, got {node.sql()!r}{_pos(node)}")
+
+
+class QueryCompiler:
+    def __init__(self, t_env: Any, prep: Prepared):
+        self.t_env = t_env
+        self.prep = prep
+        self.session_index = 0
+        self.ctes: dict[str, PlanNode] = {}
+
+    @property
+    def streaming(self) -> bool:
+        return self.t_env.mode == "streaming"
+
+    # -- FROM ----------------------------------------------------------------------
+    def table_ref(self, name: str, node: Any) -> PlanNode:
+        if name in self.ctes:
+            return self.ctes[name]
+        try:
+            return self.t_env._lookup(name)._node
+        except KeyError:
+            known = ", ".join(sorted(self.t_env.list_tables())) or "none"
+            raise SqlError(f"table {name!r} not found{_pos(node)}; known tables and views: {known}") from None
+
+    def from_item(self, item: Any) -> tuple[PlanNode, Scope]:
+        alias = item.alias_or_name if isinstance(item, (exp.Table, exp.Subquery)) else None
+        if isinstance(item, exp.Table):
+            inner = item.this
+            if isinstance(inner, exp.Anonymous) and inner.name.upper() == "TABLE":
+                node = self.tvf(inner)
+                alias = item.alias or None
+                return node, Scope.of(node, alias)
+            if isinstance(inner, (exp.Anonymous, exp.Func)) and not isinstance(inner, exp.Identifier):
+                raise SqlError(f"unsupported table expression {inner.sql()!r}{_pos(inner)}")
+            name = item.name
+            node = self.table_ref(name, item)
+            return node, Scope.of(node, item.alias or name)
+        if isinstance(item, exp.Subquery):
+            node = self.query(item.this)
+            return node, Scope.of(node, item.alias or None)
+        if isinstance(item, exp.Lateral):
+            raise SqlError(f"LATERAL must follow a table{_pos(item)}")
+        raise SqlError(f"unsupported FROM item {item.sql()!r}{_pos(item)}")
+
+    def tvf(self, table_fn: exp.Anonymous) -> PlanNode:
+        args = table_fn.expressions
+        if len(args) != 1:
+            raise SqlError(f"TABLE(...) takes one table function call{_pos(table_fn)}")
+        call = args[0]
+        fname = call.name.upper() if isinstance(call, (exp.Anonymous, exp.Func)) else ""
+        if fname == "SESSWIN":
+            fname = "SESSION"
+        if fname not in _TVFS:
+            raise SqlError(f"unsupported table function {call.sql()!r}{_pos(call)}; "
+                           "known: TUMBLE, HOP, CUMULATE, SESSION")
+        params = list(call.expressions)
+        named: dict[str, Any] = {}
+        positional = []
+        for p in params:
+            if isinstance(p, exp.Kwarg):
+                named[p.this.name.upper()] = p.expression
+            else:
+                positional.append(p)
+        order = {"TUMBLE": ["DATA", "TIMECOL", "SIZE", "OFFSET"],
+                 "HOP": ["DATA", "TIMECOL", "SLIDE", "SIZE", "OFFSET"],
+                 "CUMULATE": ["DATA", "TIMECOL", "STEP", "SIZE", "OFFSET"],
+                 "SESSION": ["DATA", "TIMECOL", "GAP"]}[fname]
+        for k, v in zip(order, positional):
+            named.setdefault(k, v)
+        missing = [k for k in order if k != "OFFSET" and k not in named]
+        if missing:
+            raise SqlError(f"{fname} needs {', '.join(missing)}{_pos(call)}")
+        data = named["DATA"]
+        if isinstance(data, exp.Column):
+            child = self.table_ref(data.name, data)
+        elif isinstance(data, (exp.Subquery, exp.Select)):
+            child = self.query(data.this if isinstance(data, exp.Subquery) else data)
+        else:
+            raise SqlError(f"{fname}: DATA must be TABLE name{_pos(data)}")
+        tc = named["TIMECOL"]
+        if not (isinstance(tc, exp.Anonymous) and tc.name.upper() == "DESCRIPTOR" and tc.expressions):
+            raise SqlError(f"{fname}: the time column must be DESCRIPTOR(column){_pos(tc)}")
+        time_col = tc.expressions[0].name
+        if time_col not in child.schema.names:
+            raise SqlError(f"{fname}: DESCRIPTOR column {time_col!r} not found{_pos(tc)}; "
+                           f"columns: {', '.join(child.schema.names)}")
+        offset = interval_ms(named["OFFSET"]) if "OFFSET" in named else 0
+        if fname == "TUMBLE":
+            w = WindowDef("tumble", time_col, size=interval_ms(named["SIZE"]), offset=offset)
+        elif fname == "HOP":
+            w = WindowDef("hop", time_col, size=interval_ms(named["SIZE"]), slide=interval_ms(named["SLIDE"]),
+                          offset=offset)
+        elif fname == "CUMULATE":
+            w = WindowDef("cumulate", time_col, size=interval_ms(named["SIZE"]),
+                          slide=interval_ms(named["STEP"]), offset=offset)
+        else:
+            part = self.prep.session_partitions[self.session_index] \
+                if self.session_index < len(self.prep.session_partitions) else []
+            self.session_index += 1
+            w = WindowDef("session", time_col, gap=interval_ms(named["GAP"]),
+                          partition=[p.strip('"') for p in part])
+        return WindowTVF(child, w)
+
+    def from_clause(self, select: exp.Select) -> tuple[Optional[PlanNode], Scope]:
+        frm = select.args.get("from") or select.args.get("from_")
+        if frm is None:
+            return None, Scope([])
+        node, scope = self.from_item(frm.this)
+        for j in select.args.get("joins") or []:
+            node, scope = self.join(node, scope, j)
+        return node, scope
+
+    def join(self, left: PlanNode, lscope: Scope, j: exp.Join) -> tuple[PlanNode, Scope]:
+        item = j.this
+        if isinstance(item, exp.Lateral) or (isinstance(item, exp.Table) and isinstance(item.this, exp.Anonymous)
+                                              and item.this.name.upper() == "TABLE" and j.args.get("kind") is None
+                                              and False):
+            return self.lateral(left, lscope, item, j)
+        if isinstance(item, exp.Table) and isinstance(item.this, exp.Anonymous) and \
+                item.this.name.upper() == "TABLE" and item.this.expressions and \
+                isinstance(item.this.expressions[0], exp.Anonymous) and \
+                item.this.expressions[0].name.upper() not in _TVFS | {"SESSWIN"}:
+            return self.lateral(left, lscope, item, j)
+        right, rscope = self.from_item(item)
+        # unique physical names: right columns clashing with the left get a numeric suffix (k -> k0)
+        taken = set(left.schema.names)
+        items = []
+        new_cols = []
+        for c in rscope.cols:
+            phys = c.physical
+            name = phys
+            k = 0
+            while name in taken:
+                name = f"{phys}{k}"
+                k += 1
+            taken.add(name)
+            items.append((name, Col(phys)))
+            new_cols.append(ScopeCol(c.qualifier, c.name, name))
+        if any(n != e.col for n, e in items):
+            right = Project(right, items)
+        scope = Scope(lscope.cols + new_cols)
+        side = (j.args.get("side") or "").upper()
+        kind = (j.args.get("kind") or "").upper()
+        how = {"LEFT": "left outer", "RIGHT": "right outer", "FULL": "full outer"}.get(side, "inner")
+        on = j.args.get("on")
+        if kind == "CROSS" or on is None:
+            if j.args.get("using"):
+                raise SqlError(f"JOIN ... USING is not supported; use ON{_pos(j)}")
+            raise SqlError(f"a join needs ON with equality conditions (cross joins are not supported){_pos(j)}")
+        cond = self.expr(on, scope)
+        lk, rk, rest = split_equi_join(cond, left.schema.names, right.schema.names)
+        if not lk:
+            raise SqlError(f"join condition {on.sql()!r} has no equality between the two sides{_pos(on)}")
+        node: PlanNode = Join(left, right, lk, rk, how)
+        if rest is not None:
+            if how != "inner":
+                raise SqlError(f"an outer join condition must be equalities only: {on.sql()!r}{_pos(on)}")
+            node = Filter(node, rest)
+        return node, scope
+
+    def lateral(self, left: PlanNode, lscope: Scope, item: Any, j: Any) -> tuple[PlanNode, Scope]:
+        fn_call = item.this if isinstance(item, exp.Lateral) else item
+        if isinstance(fn_call, exp.Table):
+            fn_call = fn_call.this
+        if isinstance(fn_call, exp.Anonymous) and fn_call.name.upper() == "TABLE":
+            fn_call = fn_call.expressions[0]
+        fname = fn_call.name
+        f = self.t_env._function(fname)
+        if f is None or getattr(f, "kind", "") != "table":
+            raise SqlError(f"table function {fname!r} not found{_pos(fn_call)}")
+        args = [self.expr(a, lscope) for a in fn_call.expressions]
+        call = f(*args)
+        alias = item.args.get("alias")
+        if alias is not None and alias.columns:
+            call.alias(*[c.name for c in alias.columns])
+        side = (j.args.get("side") or "").upper() if j is not None else ""
+        node = Lateral(left, call, left_outer=side == "LEFT")
+        qual = alias.name if alias is not None and alias.name else None
+        return node, Scope(lscope.cols + [ScopeCol(qual, n, n) for n in call.names])
+
+    # -- queries ---------------------------------------------------------------------
+    def query(self, q: Any) -> PlanNode:
+        with_ = q.args.get("with") or q.args.get("with_")
+        if with_ is not None:
+            for cte in with_.expressions:
+                self.ctes[cte.alias] = self.query(cte.this)
+        if isinstance(q, exp.Union):
+            from fastops.table.table import _union, build_aggregate
+
+            left = self.query(q.this)
+            right = self.query(q.expression)
+            node = _union([left, right])
+            if q.args.get("distinct"):
+                node = build_aggregate(node, [Col(n) for n in node.schema.names],
+                                       [(n, Col(n)) for n in node.schema.names], None, None, self.streaming)
+            return self.order_limit(q, node, None, [])
+        if isinstance(q, (exp.Intersect, exp.Except)):
+            raise SqlError(f"{type(q).__name__.upper()} is not supported{_pos(q)}")
+        if isinstance(q, exp.Subquery):
+            return self.query(q.this)
+        if not isinstance(q, exp.Select):
+            raise SqlError(f"expected a query, got {type(q).__name__.upper()}{_pos(q)}")
+        return self.select(q)
+
+    def select(self, q: exp.Select) -> PlanNode:
+        from fastops.table.table import build_aggregate
+
+        for key in ("windows", "qualify", "pivots"):
+            if q.args.get(key):
+                raise SqlError(f"{key.upper()} is not supported")
+        node, scope = self.from_clause(q)
+        if node is None:
+            raise SqlError("SELECT without FROM is not supported")
+        where = q.args.get("where")
+        if where is not None:
+            node = Filter(node, self.expr(where.this, scope))
+        items: list[tuple[str, Expr]] = []
+        for i, p in enumerate(q.expressions):
+            if isinstance(p, exp.Star) or (isinstance(p, exp.Column) and isinstance(p.this, exp.Star)):
+                qual = p.table if isinstance(p, exp.Column) else None
+                for vis, phys in scope.star(qual or None):
+                    if vis in _HIDDEN_TVF and isinstance(node, WindowTVF) is False and False:
+                        continue
+                    items.append((self._unique(vis, items, phys), Col(phys)))
+                continue
+            if isinstance(p, exp.Alias):
+                name = p.alias
+                e = self.expr(p.this, scope)
+            else:
+                e = self.expr(p, scope)
+                name = p.alias_or_name if isinstance(p, exp.Column) else f"EXPR${i}"
+            items.append((name, e))
+        group = q.args.get("group")
+        having = q.args.get("having")
+        aliases = {n: e for n, e in items}
+        has_agg = any(e.contains_agg() for _, e in items)
+        if group is not None or having is not None or has_agg:
+            keys = []
+            for g in (group.expressions if group is not None else []):
+                if isinstance(g, exp.Literal) and not g.is_string:
+                    keys.append(items[int(g.this) - 1][1])
+                    continue
+                if isinstance(g, exp.Column) and not g.table and g.name in aliases and \
+                        not any(c.name.lower() == g.name.lower() for c in scope.cols):
+                    keys.append(aliases[g.name])
+                    continue
+                keys.append(self.expr(g, scope))
+            hv = self.expr(having.this, scope, aliases) if having is not None else None
+            window, src = self.window_source(node, keys)
+            if window is None and isinstance(_through_filters(node), WindowTVF) and \
+                    _through_filters(node).window.kind == "session":
+                raise SqlError("a SESSION window TVF needs GROUP BY window_start, window_end")
+            plan = build_aggregate(src, keys, items, hv, window, self.streaming)
+            if q.args.get("distinct"):
+                plan = build_aggregate(plan, [Col(n) for n in plan.schema.names],
+                                       [(n, Col(n)) for n in plan.schema.names], None, None, self.streaming)
+            return self.order_limit(q, plan, scope, items)
+        plan = Project(node, items)
+        if q.args.get("distinct"):
+            plan = build_aggregate(plan, [Col(n) for n in plan.schema.names],
+                                   [(n, Col(n)) for n in plan.schema.names], None, None, self.streaming)
+        return self.order_limit(q, plan, scope, items)
+
+    @staticmethod
+    def _unique(name: str, items: list, phys: str) -> str:
+        names = {n for n, _ in items}
+        return name if name not in names else phys
+
+    def window_source(self, node: PlanNode, keys: list[Expr]) -> tuple[Optional[WindowDef], PlanNode]:
+        """A windowed aggregate if ``node`` is a window TVF (through filters that
+        do not use window columns) and the keys include window_start and window_end."""
+        filters = []
+        cur = node
+        while isinstance(cur, Filter):
+            filters.append(cur)
+            cur = cur.inputs[0]
+        if not isinstance(cur, WindowTVF):
+            return None, node
+        kc = {k.col for k in keys if isinstance(k, Col)}
+        if not {"window_start", "window_end"} <= kc:
+            return None, node
+        for f in filters:
+            if f.predicate.columns() & {"window_start", "window_end", "window_time"}:
+                return None, node
+        src = cur.inputs[0]
+        for f in reversed(filters):
+            src = Filter(src, f.predicate)
+        w = cur.window
+        if w.kind == "session" and w.partition:
+            kn = {k.col for k in keys if isinstance(k, Col)} - {"window_start", "window_end", "window_time"}
+            missing = [p for p in w.partition if p not in kn]
+            if missing:
+                raise SqlError(f"SESSION partition key(s) {missing} must be in GROUP BY")
+        return w, src
+
+    def order_limit(self, q: Any, plan: PlanNode, scope: Optional[Scope], items: list) -> PlanNode:
+        order = q.args.get("order")
+        limit = q.args.get("limit")
+        offset = q.args.get("offset")
+        keys: list[tuple[str, bool]] = []
+        if order is not None:
+            by_repr = {repr(e): n for n, e in items}
+            for o in order.expressions:
+                e = o.this
+                asc = not o.args.get("desc")
+                name = None
+                if isinstance(e, exp.Literal) and not e.is_string:
+                    name = plan.schema.names[int(e.this) - 1]
+                elif isinstance(e, exp.Column) and not e.table and e.name in plan.schema.names:
+                    name = e.name
+                elif scope is not None:
+                    try:
+                        r = repr(self.expr(e, scope))
+                    except SqlError:
+                        r = None
+                    name = by_repr.get(r) if r is not None else None
+                if name is None:
+                    raise SqlError(f"ORDER BY {e.sql()!r} must name a column of the SELECT list{_pos(e)}")
+                keys.append((name, asc))
+        n = None
+        if limit is not None:
+            le = limit.args.get("expression") if limit.args.get("expression") is not None else limit.this
+            n = int(le.this) if isinstance(le, exp.Literal) else None
+            if n is None:
+                raise SqlError(f"LIMIT must be a number, got {le.sql()!r}")
+        off = 0
+        if offset is not None:
+            oe = offset.args.get("expression") if offset.args.get("expression") is not None else offset.this
+            off = int(oe.this)
+        if keys or n is not None or off:
+            return Sort(plan, keys, n, off)
+        return plan
+
+    # -- expressions -------------------------------------------------------------------
+    def expr(self, e: Any, scope: Scope, aliases: Optional[dict] = None) -> Expr:
+        x = self._expr(e, scope, aliases)
+        return x
+
+    def _expr(self, e: Any, scope: Scope, aliases: Optional[dict]) -> Expr:
+        rec = lambda a: self._expr(a, scope, aliases)  # noqa: E731
+        if isinstance(e, exp.Paren):
+            return rec(e.this)
+        if isinstance(e, exp.Column):
+            if isinstance(e.this, exp.Star):
+                raise SqlError(f"* is not allowed here{_pos(e)}")
+            try:
+                return Col(scope.resolve(e.name, e.table or None, e))
+            except SqlError:
+                if aliases is not None and not e.table and e.name in aliases:
+                    return aliases[e.name]
+                raise
+        if isinstance(e, exp.Literal):
+            if e.is_string:
+                return Lit(e.this)
+            s = e.this
+            try:
+                return Lit(int(s))
+            except ValueError:
+                return Lit(float(s))
+        if isinstance(e, exp.Boolean):
+            return Lit(bool(e.this))
+        if isinstance(e, exp.Null):
+            return Lit(None)
+        if isinstance(e, exp.Interval):
+            return Interval(interval_ms(e))
+        for cls, fn in _BIN.items():
+            if type(e) is cls:
+                return Call(fn, [rec(e.this), rec(e.expression)])
+        if isinstance(e, exp.Neg):
+            return Call("negate", [rec(e.this)])
+        if isinstance(e, exp.Not):
+            inner = e.this
+            if isinstance(inner, exp.Is):
+                return Call("is_valid", [rec(inner.this)])
+            return Call("invert", [rec(inner)])
+        if isinstance(e, exp.Is):
+            if isinstance(e.expression, exp.Null):
+                return Call("is_null", [rec(e.this)])
+            if isinstance(e.expression, exp.Boolean):
+                v = rec(e.this)
+                return Call("and_kleene", [Call("is_valid", [v]), Call("equal", [v, Lit(bool(e.expression.this))])])
+            raise SqlError(f"unsupported IS expression {e.sql()!r}{_pos(e)}")
+        if isinstance(e, exp.Like):
+            r = Call("like", [rec(e.this), rec(e.expression)])
+            return Call("invert", [r]) if e.args.get("negate") else r
+        if isinstance(e, exp.In):
+            if e.args.get("query") is not None:
+                raise SqlError(f"IN (subquery) is not supported{_pos(e)}")
+            vals = []
+            for v in e.expressions:
+                lv = rec(v)
+                if not isinstance(lv, Lit):
+                    raise SqlError(f"IN list values must be literals{_pos(v)}")
+                vals.append(lv.value)
+            r = InList(rec(e.this), vals)
+            return Call("invert", [r]) if e.args.get("negate") else r
+        if isinstance(e, exp.Between):
+            v = rec(e.this)
+            return Call("and_kleene", [Call("greater_equal", [v, rec(e.args["low"])]),
+                                       Call("less_equal", [v, rec(e.args["high"])])])
+        if isinstance(e, (exp.Cast, exp.TryCast)):
+            target = e.args["to"]
+            try:
+                t = to_arrow(target.sql())
+            except ValueError as exc:
+                raise SqlError(f"{exc}{_pos(e)}") from None
+            inner = rec(e.this)
+            if isinstance(inner, Lit) and isinstance(inner.value, str) and pa.types.is_timestamp(t):
+                try:
+                    return Lit(pa.scalar(inner.value).cast(t))
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                    raise SqlError(f"cannot read {inner.value!r} as {target.sql()}{_pos(e)}") from None
+            return Cast(inner, t)
+        if isinstance(e, exp.Case):
+            subject = rec(e.this) if e.this is not None else None
+            whens = []
+            for w in e.args.get("ifs") or []:
+                c = rec(w.this)
+                if subject is not None:
+                    c = Call("equal", [subject, c])
+                whens.append((c, rec(w.args["true"])))
+            d = e.args.get("default")
+            return Case(whens, rec(d) if d is not None else None)
+        if isinstance(e, exp.If):
+            return Case([(rec(e.this), rec(e.args["true"]))],
+                        rec(e.args["false"]) if e.args.get("false") is not None else None)
+        if isinstance(e, exp.Coalesce):
+            return Call("coalesce", [rec(e.this)] + [rec(x) for x in e.expressions])
+        if isinstance(e, exp.Concat):
+            return Call("concat", [rec(x) for x in e.expressions])
+        if isinstance(e, exp.Substring):
+            args = [rec(e.this), rec(e.args["start"])]
+            if e.args.get("length") is not None:
+                args.append(rec(e.args["length"]))
+            return Call("substring", args)
+        if isinstance(e, exp.Trim):
+            if e.args.get("expression") is not None:
+                raise SqlError(f"TRIM with characters is not supported{_pos(e)}")
+            return Call("trim", [rec(e.this)])
+        if isinstance(e, exp.Round):
+            d = e.args.get("decimals")
+            return Call("round", [rec(e.this), rec(d) if d is not None else Lit(0)])
+        for cls, fn in _UNARY.items():
+            if type(e) is cls:
+                return Call(fn, [rec(e.this)])
+        agg = self._agg(e, scope, aliases)
+        if agg is not None:
+            return agg
+        if isinstance(e, exp.Anonymous) or isinstance(e, exp.Func):
+            name = e.name if isinstance(e, exp.Anonymous) else (e.sql_name() if hasattr(e, "sql_name") else e.key)
+            args = [rec(a) for a in (e.expressions if isinstance(e, exp.Anonymous) else _func_args(e))]
+            f = self.t_env._function(name)
+            if f is not None:
+                if f.kind == "scalar":
+                    return UdfCall(f, args)
+                if f.kind == "aggregate":
+                    if len(args) != 1:
+                        raise SqlError(f"aggregate function {name!r} takes one argument{_pos(e)}")
+                    return AggCall("udaf", args[0], udaf=f)
+                raise SqlError(f"table function {name!r} used as a scalar{_pos(e)}; use LATERAL TABLE({name}(...))")
+            up = name.upper()
+            if up in _NAMED:
+                return Call(_NAMED[up], args)
+            if up in ("PERCENTILE_APPROX", "APPROX_PERCENTILE"):
+                return self._percentile(e, args)
+            if isinstance(e, exp.Window):
+                raise SqlError(f"OVER windows are not supported{_pos(e)}")
+            raise SqlError(f"unknown function {name!r}{_pos(e)}")
+        raise SqlError(f"unsupported SQL construct {type(e).__name__} ({e.sql()!r}){_pos(e)}")
+
+    def _percentile(self, e: Any, args: list) -> Expr:
+        if len(args) != 2 or not isinstance(args[1], Lit):
+            raise SqlError(f"PERCENTILE_APPROX(column, q) needs a literal q{_pos(e)}")
+        return AggCall("approx_percentile", args[0], (float(args[1].value),))
+
+    def _agg(self, e: Any, scope: Scope, aliases: Optional[dict]) -> Optional[Expr]:
+        rec = lambda a: self._expr(a, scope, aliases)  # noqa: E731
+        if isinstance(e, exp.Count):
+            this = e.this
+            if this is None or isinstance(this, exp.Star):
+                return AggCall("count", None)
+            if isinstance(this, exp.Distinct):
+                return AggCall("count", rec(this.expressions[0]), distinct=True)
+            return AggCall("count", rec(this))
+        simple = {exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max",
+                  exp.StddevPop: "stddev_pop", exp.StddevSamp: "stddev_samp", exp.Stddev: "stddev_samp",
+                  exp.VariancePop: "var_pop", exp.Variance: "var_samp",
+                  exp.ApproxDistinct: "approx_count_distinct"}
+        for cls, fn in simple.items():
+            if type(e) is cls:
+                if isinstance(e.this, exp.Distinct):
+                    return AggCall(fn, rec(e.this.expressions[0]), distinct=True)
+                return AggCall(fn, rec(e.this))
+        if type(e).__name__ in ("ApproxQuantile", "PercentileApprox", "ApproxPercentile"):
+            q = e.args.get("quantile") or e.args.get("expression")
+            return self._percentile(e, [rec(e.this), rec(q)])
+        return None
+
+
+_HIDDEN_TVF: set = set()
+
+
+def _through_filters(node: PlanNode) -> PlanNode:
+    while isinstance(node, Filter):
+        node = node.inputs[0]
+    return node
+
+
+def _func_args(e: exp.Func) -> list:
+    out = []
+    for k in e.arg_types:
+        v = e.args.get(k)
+        if v is None:
+            continue
+        if isinstance(v, list):
+            out.extend(v)
+        else:
+            out.append(v)
+    return out
+
+
+def split_equi_join(cond: Optional[Expr], left: Sequence[str], right: Sequence[str]
+                    ) -> tuple[list[str], list[str], Optional[Expr]]:
+    """Equalities ``left_col = right_col`` of an AND-ed join condition, and the rest."""
+    if cond is None:
+        return [], [], None
+    conj: list[Expr] = []
+
+    def flatten(c: Expr) -> None:
+        if isinstance(c, Call) and c.fn == "and_kleene":
+            for a in c.args:
+                flatten(a)
+        else:
+            conj.append(c)
+
+    flatten(cond)
+    lk, rk, rest = [], [], []
+    ls, rs = set(left), set(right)
+    for c in conj:
+        if isinstance(c, Call) and c.fn == "equal" and all(isinstance(a, Col) for a in c.args):
+            a, b = c.args[0].col, c.args[1].col
+            if a in ls and b in rs:
+                lk.append(a)
+                rk.append(b)
+                continue
+            if b in ls and a in rs:
+                lk.append(b)
+                rk.append(a)
+                continue
+        rest.append(c)
+    residual = None
+    for c in rest:
+        residual = c if residual is None else Call("and_kleene", [residual, c])
+    return lk, rk, residual
+
+
+def compile_query(t_env: Any, tree: Any, prep: Prepared) -> PlanNode:
+    return QueryCompiler(t_env, prep).query(tree)
+
+
+def watermark_delay(expr_text: str, column: str, udf_names: Sequence[str] = ()) -> int:
+    """``ts - INTERVAL '2' SECOND`` -> 2000 (``ts`` alone -> 0)."""
+    prep = preprocess(f"SELECT {expr_text}")
+    tree = sqlglot.parse_one(prep.sql)
+    e = tree.expressions[0]
+    if isinstance(e, exp.Column) and e.name == column:
+        return 0
+    if isinstance(e, exp.Sub) and isinstance(e.this, exp.Column) and e.this.name == column:
+        return interval_ms(e.expression)
+    raise SqlError(f"unsupported WATERMARK expression {expr_text!r}: use {column} - INTERVAL 'n' UNIT")

@@ -1,0 +1,581 @@
+"""``Table``: a lazy relational query, in PyFlink's Table API style.
+
+>>> import fastops as fo
+>>> from fastops.table import col
+>>> t_env = fo.TableEnvironment(mode="batch")
+>>> t = t_env.from_elements([(1, "Hi"), (2, "Hello")], ["id", "data"])
+>>> t.where(col("id") > 1).select(col("data")).to_pandas()["data"].tolist()
+['Hello']
+
+Every operation returns a new Table (nothing runs until ``execute``,
+``to_pandas``, ``to_arrow`` or ``collect``). Expressions are
+:class:`fastops.table.expressions.Expr` (``col``, ``lit``); a bare string in
+``select`` / ``group_by`` names a column, ``"*"`` all of them.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator, Optional, Sequence
+
+import pyarrow as pa
+
+from fastops.table.changelog import OP_COLUMN, ROW_KINDS, materialize
+from fastops.table.expressions import (AggCall, Alias, Col, Expr, WindowProp, as_column_expr, as_expr)
+from fastops.table.plan import (Aggregate, Filter, Join, Lateral, PlanError, PlanNode, Project, Sort, Union,
+                                WindowDef, compile_plan, explain_plan, to_table, window_time_expr)
+from fastops.table.printing import render
+from fastops.table.types import to_sql
+
+__all__ = ["Table", "TableResult", "Row", "Tumble", "Slide", "Session", "GroupedTable",
+           "build_aggregate", "Ordering"]
+
+
+# ---------------------------------------------------------------- rows and results
+
+class Row(tuple):
+    """A result row: a tuple with field names (``row.id``, ``row["id"]``) and a row kind."""
+
+    def __new__(cls, values: Sequence[Any], names: Sequence[str] = (), kind: str = "+I") -> "Row":
+        r = super().__new__(cls, values)
+        r._names = tuple(names)
+        r._kind = kind
+        return r
+
+    def __getattr__(self, name: str) -> Any:
+        names = self.__dict__.get("_names", ())
+        if name in names:
+            return tuple.__getitem__(self, names.index(name))
+        raise AttributeError(name)
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            return tuple.__getitem__(self, self._names.index(key))
+        return tuple.__getitem__(self, key)
+
+    def get_row_kind(self) -> str:
+        return self._kind
+
+    def as_dict(self) -> dict:
+        return dict(zip(self._names, self))
+
+    def __repr__(self) -> str:
+        return "Row(" + ", ".join(f"{n}={v!r}" for n, v in zip(self._names, self)) + ")"
+
+
+class TableResult:
+    """The result of ``execute()`` / ``execute_sql``: rows (with row kinds in
+    streaming mode), ``print()``, ``collect()``, ``to_pandas()``, ``to_arrow()``."""
+
+    def __init__(self, data: pa.Table, schema: pa.Schema, streaming: bool, job_result: Any = None):
+        self._data = data
+        self._schema = schema
+        self._streaming = streaming
+        self.job_result = job_result
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self._schema
+
+    def get_table_schema(self) -> pa.Schema:
+        return self._schema
+
+    def _kinds(self) -> list[str]:
+        if OP_COLUMN in self._data.schema.names:
+            return [ROW_KINDS[k] for k in self._data.column(OP_COLUMN).to_pylist()]
+        return ["+I"] * self._data.num_rows
+
+    def _rows(self) -> list[tuple]:
+        data = self._data.select(self._schema.names)
+        cols = [c.to_pylist() for c in data.columns]
+        return list(zip(*cols)) if cols else [()] * data.num_rows
+
+    def collect(self) -> Iterator[Row]:
+        """Rows in emission order (changelog rows included in streaming mode)."""
+        names = self._schema.names
+        for vals, kind in zip(self._rows(), self._kinds()):
+            yield Row(vals, names, kind)
+
+    def to_string(self) -> str:
+        kinds = self._kinds() if self._streaming else None
+        return render(self._schema.names, self._schema.types, self._rows(), kinds)
+
+    def print(self) -> None:
+        """The PyFlink grid: ``op`` column in streaming mode, ``N rows in set``."""
+        print(self.to_string(), end="")
+
+    def to_arrow(self) -> pa.Table:
+        """Final rows (a changelog applied)."""
+        return materialize(self._data).select(self._schema.names)
+
+    def to_pandas(self) -> Any:
+        return self.to_arrow().to_pandas()
+
+    def changelog(self) -> pa.Table:
+        """Every emitted row with an ``op`` column of row kinds (``+I``, ``-U``, ``+U``, ``-D``)."""
+        data = self._data.select(self._schema.names)
+        return data.append_column("op", pa.array(self._kinds(), pa.string()))
+
+    def wait(self, timeout_ms: Optional[int] = None) -> None:
+        return None
+
+    def get_job_client(self) -> Any:
+        return None
+
+    def __repr__(self) -> str:
+        return f"TableResult({self._data.num_rows} rows, columns {self._schema.names})"
+
+
+def message_result(rows: Sequence[Sequence[Any]], names: Sequence[str], types: Sequence[pa.DataType]) -> TableResult:
+    """A small result of a statement (``OK``, ``SHOW TABLES``, ``DESCRIBE``)."""
+    arrays = [pa.array([r[i] for r in rows], t) for i, t in enumerate(types)]
+    schema = pa.schema([pa.field(n, t) for n, t in zip(names, types)])
+    return TableResult(pa.Table.from_arrays(arrays, schema=schema), schema, streaming=False)
+
+
+def ok_result() -> TableResult:
+    return message_result([("OK",)], ["result"], [pa.string()])
+
+
+# ---------------------------------------------------------------- group windows
+
+def _ms(value: Any, what: str) -> int:
+    from fastops.durations import parse_duration
+    from fastops.table.expressions import Interval
+
+    if isinstance(value, Interval):
+        return value.ms
+    if isinstance(value, Expr):
+        raise TypeError(f"{what} must be a duration ('10 min', lit(10).minutes, an int of ms), got {value!r}")
+    return parse_duration(value)
+
+
+def _time_name(on: Any) -> str:
+    e = as_column_expr(on)
+    if not isinstance(e, Col):
+        raise TypeError(f"a window must be .on() a time column, got {on!r}")
+    return e.col
+
+
+class GroupWindow:
+    def __init__(self, kind: str, size: int = 0, slide: int = 0, gap: int = 0,
+                 time_col: Optional[str] = None, alias_name: Optional[str] = None):
+        self.kind, self.size, self.slide, self.gap = kind, size, slide, gap
+        self.time_col = time_col
+        self.alias_name = alias_name
+
+    def on(self, time_field: Any) -> "GroupWindow":
+        return GroupWindow(self.kind, self.size, self.slide, self.gap, _time_name(time_field), self.alias_name)
+
+    def alias(self, name: str) -> "GroupWindow":
+        return GroupWindow(self.kind, self.size, self.slide, self.gap, self.time_col, name)
+
+    def every(self, slide: Any) -> "GroupWindow":
+        if self.kind != "hop":
+            raise TypeError("every() applies to Slide windows")
+        return GroupWindow(self.kind, self.size, _ms(slide, "slide"), self.gap, self.time_col, self.alias_name)
+
+    def definition(self) -> WindowDef:
+        if self.time_col is None:
+            raise PlanError("the window needs .on(time column)")
+        if self.alias_name is None:
+            raise PlanError("the window needs .alias(name) to be grouped on")
+        if self.kind == "hop" and not self.slide:
+            raise PlanError("a Slide window needs .every(slide)")
+        return WindowDef(self.kind, self.time_col, self.size, self.slide, self.gap)
+
+
+class Tumble:
+    """``Tumble.over("10 min").on(col("ts")).alias("w")``."""
+
+    @staticmethod
+    def over(size: Any) -> GroupWindow:
+        return GroupWindow("tumble", size=_ms(size, "Tumble size"))
+
+
+class Slide:
+    """``Slide.over("10 min").every("5 min").on(col("ts")).alias("w")``."""
+
+    @staticmethod
+    def over(size: Any) -> GroupWindow:
+        return GroupWindow("hop", size=_ms(size, "Slide size"))
+
+
+class Session:
+    """``Session.with_gap("10 min").on(col("ts")).alias("w")``."""
+
+    @staticmethod
+    def with_gap(gap: Any) -> GroupWindow:
+        return GroupWindow("session", gap=_ms(gap, "Session gap"))
+
+
+class Ordering:
+    def __init__(self, expr: Expr, ascending: bool):
+        self.expr = expr
+        self.ascending = ascending
+
+
+Expr.asc = property(lambda self: Ordering(self, True))  # type: ignore[attr-defined]
+Expr.desc = property(lambda self: Ordering(self, False))  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------- aggregation planning
+
+_WINDOW_COLS = ("window_start", "window_end", "window_time")
+
+
+def build_aggregate(child: PlanNode, key_exprs: Sequence[Expr], items: Sequence[tuple[str, Expr]],
+                    having: Optional[Expr], window: Optional[WindowDef], streaming: bool,
+                    window_alias: Optional[str] = None) -> PlanNode:
+    """GROUP BY ``key_exprs`` then SELECT ``items`` (and HAVING): the plan
+    pre-projects computed keys and aggregate arguments, aggregates, filters,
+    then projects the select list over keys and aggregate results."""
+    aggs: dict[str, tuple[str, AggCall]] = {}
+    keys: dict[str, str] = {}  # repr(expr) -> key column
+    pre: list[tuple[str, Expr]] = []
+    needs_pre = False
+    key_names: list[str] = []
+    for i, k in enumerate(key_exprs):
+        if isinstance(k, Col) and window_alias is not None and k.col == window_alias:
+            continue
+        if window is not None and isinstance(k, Col) and k.col in _WINDOW_COLS:
+            continue
+        if k.contains_agg():
+            raise PlanError(f"aggregate in GROUP BY: {k!r}")
+        if isinstance(k, Col):
+            if k.col not in child.schema.names:
+                raise PlanError(f"GROUP BY column {k.col!r} not found (columns: {child.schema.names})")
+            name = k.col
+        else:
+            name = f"__k{i}"
+            needs_pre = True
+        if name in key_names:
+            continue
+        keys[repr(k)] = name
+        key_names.append(name)
+        pre.append((name, k))
+
+    def rewrite(e: Expr) -> Expr:
+        def fn(node: Expr) -> Optional[Expr]:
+            if isinstance(node, AggCall):
+                r = repr(node)
+                if r not in aggs:
+                    aggs[r] = (f"__agg{len(aggs)}", node)
+                return Col(aggs[r][0])
+            if isinstance(node, WindowProp):
+                if window is None or not (isinstance(node.ref, Col) and node.ref.col == window_alias):
+                    raise PlanError(f"{node!r}: no group window named {node.ref!r}")
+                if node.prop == "start":
+                    return Col("window_start")
+                if node.prop == "end":
+                    return Col("window_end")
+                return window_time_expr()
+            if isinstance(node, Alias):
+                return None
+            r = repr(node)
+            if r in keys:
+                return Col(keys[r])
+            if window is not None and isinstance(node, Col) and node.col == "window_time":
+                return window_time_expr()
+            return None
+        return e.transform(fn)
+
+    out_items = [(n, rewrite(e)) for n, e in items]
+    having_r = rewrite(having) if having is not None else None
+    allowed = set(key_names) | {n for n, _ in aggs.values()}
+    if window is not None:
+        allowed |= {"window_start", "window_end"}
+    for n, e in out_items + ([("HAVING", having_r)] if having_r is not None else []):
+        bad = sorted(e.columns() - allowed)
+        if bad:
+            raise PlanError(f"column {bad[0]!r} (in {n}) is neither grouped nor aggregated: "
+                            f"add it to GROUP BY or use it inside an aggregate")
+    if not aggs:  # e.g. SELECT k FROM t GROUP BY k: any aggregate keeps the groups
+        aggs["COUNT(*)"] = ("__agg0", AggCall("count", None))
+    agg_list = []
+    for j, (name, call) in enumerate(aggs.values()):
+        if call.arg is not None and call.arg.contains_agg():
+            raise PlanError(f"nested aggregate {call!r}")
+        if call.arg is None or isinstance(call.arg, Col):
+            if isinstance(call.arg, Col) and call.arg.col not in child.schema.names:
+                raise PlanError(f"column {call.arg.col!r} not found (columns: {child.schema.names})")
+            agg_list.append((name, call))
+            if call.arg is not None:
+                pre.append((call.arg.col, call.arg))
+        else:
+            arg_name = f"__a{j}"
+            pre.append((arg_name, call.arg))
+            agg_list.append((name, AggCall(call.fn, Col(arg_name), call.params, call.udaf, call.distinct)))
+            needs_pre = True
+    src = child
+    if needs_pre:
+        seen: dict[str, Expr] = {}
+        for n, e in pre:
+            seen.setdefault(n, e)
+        if window is not None:
+            seen.setdefault(window.time_col, Col(window.time_col))
+        src = Project(child, list(seen.items()))
+    node: PlanNode = Aggregate(src, key_names, agg_list, window, streaming)
+    if having_r is not None:
+        node = Filter(node, having_r)
+    return Project(node, out_items)
+
+
+def _named(exprs: Sequence[Any], schema: pa.Schema) -> list[tuple[str, Expr]]:
+    """(name, expr) for select-like lists; ``"*"`` expands to every column."""
+    out: list[tuple[str, Expr]] = []
+    for e in exprs:
+        if isinstance(e, str) and e.strip() == "*" or (isinstance(e, Col) and e.col == "*"):
+            out.extend((n, Col(n)) for n in schema.names if n != OP_COLUMN)
+            continue
+        if isinstance(e, str) and "," in e:
+            out.extend(_named([p.strip() for p in e.split(",")], schema))
+            continue
+        x = as_column_expr(e)
+        out.append((x.name() or f"EXPR${len(out)}", x))
+    return out
+
+
+# ---------------------------------------------------------------- Table
+
+class Table:
+    """A lazy query over the catalog of a :class:`TableEnvironment`."""
+
+    def __init__(self, t_env: Any, node: PlanNode):
+        self._t_env = t_env
+        self._node = node
+
+    # -- schema ----------------------------------------------------------------
+    def get_schema(self) -> pa.Schema:
+        return self._node.schema
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self._node.schema
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self._node.schema.names)
+
+    def print_schema(self) -> None:
+        lines = ["("]
+        fields = list(self._node.schema)
+        for i, f in enumerate(fields):
+            rt = " *ROWTIME*" if f.name == self._node.time_col else ""
+            lines.append(f"  `{f.name}` {to_sql(f.type)}{rt}{',' if i < len(fields) - 1 else ''}")
+        lines.append(")")
+        print("\n".join(lines))
+
+    def _new(self, node: PlanNode) -> "Table":
+        return Table(self._t_env, node)
+
+    @property
+    def _streaming(self) -> bool:
+        return self._t_env.mode == "streaming"
+
+    # -- relational operations -------------------------------------------------
+    def select(self, *fields: Any) -> "Table":
+        items = _named(fields, self.schema)
+        if any(e.contains_agg() for _, e in items):
+            return self._new(build_aggregate(self._node, [], items, None, None, self._streaming))
+        return self._new(Project(self._node, items))
+
+    def where(self, predicate: Any) -> "Table":
+        return self._new(Filter(self._node, as_expr(predicate)))
+
+    filter = where
+
+    def add_columns(self, *fields: Any) -> "Table":
+        new = _named(fields, self.schema)
+        clash = [n for n, _ in new if n in self.schema.names]
+        if clash:
+            raise PlanError(f"add_columns: column {clash[0]!r} exists already (use add_or_replace_columns)")
+        return self._new(Project(self._node, [(n, Col(n)) for n in self.schema.names] + new))
+
+    def add_or_replace_columns(self, *fields: Any) -> "Table":
+        new = dict(_named(fields, self.schema))
+        items = [(n, new.pop(n, Col(n))) for n in self.schema.names]
+        return self._new(Project(self._node, items + list(new.items())))
+
+    def drop_columns(self, *fields: Any) -> "Table":
+        drop = set()
+        for f in fields:
+            e = as_column_expr(f)
+            if not isinstance(e, Col) or e.col not in self.schema.names:
+                raise PlanError(f"drop_columns: no column {f!r} (columns: {self.schema.names})")
+            drop.add(e.col)
+        return self._new(Project(self._node, [(n, Col(n)) for n in self.schema.names if n not in drop]))
+
+    def rename_columns(self, *fields: Any) -> "Table":
+        ren = {}
+        for f in fields:
+            if not isinstance(f, Alias) or not isinstance(f.expr, Col):
+                raise PlanError(f"rename_columns takes col('old').alias('new'), got {f!r}")
+            if f.expr.col not in self.schema.names:
+                raise PlanError(f"rename_columns: no column {f.expr.col!r} (columns: {self.schema.names})")
+            ren[f.expr.col] = f.alias_name
+        return self._new(Project(self._node, [(ren.get(n, n), Col(n)) for n in self.schema.names]))
+
+    def alias(self, field: str, *fields: str) -> "Table":
+        names = [field, *fields]
+        if len(names) != len(self.schema.names):
+            raise PlanError(f"alias: {len(names)} names for {len(self.schema.names)} columns")
+        return self._new(Project(self._node, [(a, Col(n)) for a, n in zip(names, self.schema.names)]))
+
+    def group_by(self, *fields: Any) -> "GroupedTable":
+        return GroupedTable(self, [as_column_expr(f) for f in fields], None)
+
+    def window(self, window: GroupWindow) -> "GroupWindowedTable":
+        if not isinstance(window, GroupWindow):
+            raise TypeError(f"window() takes Tumble / Slide / Session, got {type(window).__name__}")
+        return GroupWindowedTable(self, window)
+
+    def distinct(self) -> "Table":
+        items = [(n, Col(n)) for n in self.schema.names]
+        return self._new(build_aggregate(self._node, [Col(n) for n in self.schema.names], items, None, None,
+                                         self._streaming))
+
+    def _join(self, right: "Table", condition: Any, how: str) -> "Table":
+        from fastops.table.sql import split_equi_join
+
+        cond = as_expr(condition) if condition is not None else None
+        lk, rk, rest = split_equi_join(cond, self.schema.names, right.schema.names)
+        node: PlanNode = Join(self._node, right._node, lk, rk, how)
+        if rest is not None:
+            if how != "inner":
+                raise PlanError(f"an outer join condition must be equalities only, got {rest!r}")
+            node = Filter(node, rest)
+        return self._new(node)
+
+    def join(self, right: "Table", join_predicate: Any = None) -> "Table":
+        return self._join(right, join_predicate, "inner")
+
+    def left_outer_join(self, right: "Table", join_predicate: Any = None) -> "Table":
+        return self._join(right, join_predicate, "left outer")
+
+    def right_outer_join(self, right: "Table", join_predicate: Any) -> "Table":
+        return self._join(right, join_predicate, "right outer")
+
+    def full_outer_join(self, right: "Table", join_predicate: Any) -> "Table":
+        return self._join(right, join_predicate, "full outer")
+
+    def join_lateral(self, table_function_call: Any, join_predicate: Any = None) -> "Table":
+        if join_predicate is not None:
+            raise PlanError("join_lateral with a predicate is not supported; filter afterwards")
+        return self._new(Lateral(self._node, table_function_call))
+
+    def left_outer_join_lateral(self, table_function_call: Any) -> "Table":
+        return self._new(Lateral(self._node, table_function_call, left_outer=True))
+
+    def union_all(self, other: "Table") -> "Table":
+        return self._new(_union([self._node, other._node]))
+
+    def union(self, other: "Table") -> "Table":
+        return self.union_all(other).distinct()
+
+    def order_by(self, *fields: Any) -> "Table":
+        keys = []
+        for f in fields:
+            o = f if isinstance(f, Ordering) else Ordering(as_column_expr(f), True)
+            if not isinstance(o.expr, Col):
+                raise PlanError(f"order_by takes columns, got {o.expr!r}")
+            keys.append((o.expr.col, o.ascending))
+        return self._new(Sort(self._node, keys))
+
+    def limit(self, fetch: int, offset: int = 0) -> "Table":
+        node = self._node
+        if isinstance(node, Sort) and node.limit is None:
+            return self._new(Sort(node.inputs[0], node.keys, fetch, offset))
+        return self._new(Sort(node, [], fetch, offset))
+
+    def fetch(self, fetch: int) -> "Table":
+        return self.limit(fetch)
+
+    def offset(self, offset: int) -> "Table":
+        return self.limit(None, offset)  # type: ignore[arg-type]
+
+    # -- running ------------------------------------------------------------------
+    def explain(self) -> str:
+        """The logical plan, then the physical plan of the DataStream job."""
+        stream = compile_plan(self._node, self._streaming, self._t_env.parallelism)
+        return ("== Logical Plan ==\n" + explain_plan(self._node) + "\n\n== Physical Plan ==\n"
+                + stream.explain())
+
+    def _run(self) -> tuple[pa.Table, Any]:
+        from fastops.runtime.errors import JobFailed
+
+        stream = compile_plan(self._node, self._streaming, self._t_env.parallelism)
+        try:
+            data = stream.collect(job_name="table query")
+        except JobFailed as exc:
+            cause = exc.__cause__
+            from fastops.table.functions import UDFError
+            from fastops.table.expressions import ExpressionError
+            if isinstance(cause, (UDFError, ExpressionError, PlanError)):
+                raise type(cause)(str(cause)) from None
+            raise
+        return to_table(data, self._node.schema, self._node.changelog), stream.env.last_result
+
+    def execute(self) -> TableResult:
+        data, job = self._run()
+        return TableResult(data, self._node.schema, self._streaming, job)
+
+    def to_arrow(self) -> pa.Table:
+        """Final rows as a pyarrow Table (a changelog is applied)."""
+        return self.execute().to_arrow()
+
+    def to_pandas(self) -> Any:
+        return self.execute().to_pandas()
+
+    def collect(self) -> Iterator[Row]:
+        return self.execute().collect()
+
+    def execute_insert(self, table_path: str, overwrite: bool = False) -> TableResult:
+        return self._t_env._insert_into(table_path, self, overwrite)
+
+    def __repr__(self) -> str:
+        return f"Table({', '.join(f'{f.name} {to_sql(f.type)}' for f in self.schema)})"
+
+
+def _union(nodes: list[PlanNode]) -> PlanNode:
+    first = nodes[0].schema
+    fixed = [nodes[0]]
+    for n in nodes[1:]:
+        if len(n.schema) != len(first):
+            raise PlanError(f"UNION ALL of {len(first)} and {len(n.schema)} columns")
+        if n.schema.names != first.names or n.schema.types != first.types:
+            from fastops.table.expressions import Cast
+
+            items = []
+            for f, g in zip(first, n.schema):
+                e: Expr = Col(g.name)
+                if f.type != g.type:
+                    e = Cast(e, f.type)
+                items.append((f.name, e))
+            n = Project(n, items)
+        fixed.append(n)
+    return Union(fixed)
+
+
+class GroupedTable:
+    def __init__(self, table: Table, keys: list[Expr], window: Optional[GroupWindow]):
+        self.table = table
+        self.keys = keys
+        self.window_ = window
+
+    def select(self, *fields: Any) -> Table:
+        t = self.table
+        items = _named(fields, t.schema)
+        w = self.window_.definition() if self.window_ is not None else None
+        alias = self.window_.alias_name if self.window_ is not None else None
+        if w is not None and not any(isinstance(k, Col) and k.col == alias for k in self.keys):
+            raise PlanError(f"group_by must include the window alias {alias!r}")
+        node = build_aggregate(t._node, self.keys, items, None, w, t._streaming, alias)
+        return t._new(node)
+
+
+class GroupWindowedTable:
+    def __init__(self, table: Table, window: GroupWindow):
+        self.table = table
+        self.window_ = window
+
+    def group_by(self, *fields: Any) -> GroupedTable:
+        return GroupedTable(self.table, [as_column_expr(f) for f in fields], self.window_)
