@@ -468,9 +468,9 @@ class TableEnvironment:
         rows = []
         for f in schema:
             t = to_sql(f.type) + (" *ROWTIME*" if f.name == tc else "")
-            key = f"PRI({', '.join(pk)})" if f.name in pk else None
-            wexpr = f"`{tc}` - INTERVAL '{wm / 1000:g}' SECOND" if f.name == tc and wm is not None else None
-            rows.append((f.name, t, f.name not in pk and f.nullable, key, None, wexpr))
+            key = f"PRI({', '.join(pk)})" if f.name in pk else ""
+            wexpr = f"`{tc}` - INTERVAL '{wm / 1000:g}' SECOND" if f.name == tc and wm is not None else ""
+            rows.append((f.name, t, f.name not in pk and f.nullable, key, "", wexpr))
         return message_result(rows, ["name", "type", "null", "key", "extras", "watermark"],
                               [pa.string(), pa.string(), pa.bool_(), pa.string(), pa.string(), pa.string()])
 

@@ -458,6 +458,8 @@ class Cast(Expr):
         try:
             if pat.is_floating(src) and pat.is_integer(self.to):
                 return pc.cast(pc.trunc(v), self.to, safe=False)
+            if pat.is_floating(src) and pat.is_decimal(self.to):
+                return pc.cast(pc.round(v, self.to.scale), self.to)
             if pat.is_boolean(src) and pat.is_string(self.to):
                 return pc.if_else(v, "TRUE", "FALSE")
             if pat.is_timestamp(src) and pat.is_string(self.to):

@@ -499,7 +499,8 @@ class Compiler:
         time_col = w.time_col
         if w.kind == "cumulate":
             size, step, off = w.size, w.slide, w.offset
-            s = s.transform("cumulate", lambda: CumulateExpand(time_col, size, step, off, "__cstart", "__cts"))
+            src_time = time_col
+            s = s.transform("cumulate", lambda: CumulateExpand(src_time, size, step, off, "__cstart", "__cts"))
             keys = keys + ["__cstart"]
             time_col = "__cts"
         if not keys:

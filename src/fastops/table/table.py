@@ -19,7 +19,7 @@ from typing import Any, Iterator, Optional, Sequence
 import pyarrow as pa
 
 from fastops.table.changelog import OP_COLUMN, ROW_KINDS, materialize
-from fastops.table.expressions import (AggCall, Alias, Col, Expr, WindowProp, as_column_expr, as_expr)
+from fastops.table.expressions import (AggCall, Alias, Cast, Col, Expr, WindowProp, as_column_expr, as_expr)
 from fastops.table.plan import (Aggregate, Filter, Join, Lateral, PlanError, PlanNode, Project, Sort, Union,
                                 WindowDef, compile_plan, explain_plan, to_table, window_time_expr)
 from fastops.table.printing import render
@@ -257,9 +257,19 @@ def build_aggregate(child: PlanNode, key_exprs: Sequence[Expr], items: Sequence[
         def fn(node: Expr) -> Optional[Expr]:
             if isinstance(node, AggCall):
                 r = repr(node)
+                out_cast = None
+                if node.arg is not None and node.fn in ("sum", "avg", "min", "max"):
+                    from fastops.table.plan import infer_type
+
+                    t = infer_type(node.arg, child.schema)
+                    if pa.types.is_decimal(t):  # aggregated as DOUBLE, returned as DECIMAL(38, s)
+                        node = AggCall(node.fn, Cast(node.arg, pa.float64()), node.params, node.udaf,
+                                       node.distinct)
+                        out_cast = pa.decimal128(38, t.scale if node.fn != "avg" else max(t.scale, 6))
                 if r not in aggs:
                     aggs[r] = (f"__agg{len(aggs)}", node)
-                return Col(aggs[r][0])
+                ref: Expr = Col(aggs[r][0])
+                return Cast(ref, out_cast) if out_cast is not None else ref
             if isinstance(node, WindowProp):
                 if window is None or not (isinstance(node.ref, Col) and node.ref.col == window_alias):
                     raise PlanError(f"{node!r}: no group window named {node.ref!r}")
