@@ -4,6 +4,8 @@ Small and stable on purpose: every ``bench/bench_*.py`` may import it.
 
 - ``parse_args(description)``: ``--quick`` and ``--json PATH`` (plus ``--repeats``);
 - ``median_time(fn, repeats, setup=None)``: median wall time of ``fn()`` in seconds;
+- ``median_times(fns, repeats)``: the same for several contenders, run in
+  interleaved rounds so that a noisy machine slows them alike;
 - ``print_table(rows, columns)``: a plain text table;
 - ``write_json(path, payload)``: results plus machine information.
 """
@@ -19,7 +21,8 @@ import sys
 import time
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
-__all__ = ["parse_args", "median_time", "print_table", "write_json", "machine_info"]
+__all__ = ["parse_args", "median_time", "median_times", "print_table", "write_json",
+           "machine_info"]
 
 
 def parse_args(description: str, argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -63,6 +66,29 @@ def median_time(fn: Callable[[], Any], repeats: int = 5,
     for _ in range(warmup):
         once()
     return statistics.median(once() for _ in range(repeats))
+
+
+def median_times(fns: Mapping[str, Callable[[], Any]], repeats: int = 5,
+                 warmup: int = 1) -> dict:
+    """Median wall time (s) of each ``fns[name]()``, measured in ``repeats``
+    interleaved rounds (every contender once per round, in order)."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    samples: dict = {name: [] for name in fns}
+    for rnd in range(warmup + repeats):
+        for name, fn in fns.items():
+            gc_was_enabled = gc.isenabled()
+            gc.disable()
+            try:
+                t0 = time.perf_counter()
+                fn()
+                dt = time.perf_counter() - t0
+            finally:
+                if gc_was_enabled:
+                    gc.enable()
+            if rnd >= warmup:
+                samples[name].append(dt)
+    return {name: statistics.median(ts) for name, ts in samples.items()}
 
 
 def _fmt(value: Any) -> str:

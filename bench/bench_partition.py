@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import median_time, parse_args, print_table, write_json  # noqa: E402
+from _common import median_times, parse_args, print_table, write_json  # noqa: E402
 
 import fastops  # noqa: E402
 
@@ -144,9 +144,8 @@ def threads_ratio(batches, P, repeats):
         for t in threads:
             t.join()
 
-    t1 = median_time(serial, repeats)
-    t2 = median_time(parallel, repeats)
-    return t1, t2
+    times = median_times({"serial": serial, "parallel": parallel}, repeats)
+    return times["serial"], times["parallel"]
 
 
 def main(argv=None):
@@ -162,19 +161,21 @@ def main(argv=None):
           f"{DISTINCT_KEYS:,} Zipf({ZIPF_S}) keys; median of {repeats} repeats; "
           f"{os.cpu_count()} cores")
 
-    # the physical limit: the faster of two plain copies of every buffer
-    t_memcpy = min(median_time(lambda: run_memcpy(buffers), repeats),
-                   median_time(lambda: run_memcpy_pool(buffers), repeats))
     results = []
     for P in PARTITIONS:
         check_fastops(batch, run_fastops(batch, P), P)
-        times = {
-            "fastops": median_time(lambda: run_fastops(batch, P), repeats),
-            "numpy": median_time(lambda: run_numpy(batch, P), repeats),
-            "pyarrow": median_time(lambda: run_pyarrow(batch, P), repeats),
+        fns = {
+            "fastops": lambda: run_fastops(batch, P),
+            "numpy": lambda: run_numpy(batch, P),
+            "pyarrow": lambda: run_pyarrow(batch, P),
         }
         if df is not None:
-            times["polars"] = median_time(lambda: run_polars(df, P), repeats)
+            fns["polars"] = lambda: run_polars(df, P)
+        # the physical limit: the faster of two plain copies of every buffer
+        fns["memcpy"] = lambda: run_memcpy(buffers)
+        fns["memcpy_pool"] = lambda: run_memcpy_pool(buffers)
+        times = median_times(fns, repeats)
+        t_memcpy = min(times.pop("memcpy"), times.pop("memcpy_pool"))
         best_peer = min((k for k in times if k != "fastops"), key=times.get)
         row = {"P": P}
         for k, t in times.items():
