@@ -31,6 +31,7 @@ _WINDOWS_ALL = ["Tumbling", "Sliding", "Session", "GlobalWindow", "WindowAggrega
 # --- end windows ---
 
 # --- sketches ---
+from fastops import sketches  # noqa: E402,F401  (fastops.sketches.HyperLogLog, ...)
 # --- end sketches ---
 
 # --- runtime and DataStream API ---

@@ -25,6 +25,7 @@ def hll_update(regs: U8, p: int, mode: int, a: U8, b: U8, valid: U8, voff: int, 
 def hll_update_slots(regs: U8, p: int, slots: I64, mode: int, a: U8, b: U8, valid: U8,
                      voff: int, n: int, seed: int) -> int: ...  # regs: uint8[:, ::1]
 def hll_merge(dst: U8, src: U8) -> int: ...
+def hll_merge_slots(regs: U8, dst: I64, src: I64) -> int: ...  # regs: uint8[:, ::1]
 def cms_update(table: I64, conservative: bool, weights: I64, mode: int, a: U8, b: U8,
                valid: U8, voff: int, n: int, seed: int) -> int: ...  # table: int64[:, ::1]
 def cms_estimate(table: I64, out: I64, mode: int, a: U8, b: U8, valid: U8, voff: int,

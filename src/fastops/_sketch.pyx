@@ -432,6 +432,28 @@ def hll_merge(uint8_t[::1] dst, const uint8_t[::1] src) -> int:
     return 0
 
 
+def hll_merge_slots(uint8_t[:, ::1] regs, const int64_t[::1] dst,
+                    const int64_t[::1] src) -> int:
+    """regs[dst[i]] = max(regs[dst[i]], regs[src[i]]) for each i in order.
+    Returns ``ERR_BAD_SIZES`` if an id is out of range. Modifies ``regs``."""
+    cdef int64_t i, j, a, b, nslots = regs.shape[0], m = regs.shape[1]
+    cdef int status = 0
+    if dst.shape[0] != src.shape[0]:
+        raise ValueError("dst and src differ in length")
+    cdef uint8_t* base = &regs[0, 0] if nslots > 0 and m > 0 else NULL
+    with nogil:
+        for i in range(dst.shape[0]):
+            a = dst[i]
+            b = src[i]
+            if a < 0 or a >= nslots or b < 0 or b >= nslots:
+                status = ERR_BAD_SIZES
+                break
+            for j in range(m):
+                if base[b * m + j] > base[a * m + j]:
+                    base[a * m + j] = base[b * m + j]
+    return status
+
+
 # ------------------------------------------------------------ Count-Min
 
 cdef inline void _cms_cells(uint64_t h, int64_t depth, uint64_t width,

@@ -542,3 +542,6 @@ def register(name: str, factory: Callable[..., SlotAggregate]) -> None:
 def registered() -> list[str]:
     """Names of every aggregate constructor, built-ins first."""
     return list(_REGISTRY)
+
+
+from fastops import sketch_aggs as _sketch_aggs  # noqa: E402,F401  registers sketch aggregates
