@@ -102,7 +102,8 @@ def run_duckdb(table: pa.Table, wl: str) -> int:
                     s AS (SELECT user_id, ts, sum(brk) OVER (PARTITION BY user_id ORDER BY ts
                                                              ROWS UNBOUNDED PRECEDING) AS sid FROM o)
                SELECT user_id, sid, min(ts) AS ws, max(ts) + 30000 AS we, count(*) AS n FROM s GROUP BY ALL"""
-    n = con.execute(f"SELECT count(*) FROM ({q})").fetchone()[0]
+    out = con.execute(q).to_arrow_table()  # materialise every result row, as fastops does
+    n = out.num_rows if hasattr(out, "num_rows") else sum(b.num_rows for b in out)
     con.close()
     return n
 

@@ -23,6 +23,7 @@ Session table
 ``counters``: ``[0]`` slot high-water mark, ``[1]`` free stack size,
 ``[2]`` live hash entries, ``[3]`` tombstones.
 """
+from libc.math cimport floor
 from libc.stdint cimport int64_t, uint8_t, uint64_t
 
 cdef int64_t EMPTY = -1
@@ -42,6 +43,19 @@ cdef inline int64_t _floordiv(int64_t a, int64_t b) noexcept nogil:
     cdef int64_t q = a / b
     if (a % b != 0) and ((a < 0) != (b < 0)):
         q -= 1
+    return q
+
+
+cdef inline int64_t _floordiv_by(int64_t a, int64_t b, double inv_b) noexcept nogil:
+    """floor(a / b) for b > 0 by a float multiply, corrected to be exact."""
+    cdef int64_t q
+    if a > <int64_t>4503599627370496LL or a < -<int64_t>4503599627370496LL:  # beyond 2**52: divide
+        return _floordiv(a, b)
+    q = <int64_t>floor(<double>a * inv_b)
+    if q * b > a:
+        q -= 1
+    elif (q + 1) * b <= a:
+        q += 1
     return q
 
 
@@ -136,15 +150,19 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
     """
     cdef Py_ssize_t i, n = gids.shape[0]
     cdef uint64_t mask = <uint64_t>(hv.shape[0] - 1)
-    cdef int64_t q, g, slot, head, where, jf, c
+    cdef int64_t q, g, slot, head, where, c
     cdef int64_t nnew = 0, nlate = 0, ndirty = 0
     cdef int64_t q_dead = (j_purged + 1) * ks
+    # DIRTY iff some window of q is fired and not purged: max(first window of q,
+    # j_purged + 1) <= j_fired, i.e. q <= q_dirty (no division per row)
+    cdef int64_t q_dirty = j_fired * ks + k - 1 if j_purged < j_fired else q_dead - 1
+    cdef double inv_p = 1.0 / <double>p
     cdef int64_t* cnt = &counters[0]
     cdef bint way_free
     with nogil:
         i = start
         while i < n:
-            q = _floordiv(ts[i] - offset, p)
+            q = _floordiv_by(ts[i] - offset, p, inv_p)
             if q < q_dead:
                 out_slots[i] = -1
                 nlate += 1
@@ -181,10 +199,7 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
                     else:
                         s_next[slot] = head
                         hv[where] = slot
-            jf = _floordiv(q - k + ks, ks)
-            if jf <= j_purged:
-                jf = j_purged + 1
-            if jf <= j_fired:
+            if q <= q_dirty:
                 s_flags[slot] |= DIRTY
                 ndirty += 1
             out_slots[i] = slot
