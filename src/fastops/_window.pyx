@@ -493,9 +493,12 @@ def session_purge(int64_t[::1] g_head, const int64_t[::1] s_group, const int64_t
 
 
 # ---------------------------------------------------------------- aggregates
-# ``valid`` is the Arrow validity bitmap (bit ``voff + i``), or empty: no nulls.
-# ``slots[i] < 0`` skips row i. ``cnt`` counts the non-null values of a slot;
-# a slot with ``cnt == 0`` is empty and its other fields are garbage.
+# State of one aggregate: ``rec``, an (n_slots, F) int64 array, one record of
+# F 8-byte words per slot (so one row touches one cache line); word 0 is
+# ``cnt``, the number of non-null values (0: the slot is empty and its other
+# words are garbage); float words are the same bytes read as double.
+# ``valid`` is the Arrow validity bitmap (bit ``voff + i``) or empty: no nulls.
+# ``slots[i] < 0`` skips row i.
 
 cdef inline bint _skip(const uint8_t[::1] valid, bint has_valid, int64_t voff,
                        Py_ssize_t i) noexcept nogil:
@@ -506,71 +509,84 @@ cdef inline bint _skip(const uint8_t[::1] valid, bint has_valid, int64_t voff,
     return not ((valid[j >> 3] >> (j & 7)) & 1)
 
 
+cdef inline void _two_sum(double* total, double* comp, double v) noexcept nogil:
+    """total + comp += v with Knuth's TwoSum error term (branch-free)."""
+    cdef double a = total[0]
+    cdef double t = a + v
+    cdef double bp = t - a
+    comp[0] += (a - (t - bp)) + (v - bp)
+    total[0] = t
+
+
 def agg_count(const int64_t[::1] slots, const uint8_t[::1] valid, int64_t voff,
-              int64_t[::1] cnt):
-    """cnt[slot] += 1 per non-null row. Modifies ``cnt``."""
+              int64_t[:, ::1] rec):
+    """rec[slot].cnt += 1 per non-null row. Modifies ``rec``."""
     cdef Py_ssize_t i, n = slots.shape[0]
     cdef bint hv = valid.shape[0] > 0
-    cdef int64_t s
+    cdef int64_t s, F = rec.shape[1]
+    cdef int64_t* w = &rec[0, 0]
     with nogil:
         for i in range(n):
             s = slots[i]
             if s < 0 or _skip(valid, hv, voff, i):
                 continue
-            cnt[s] += 1
+            w[s * F] += 1
 
 
 def agg_sum_f64(const int64_t[::1] slots, const double[::1] vals, const uint8_t[::1] valid,
-                int64_t voff, int64_t[::1] cnt, double[::1] total, double[::1] comp):
-    """Neumaier-compensated sums (result ``total + comp``). Modifies outputs."""
+                int64_t voff, int64_t[:, ::1] rec):
+    """Compensated sums: record (cnt, total, comp), result ``total + comp``. Modifies ``rec``."""
     cdef Py_ssize_t i, n = slots.shape[0]
     cdef bint hv = valid.shape[0] > 0
-    cdef int64_t s
-    cdef double v, a, t
+    cdef int64_t s, F = rec.shape[1]
+    cdef int64_t* w = &rec[0, 0]
+    cdef int64_t* r
+    cdef double* f
     with nogil:
         for i in range(n):
             s = slots[i]
             if s < 0 or _skip(valid, hv, voff, i):
                 continue
-            v = vals[i]
-            if cnt[s] == 0:
-                total[s] = v
-                comp[s] = 0.0
+            r = w + s * F
+            f = <double*>r
+            if r[0] == 0:
+                f[1] = vals[i]
+                f[2] = 0.0
             else:
-                a = total[s]
-                t = a + v
-                if (a if a >= 0 else -a) >= (v if v >= 0 else -v):
-                    comp[s] += (a - t) + v
-                else:
-                    comp[s] += (v - t) + a
-                total[s] = t
-            cnt[s] += 1
+                _two_sum(&f[1], &f[2], vals[i])
+            r[0] += 1
 
 
 def agg_sum_i64(const int64_t[::1] slots, const int64_t[::1] vals, const uint8_t[::1] valid,
-                int64_t voff, int64_t[::1] cnt, int64_t[::1] total):
-    """Integer sums, wrapping on overflow (two's complement). Modifies outputs."""
+                int64_t voff, int64_t[:, ::1] rec):
+    """Integer sums, record (cnt, total), wrapping on overflow. Modifies ``rec``."""
     cdef Py_ssize_t i, n = slots.shape[0]
     cdef bint hv = valid.shape[0] > 0
-    cdef int64_t s
+    cdef int64_t s, F = rec.shape[1]
+    cdef int64_t* w = &rec[0, 0]
+    cdef int64_t* r
     with nogil:
         for i in range(n):
             s = slots[i]
             if s < 0 or _skip(valid, hv, voff, i):
                 continue
-            if cnt[s] == 0:
-                total[s] = vals[i]
+            r = w + s * F
+            if r[0] == 0:
+                r[1] = vals[i]
             else:
-                total[s] = <int64_t>(<uint64_t>total[s] + <uint64_t>vals[i])
-            cnt[s] += 1
+                r[1] = <int64_t>(<uint64_t>r[1] + <uint64_t>vals[i])
+            r[0] += 1
 
 
 def agg_minmax(const int64_t[::1] slots, const num_t[::1] vals, const uint8_t[::1] valid,
-               int64_t voff, bint is_max, int64_t[::1] cnt, num_t[::1] cur):
-    """Running min (or max); float NaN values are skipped. Modifies outputs."""
+               int64_t voff, bint is_max, int64_t[:, ::1] rec):
+    """Running min (or max), record (cnt, value); float NaN values are skipped."""
     cdef Py_ssize_t i, n = slots.shape[0]
     cdef bint hv = valid.shape[0] > 0
-    cdef int64_t s
+    cdef int64_t s, F = rec.shape[1]
+    cdef int64_t* w = &rec[0, 0]
+    cdef int64_t* r
+    cdef num_t* cur
     cdef num_t v
     with nogil:
         for i in range(n):
@@ -581,17 +597,22 @@ def agg_minmax(const int64_t[::1] slots, const num_t[::1] vals, const uint8_t[::
             if num_t is double:
                 if v != v:
                     continue
-            if cnt[s] == 0 or (v > cur[s] if is_max else v < cur[s]):
-                cur[s] = v
-            cnt[s] += 1
+            r = w + s * F
+            cur = <num_t*>r
+            if r[0] == 0 or (v > cur[1] if is_max else v < cur[1]):
+                cur[1] = v
+            r[0] += 1
 
 
 def agg_welford(const int64_t[::1] slots, const double[::1] vals, const uint8_t[::1] valid,
-                int64_t voff, int64_t[::1] cnt, double[::1] mean, double[::1] m2):
-    """Welford's running mean and sum of squared deviations. Modifies outputs."""
+                int64_t voff, int64_t[:, ::1] rec):
+    """Welford's running (cnt, mean, M2). Modifies ``rec``."""
     cdef Py_ssize_t i, n = slots.shape[0]
     cdef bint hv = valid.shape[0] > 0
-    cdef int64_t s, c
+    cdef int64_t s, c, F = rec.shape[1]
+    cdef int64_t* w = &rec[0, 0]
+    cdef int64_t* r
+    cdef double* f
     cdef double v, d
     with nogil:
         for i in range(n):
@@ -599,140 +620,169 @@ def agg_welford(const int64_t[::1] slots, const double[::1] vals, const uint8_t[
             if s < 0 or _skip(valid, hv, voff, i):
                 continue
             v = vals[i]
-            c = cnt[s] + 1
-            cnt[s] = c
+            r = w + s * F
+            f = <double*>r
+            c = r[0] + 1
+            r[0] = c
             if c == 1:
-                mean[s] = v
-                m2[s] = 0.0
+                f[1] = v
+                f[2] = 0.0
             else:
-                d = v - mean[s]
-                mean[s] += d / c
-                m2[s] += d * (v - mean[s])
+                d = v - f[1]
+                f[1] += d / c
+                f[2] += d * (v - f[1])
 
 
 def agg_firstlast(const int64_t[::1] slots, const num_t[::1] vals, const uint8_t[::1] valid,
-                  int64_t voff, const int64_t[::1] ts, bint is_last, int64_t[::1] cnt,
-                  num_t[::1] cur, int64_t[::1] cur_ts):
-    """Value with the smallest (first) or largest (last) event time; ties: the
-    earliest row for first, the latest row for last. Modifies outputs."""
+                  int64_t voff, const int64_t[::1] ts, bint is_last, int64_t[:, ::1] rec):
+    """Record (cnt, value, ts): the value with the smallest (first) or largest
+    (last) event time; ties: the earliest row for first, the latest for last."""
     cdef Py_ssize_t i, n = slots.shape[0]
     cdef bint hv = valid.shape[0] > 0
-    cdef int64_t s, t
+    cdef int64_t s, t, F = rec.shape[1]
+    cdef int64_t* w = &rec[0, 0]
+    cdef int64_t* r
+    cdef num_t* cur
     with nogil:
         for i in range(n):
             s = slots[i]
             if s < 0 or _skip(valid, hv, voff, i):
                 continue
             t = ts[i]
-            if cnt[s] == 0 or (t >= cur_ts[s] if is_last else t < cur_ts[s]):
-                cur[s] = vals[i]
-                cur_ts[s] = t
-            cnt[s] += 1
+            r = w + s * F
+            cur = <num_t*>r
+            if r[0] == 0 or (t >= r[2] if is_last else t < r[2]):
+                cur[1] = vals[i]
+                r[2] = t
+            r[0] += 1
 
 
-# merges: state[dst[i]] <- state[dst[i]] (+) state[src[i]], in order
+# merges: rec[dst[i]] <- rec[dst[i]] (+) rec[src[i]], in order
 
-def merge_count(const int64_t[::1] dst, const int64_t[::1] src, int64_t[::1] cnt):
+def merge_count(const int64_t[::1] dst, const int64_t[::1] src, int64_t[:, ::1] rec):
     cdef Py_ssize_t i, n = dst.shape[0]
+    cdef int64_t F = rec.shape[1]
+    cdef int64_t* w = &rec[0, 0]
     with nogil:
         for i in range(n):
-            cnt[dst[i]] += cnt[src[i]]
+            w[dst[i] * F] += w[src[i] * F]
 
 
-def merge_sum_f64(const int64_t[::1] dst, const int64_t[::1] src, int64_t[::1] cnt,
-                  double[::1] total, double[::1] comp):
+def merge_sum_f64(const int64_t[::1] dst, const int64_t[::1] src, int64_t[:, ::1] rec):
     cdef Py_ssize_t i, n = dst.shape[0]
-    cdef int64_t d, s
-    cdef double a, v, t, bp
+    cdef int64_t F = rec.shape[1]
+    cdef int64_t* w = &rec[0, 0]
+    cdef int64_t* a
+    cdef int64_t* b
+    cdef double* fa
+    cdef double* fb
     with nogil:
         for i in range(n):
-            d = dst[i]
-            s = src[i]
-            if cnt[s] == 0:
+            a = w + dst[i] * F
+            b = w + src[i] * F
+            if b[0] == 0:
                 continue
-            if cnt[d] == 0:
-                total[d] = total[s]
-                comp[d] = comp[s]
+            fa = <double*>a
+            fb = <double*>b
+            if a[0] == 0:
+                fa[1] = fb[1]
+                fa[2] = fb[2]
             else:
-                a = total[d]
-                v = total[s]
-                t = a + v
-                bp = t - a  # Knuth's TwoSum: the exact rounding error, branch-free
-                comp[d] += ((a - (t - bp)) + (v - bp)) + comp[s]
-                total[d] = t
-            cnt[d] += cnt[s]
+                _two_sum(&fa[1], &fa[2], fb[1])
+                fa[2] += fb[2]
+            a[0] += b[0]
 
 
-def merge_sum_i64(const int64_t[::1] dst, const int64_t[::1] src, int64_t[::1] cnt,
-                  int64_t[::1] total):
+def merge_sum_i64(const int64_t[::1] dst, const int64_t[::1] src, int64_t[:, ::1] rec):
     cdef Py_ssize_t i, n = dst.shape[0]
-    cdef int64_t d, s
+    cdef int64_t F = rec.shape[1]
+    cdef int64_t* w = &rec[0, 0]
+    cdef int64_t* a
+    cdef int64_t* b
     with nogil:
         for i in range(n):
-            d = dst[i]
-            s = src[i]
-            if cnt[s] == 0:
+            a = w + dst[i] * F
+            b = w + src[i] * F
+            if b[0] == 0:
                 continue
-            if cnt[d] == 0:
-                total[d] = total[s]
+            if a[0] == 0:
+                a[1] = b[1]
             else:
-                total[d] = <int64_t>(<uint64_t>total[d] + <uint64_t>total[s])
-            cnt[d] += cnt[s]
+                a[1] = <int64_t>(<uint64_t>a[1] + <uint64_t>b[1])
+            a[0] += b[0]
 
 
 def merge_minmax(const int64_t[::1] dst, const int64_t[::1] src, bint is_max,
-                 int64_t[::1] cnt, num_t[::1] cur):
+                 int64_t[:, ::1] rec, num_t kind):
+    """``kind`` only selects the value type (0 or 0.0)."""
     cdef Py_ssize_t i, n = dst.shape[0]
-    cdef int64_t d, s
+    cdef int64_t F = rec.shape[1]
+    cdef int64_t* w = &rec[0, 0]
+    cdef int64_t* a
+    cdef int64_t* b
+    cdef num_t* va
+    cdef num_t* vb
     with nogil:
         for i in range(n):
-            d = dst[i]
-            s = src[i]
-            if cnt[s] == 0:
+            a = w + dst[i] * F
+            b = w + src[i] * F
+            if b[0] == 0:
                 continue
-            if cnt[d] == 0 or (cur[s] > cur[d] if is_max else cur[s] < cur[d]):
-                cur[d] = cur[s]
-            cnt[d] += cnt[s]
+            va = <num_t*>a
+            vb = <num_t*>b
+            if a[0] == 0 or (vb[1] > va[1] if is_max else vb[1] < va[1]):
+                va[1] = vb[1]
+            a[0] += b[0]
 
 
-def merge_welford(const int64_t[::1] dst, const int64_t[::1] src, int64_t[::1] cnt,
-                  double[::1] mean, double[::1] m2):
+def merge_welford(const int64_t[::1] dst, const int64_t[::1] src, int64_t[:, ::1] rec):
     """Chan et al.'s pairwise combination of (count, mean, M2)."""
     cdef Py_ssize_t i, n = dst.shape[0]
-    cdef int64_t d, s
+    cdef int64_t F = rec.shape[1]
+    cdef int64_t* w = &rec[0, 0]
+    cdef int64_t* a
+    cdef int64_t* b
+    cdef double* fa
+    cdef double* fb
     cdef double na, nb, nt, delta
     with nogil:
         for i in range(n):
-            d = dst[i]
-            s = src[i]
-            if cnt[s] == 0:
+            a = w + dst[i] * F
+            b = w + src[i] * F
+            if b[0] == 0:
                 continue
-            if cnt[d] == 0:
-                mean[d] = mean[s]
-                m2[d] = m2[s]
-                cnt[d] = cnt[s]
+            fa = <double*>a
+            fb = <double*>b
+            if a[0] == 0:
+                fa[1] = fb[1]
+                fa[2] = fb[2]
+                a[0] = b[0]
                 continue
-            na = <double>cnt[d]
-            nb = <double>cnt[s]
+            na = <double>a[0]
+            nb = <double>b[0]
             nt = na + nb
-            delta = mean[s] - mean[d]
-            mean[d] += delta * (nb / nt)
-            m2[d] += m2[s] + delta * delta * (na * nb / nt)
-            cnt[d] += cnt[s]
+            delta = fb[1] - fa[1]
+            fa[1] += delta * (nb / nt)
+            fa[2] += fb[2] + delta * delta * (na * nb / nt)
+            a[0] += b[0]
 
 
 def merge_firstlast(const int64_t[::1] dst, const int64_t[::1] src, bint is_last,
-                    int64_t[::1] cnt, num_t[::1] cur, int64_t[::1] cur_ts):
-    """Merge in order: ``src`` counts as the later rows on ties."""
+                    int64_t[:, ::1] rec):
+    """Merge in order: ``src`` counts as the later rows on ties. Values are
+    copied as raw 8-byte words, so this serves every value type."""
     cdef Py_ssize_t i, n = dst.shape[0]
-    cdef int64_t d, s
+    cdef int64_t F = rec.shape[1]
+    cdef int64_t* w = &rec[0, 0]
+    cdef int64_t* a
+    cdef int64_t* b
     with nogil:
         for i in range(n):
-            d = dst[i]
-            s = src[i]
-            if cnt[s] == 0:
+            a = w + dst[i] * F
+            b = w + src[i] * F
+            if b[0] == 0:
                 continue
-            if cnt[d] == 0 or (cur_ts[s] >= cur_ts[d] if is_last else cur_ts[s] < cur_ts[d]):
-                cur[d] = cur[s]
-                cur_ts[d] = cur_ts[s]
-            cnt[d] += cnt[s]
+            if a[0] == 0 or (b[2] >= a[2] if is_last else b[2] < a[2]):
+                a[1] = b[1]
+                a[2] = b[2]
+            a[0] += b[0]

@@ -20,7 +20,8 @@ Slots and state
     id allocated by the window aggregator and reused after purge. An
     aggregate object is configuration only; its per-slot state is one value
     returned by ``new_state`` and threaded through the calls below (for the
-    built-ins: a few NumPy arrays indexed by slot).
+    built-ins: :class:`Columns`, one record of a few 8-byte fields per slot,
+    readable as one NumPy array per field).
 
 Plug-ins
     Subclass :class:`SlotAggregate` and make a constructor reachable as
@@ -108,12 +109,22 @@ class SlotAggregate:
 # ---------------------------------------------------------------- columnar state
 
 class Columns:
-    """Per-slot state of a built-in aggregate: named NumPy arrays of one length."""
+    """Per-slot state of a built-in aggregate: one record of 8-byte words per slot.
 
-    __slots__ = ("arrays", "size")
+    ``rec`` is an ``(n_slots, F)`` int64 array (a row touches one cache line);
+    ``state[name]`` is the strided view of one field with its dtype (int64 or
+    float64, the same bytes), so results, resets and snapshots stay columnar.
+    Word 0 is always ``cnt``.
+    """
+
+    __slots__ = ("spec", "names", "rec", "size")
 
     def __init__(self, spec: dict[str, np.dtype], size: int = 0):
-        self.arrays = {k: np.zeros(size, dtype=dt) for k, dt in spec.items()}
+        self.spec = {k: np.dtype(v) for k, v in spec.items()}
+        if list(self.spec)[0] != "cnt" or any(d.itemsize != 8 for d in self.spec.values()):
+            raise ValueError("aggregate state needs 'cnt' first and 8-byte fields")
+        self.names = list(self.spec)
+        self.rec = np.zeros((size, len(self.spec)), dtype=np.int64)
         self.size = size
 
     def ensure(self, n: int) -> None:
@@ -121,18 +132,17 @@ class Columns:
         if n <= self.size:
             return
         new = _builtins.max(n, 2 * self.size, 64)
-        for k, a in self.arrays.items():
-            b = np.zeros(new, dtype=a.dtype)
-            b[: self.size] = a
-            self.arrays[k] = b
+        rec = np.zeros((new, len(self.names)), dtype=np.int64)
+        rec[: self.size] = self.rec
+        self.rec = rec
         self.size = new
 
     def __getitem__(self, k: str) -> np.ndarray:
-        return self.arrays[k]
+        return self.rec.view(self.spec[k])[:, self.names.index(k)]
 
     def to_bytes(self) -> bytes:
-        batch = pa.RecordBatch.from_arrays([pa.array(a) for a in self.arrays.values()],
-                                           names=list(self.arrays))
+        batch = pa.RecordBatch.from_arrays([pa.array(np.ascontiguousarray(self[k])) for k in self.names],
+                                           names=self.names)
         sink = io.BytesIO()
         with pa.ipc.new_stream(sink, batch.schema) as w:
             w.write_batch(batch)
@@ -143,11 +153,9 @@ class Columns:
         batch = pa.ipc.open_stream(data).read_all().combine_chunks()
         if list(batch.schema.names) != list(spec):
             raise ValueError(f"aggregate state has fields {batch.schema.names}, expected {list(spec)}")
-        out = cls(spec, 0)
+        out = cls(spec, batch.num_rows)
         for k in spec:
-            col = batch.column(k)
-            out.arrays[k] = np.array(col.to_numpy(zero_copy_only=False), dtype=spec[k])
-        out.size = batch.num_rows
+            out[k][:] = np.asarray(batch.column(k).to_numpy(zero_copy_only=False), dtype=spec[k])
         return out
 
 
@@ -292,10 +300,10 @@ class Count(BuiltinAggregate):
     def update_rows(self, state, slots, values, ts, size):
         state.ensure(size)
         if values is None:
-            _window.agg_count(slots, _EMPTY_U8, 0, state["cnt"])
+            _window.agg_count(slots, _EMPTY_U8, 0, state.rec)
         else:
             v, off = _valid(values)
-            _window.agg_count(slots, v, off, state["cnt"])
+            _window.agg_count(slots, v, off, state.rec)
 
     def update(self, state, slots, values):
         slots = np.ascontiguousarray(slots, dtype=np.int64)
@@ -305,7 +313,7 @@ class Count(BuiltinAggregate):
 
     def merge(self, state, dst, src):
         self._grow(state, dst, src)
-        _window.merge_count(dst, src, state["cnt"])
+        _window.merge_count(dst, src, state.rec)
         return state
 
     def result(self, state, slots):
@@ -333,16 +341,16 @@ class Sum(BuiltinAggregate):
         v, off = _valid(values)
         x = as_storage(values, self._dtype)
         if self._dtype == np.int64:
-            _window.agg_sum_i64(slots, x, v, off, state["cnt"], state["sum"])
+            _window.agg_sum_i64(slots, x, v, off, state.rec)
         else:
-            _window.agg_sum_f64(slots, x, v, off, state["cnt"], state["sum"], state["comp"])
+            _window.agg_sum_f64(slots, x, v, off, state.rec)
 
     def merge(self, state, dst, src):
         self._grow(state, dst, src)
         if self._dtype == np.int64:
-            _window.merge_sum_i64(dst, src, state["cnt"], state["sum"])
+            _window.merge_sum_i64(dst, src, state.rec)
         else:
-            _window.merge_sum_f64(dst, src, state["cnt"], state["sum"], state["comp"])
+            _window.merge_sum_f64(dst, src, state.rec)
         return state
 
     def result(self, state, slots):
@@ -385,12 +393,11 @@ class MinMax(_Ordered):
     def update_rows(self, state, slots, values, ts, size):
         state.ensure(size)
         v, off = _valid(values)
-        _window.agg_minmax(slots, as_storage(values, self._dtype), v, off, self.is_max,
-                           state["cnt"], state["val"])
+        _window.agg_minmax(slots, as_storage(values, self._dtype), v, off, self.is_max, state.rec)
 
     def merge(self, state, dst, src):
         self._grow(state, dst, src)
-        _window.merge_minmax(dst, src, self.is_max, state["cnt"], state["val"])
+        _window.merge_minmax(dst, src, self.is_max, state.rec, 0.0 if self._dtype == np.float64 else 0)
         return state
 
 
@@ -406,12 +413,11 @@ class FirstLast(_Ordered):
     def update_rows(self, state, slots, values, ts, size):
         state.ensure(size)
         v, off = _valid(values)
-        _window.agg_firstlast(slots, as_storage(values, self._dtype), v, off, ts, self.is_last,
-                              state["cnt"], state["val"], state["ts"])
+        _window.agg_firstlast(slots, as_storage(values, self._dtype), v, off, ts, self.is_last, state.rec)
 
     def merge(self, state, dst, src):
         self._grow(state, dst, src)
-        _window.merge_firstlast(dst, src, self.is_last, state["cnt"], state["val"], state["ts"])
+        _window.merge_firstlast(dst, src, self.is_last, state.rec)
         return state
 
 
@@ -444,12 +450,11 @@ class Moments(BuiltinAggregate):
     def update_rows(self, state, slots, values, ts, size):
         state.ensure(size)
         v, off = _valid(values)
-        _window.agg_welford(slots, as_storage(values, np.dtype(np.float64)), v, off,
-                            state["cnt"], state["mean"], state["m2"])
+        _window.agg_welford(slots, as_storage(values, np.dtype(np.float64)), v, off, state.rec)
 
     def merge(self, state, dst, src):
         self._grow(state, dst, src)
-        _window.merge_welford(dst, src, state["cnt"], state["mean"], state["m2"])
+        _window.merge_welford(dst, src, state.rec)
         return state
 
     def result(self, state, slots):
