@@ -10,7 +10,7 @@ The scripts write JSON of a few shapes; :func:`normalise` reads them all:
 
 - ``{"results": [{"workload", "engine", "rows_per_s", "peer"?}, ...]}``;
 - ``{"results": [{"P": 8, "fastops Mrows/s": ..., "polars Mrows/s": ...}, ...]}``
-  (one workload per row, engines as ``<name> Mrows/s`` columns);
+  (one workload per row, engines as ``<name> Mrows/s`` / ``Mvalues/s`` columns);
 - ``{"workloads": {"W1": {"fastops": {"events_per_s"}, "duckdb": {...}}, ...}}``.
 
 matplotlib is optional: without it the chart is skipped with a message.
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -93,6 +94,9 @@ def _num(v: Any) -> Optional[float]:
     return v if v == v and v >= 0 else None
 
 
+_MRATE = re.compile(r"^(.+) M(?:rows|values|events)/s$")  # "polars Mrows/s" -> "polars"
+
+
 def _is_fastops(engine: str) -> bool:
     return engine.lower().startswith("fastops")
 
@@ -102,8 +106,8 @@ def _from_result_rows(suite: str, rows: list) -> list[Workload]:
     for r in rows:
         if not isinstance(r, dict):
             continue
-        rate_cols = {k[:-len(" Mrows/s")]: _num(v) * 1e6 for k, v in r.items()
-                     if isinstance(k, str) and k.endswith(" Mrows/s") and _num(v) is not None}
+        rate_cols = {m.group(1): _num(v) * 1e6 for k, v in r.items()
+                     if isinstance(k, str) and (m := _MRATE.match(k)) and _num(v) is not None}
         if rate_cols:  # engines as columns; the other scalar fields name the workload
             label = ", ".join(f"{k}={v}" for k, v in r.items()
                               if not isinstance(k, str) or (" " not in k and isinstance(v, (int, str))

@@ -177,9 +177,6 @@ def _demo(args: argparse.Namespace) -> int:
         return _fail("fastops demo", "--sql needs the SQL face (fastops.TableEnvironment), "
                      "which this build of fastops does not have yet; run 'fastops demo' without "
                      "--sql for the DataStream form")
-    if args.sql:
-        return _fail("fastops demo", "--sql: the SQL form of the demo is not written yet for this "
-                     "build's TableEnvironment; run 'fastops demo' without --sql")
     try:
         cfg = d.DemoConfig(events=args.events or d.DEFAULT_EVENTS, seed=args.seed, rate=args.rate,
                            parallelism=args.parallelism, checkpoint_dir=args.checkpoint_dir,
@@ -192,8 +189,15 @@ def _demo(args: argparse.Namespace) -> int:
           f"parallelism {cfg.parallelism}"
           + (f", paced at {cfg.rate:,.0f} rows/s" if cfg.rate else "")
           + (f", checkpoints in {cfg.checkpoint_dir}" if cfg.checkpoint_dir else ""), flush=True)
+    if args.sql and (cfg.checkpoint_dir or cfg.output):
+        return _fail("fastops demo", "--checkpoint-dir and --output apply to the DataStream form; "
+                     "drop --sql to use them", 2)
     try:
-        res = d.run_demo(cfg, progress=not args.no_progress)
+        if args.sql:
+            print("running the three SQL queries (rewards, leaderboard, per minute) ...", flush=True)
+            res = d.run_demo_sql(cfg)
+        else:
+            res = d.run_demo(cfg, progress=not args.no_progress)
     except JobFailed as exc:
         return _fail("fastops demo", str(exc))
     except KeyboardInterrupt:
@@ -265,25 +269,25 @@ def _run(args: argparse.Namespace) -> int:
 
 def _sql(args: argparse.Namespace) -> int:
     import fastops
-    from fastops.demo import format_grid
 
     if not hasattr(fastops, "TableEnvironment"):
         return _fail("fastops sql", "needs the SQL face (fastops.TableEnvironment), which this "
-                     "build of fastops does not have yet")
+                     "build of fastops does not have")
     import pyarrow.dataset as ds
 
-    tenv = fastops.TableEnvironment()
+    from fastops.demo import format_grid
+
+    tenv = fastops.TableEnvironment(mode="batch")
     for name, path in args.table:
         try:
             data = ds.dataset(path, format="parquet").to_table()
         except (FileNotFoundError, OSError, ValueError) as exc:
-            return _fail("fastops sql", f"--table {name}={path}: {exc}", 2)
+            return _fail("fastops sql", f"--table {name}={path}: {exc}".replace("\n", " "), 2)
         tenv.create_temporary_view(name, tenv.from_arrow(data))
     try:
-        result = tenv.sql_query(args.query)
-        table = result.to_arrow() if hasattr(result, "to_arrow") else result.execute().to_arrow()
-    except Exception as exc:  # noqa: BLE001 - a bad query is the user's error
-        return _fail("fastops sql", f"{type(exc).__name__}: {exc}")
+        table = tenv.sql_query(args.query).execute().to_arrow()
+    except Exception as exc:  # noqa: BLE001 - a bad query is the user's error: one line
+        return _fail("fastops sql", f"{type(exc).__name__}: {exc}".replace("\n", " "))
     print(format_grid(table, max_rows=args.rows))
     return 0
 
