@@ -531,6 +531,8 @@ class UdfCall(Expr):
     def eval(self, batch):
         n = _len(batch)
         vals = [broadcast(a.eval(batch), n) for a in self.args]
+        if n == 0:  # no rows (also: planning): the declared type, without calling the function
+            return pa.array([], self.udf.result_type)
         return self.udf.evaluate(vals, n)
 
     def __repr__(self):

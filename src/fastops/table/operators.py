@@ -150,8 +150,8 @@ class GatherSort(Operator):
             # stable multi-key sort, last key first; nulls first for ASC, last for DESC
             for name, asc in reversed(self.keys):
                 col = t.column(name).take(pa.array(idx))
-                order = pc.sort_indices(col, sort_keys=[("x", "ascending" if asc else "descending")],
-                                        null_placement="at_start" if asc else "at_end")
+                order = pc.sort_indices(pa.table({"x": col}), sort_keys=[
+                    ("x", "ascending" if asc else "descending", "at_start" if asc else "at_end")])
                 idx = idx[order.to_numpy()]
             t = t.take(pa.array(idx))
         end = None if self.limit is None else self.offset + self.limit

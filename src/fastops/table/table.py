@@ -506,8 +506,7 @@ class Table:
     def explain(self) -> str:
         """The logical plan, then the physical plan of the DataStream job."""
         stream = compile_plan(self._node, self._streaming, self._t_env.parallelism)
-        return ("== Logical Plan ==\n" + explain_plan(self._node) + "\n\n== Physical Plan ==\n"
-                + stream.explain())
+        return "== Logical Plan ==\n" + explain_plan(self._node) + "\n\n" + stream.explain()
 
     def _run(self) -> tuple[pa.Table, Any]:
         from fastops.runtime.errors import JobFailed
