@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -132,19 +132,27 @@ def check_fastops(batch, parts, P):
 
 
 def threads_ratio(batches, P, repeats):
-    """Throughput of two threads (one batch each) over one thread doing both."""
+    """Throughput of two threads (one batch each) over one thread doing both.
+
+    The two worker threads live for the whole measurement, as an engine's task
+    threads do (fresh threads per call would also measure thread start-up and
+    the allocator's per-thread heaps warming up).
+    """
+    pool = ThreadPoolExecutor(max_workers=len(batches))
+
     def serial():
         for b in batches:
             fastops.partition(b, "key", P)
 
     def parallel():
-        threads = [threading.Thread(target=fastops.partition, args=(b, "key", P)) for b in batches]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        for f in [pool.submit(fastops.partition, b, "key", P) for b in batches]:
+            f.result()
 
-    times = median_times({"serial": serial, "parallel": parallel}, repeats)
+    try:
+        parallel()  # start the workers
+        times = median_times({"serial": serial, "parallel": parallel}, repeats)
+    finally:
+        pool.shutdown()
     return times["serial"], times["parallel"]
 
 

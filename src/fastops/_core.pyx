@@ -192,9 +192,13 @@ def hash_binary(const offset_t[::1] offsets, const uint8_t[::1] data,
 
 def hash_bytes(const uint8_t[::1] data, uint64_t seed) -> int:
     """XXH64 of one byte string."""
-    if data.shape[0] == 0:
+    cdef uint64_t h
+    cdef Py_ssize_t n = data.shape[0]
+    if n == 0:
         return xxh64(NULL, 0, seed)
-    return xxh64(&data[0], data.shape[0], seed)
+    with nogil:
+        h = xxh64(&data[0], <size_t>n, seed)
+    return h
 
 
 def hash_set_nulls(const uint8_t[::1] validity, int64_t offset, uint64_t null_hash,
