@@ -28,7 +28,7 @@ TIMES = st.integers(0, 60_000)  # ms after BASE_MS
 
 ROW = st.tuples(KEYS, STRS, FLOATS, INTS, TIMES)
 ROWS = st.lists(ROW, min_size=0, max_size=40)
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def make_table(rows: list) -> pa.Table:

@@ -301,7 +301,7 @@ class TableEnvironment:
         while not node.is_source:
             if len(node.inputs) != 1:
                 break
-            node = node.inputs[0].node
+            node = node.inputs[0].upstream
         src = getattr(node, "source", None)
         schema = src.schema() if src is not None else None
         if schema is not None and stream.node.is_source:
@@ -530,7 +530,7 @@ def _probe(node: Any, batch: pa.RecordBatch) -> Optional[pa.Schema]:
         chain.append(cur)
         if len(cur.inputs) != 1:
             return None
-        cur = cur.inputs[0].node
+        cur = cur.inputs[0].upstream
     out = batch
     for n in reversed(chain):
         op = n.factory()

@@ -425,6 +425,8 @@ class InList(Expr):
 
     def eval(self, batch):
         v = broadcast(self.expr.eval(batch), _len(batch))
+        if pat.is_null(v.type):
+            return pa.nulls(len(v), pa.bool_())
         vs = pa.array(self.values)
         if vs.type != v.type:
             try:

@@ -196,13 +196,27 @@ class HashJoin(Operator):
         for lk, rk in zip(*self.keys):
             lt, rt = left.schema.field(lk).type, right.schema.field(rk).type
             if lt != rt:
-                common = pa.float64() if (pa.types.is_floating(lt) or pa.types.is_floating(rt)) else pa.int64()
+                common = _common_type(lt, rt)
                 left = left.set_column(left.schema.get_field_index(lk), lk, left.column(lk).cast(common))
                 right = right.set_column(right.schema.get_field_index(rk), rk, right.column(rk).cast(common))
         joined = left.join(right, keys=self.keys[0], right_keys=self.keys[1], join_type=self.how,
                            coalesce_keys=False, use_threads=False)
         joined = joined.select(names)
         return [b for b in joined.combine_chunks().to_batches() if b.num_rows]
+
+
+def _common_type(a: pa.DataType, b: pa.DataType) -> pa.DataType:
+    """The type two join keys are compared in."""
+    if pa.types.is_null(a):
+        return b
+    if pa.types.is_null(b):
+        return a
+    num = lambda t: pa.types.is_integer(t) or pa.types.is_floating(t)  # noqa: E731
+    if num(a) and num(b):
+        return pa.float64() if (pa.types.is_floating(a) or pa.types.is_floating(b)) else pa.int64()
+    if pa.types.is_string(a) or pa.types.is_large_string(a):
+        return a
+    return a
 
 
 def _ms(batch: pa.RecordBatch, column: str) -> np.ndarray:
