@@ -709,6 +709,8 @@ def report(res: DemoResult, max_rows: int = 10) -> str:
     if res.face != "SQL":
         late = res.late.select([c for c in ("player_id", "event_type", "ts", "reason", "watermark")
                                 if c in res.late.column_names])
+        if "ts" in late.column_names:  # event time as a timestamp, next to the watermark it met
+            late = late.set_column(late.column_names.index("ts"), "ts", late.column("ts").cast(_TS))
         parts += ["", "Late events", format_grid(late, 5)]
     parts += ["", summary(res)]
     return "\n".join(parts)
