@@ -383,7 +383,10 @@ class TableEnvironment:
             table = Table(self, compile_query(self, q, prep))
             return self._insert_into(name, table, bool(tree.args.get("overwrite")))
         if isinstance(tree, exp.Drop):
-            name = tree.this.name
+            targets = tree.args.get("tables") or ([tree.this] if tree.this is not None else [])
+            if len(targets) != 1:
+                raise SqlError("DROP takes one table or view")
+            name = targets[0].name
             kind = (tree.args.get("kind") or "").upper()
             gone = self._views.pop(name, None) if kind == "VIEW" else self._tables.pop(name, None)
             if gone is None and not tree.args.get("exists"):

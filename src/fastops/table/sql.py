@@ -110,8 +110,9 @@ def preprocess(sql: str) -> Prepared:
                 depth_stack.pop()
         elif up == "SESSION" and i + 1 < n and toks[i + 1].token_type.name == "L_PAREN":
             put(t.start, "SESSWIN")
-        elif up == "TABLE" and depth_stack and depth_stack[-1] in _TVFS:
-            blank(t.start, t.end)
+        elif up == "TABLE" and depth_stack and i + 1 < n and toks[i + 1].token_type.name != "L_PAREN" and \
+                toks[i - 1].token_type.name in ("L_PAREN", "COMMA", "FARROW"):
+            blank(t.start, t.end)  # TABLE t as a table function argument
         elif typ == "PARTITION_BY" and depth_stack and depth_stack[-1] == "SESSION":
             # keys up to the next comma at this depth: "k" or "(k1, k2)"
             j = i + 1
