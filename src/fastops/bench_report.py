@@ -8,7 +8,9 @@ chart per workload, fastops against its peers) into the output directory.
 
 The scripts write JSON of a few shapes; :func:`normalise` reads them all:
 
-- ``{"results": [{"workload", "engine", "rows_per_s", "peer"?}, ...]}``;
+- ``{"results": [{"workload", "engine", "rows_per_s", "peer"?}, ...]}`` (also
+  ``impl`` for the engine, ``events_per_s`` / ``updates_per_s`` for the rate,
+  and, without ``workload``, the row's other text fields as its name);
 - ``{"results": [{"P": 8, "fastops Mrows/s": ..., "polars Mrows/s": ...}, ...]}``
   (one workload per row, engines as ``<name> Mrows/s`` / ``Mvalues/s`` columns);
 - ``{"workloads": {"W1": {"fastops": {"events_per_s"}, "duckdb": {...}}, ...}}``.
@@ -94,6 +96,8 @@ def _num(v: Any) -> Optional[float]:
     return v if v == v and v >= 0 else None
 
 
+_RATE_KEYS = ("rows_per_s", "events_per_s", "updates_per_s", "values_per_s")
+_ENGINE_KEYS = ("engine", "impl", "implementation")
 _MRATE = re.compile(r"^(.+) M(?:rows|values|events)/s$")  # "polars Mrows/s" -> "polars"
 
 
@@ -118,11 +122,21 @@ def _from_result_rows(suite: str, rows: list) -> list[Workload]:
             eng = max(fast, key=fast.get) if fast else "fastops"
             out[name] = Workload(suite, name, fast.get(eng), peers, eng)
             continue
-        rate = _num(r.get("rows_per_s", r.get("events_per_s")))
-        if rate is None:
+        rate_key = next((k for k in _RATE_KEYS if _num(r.get(k)) is not None), None)
+        if rate_key is None:
+            rate_key = next((k for k in r if isinstance(k, str) and k.endswith("_per_s")
+                             and _num(r[k]) is not None), None)
+        if rate_key is None:
             continue
-        name = f"{suite}: {r['workload']}" if "workload" in r else suite
-        engine = str(r.get("engine", "fastops"))
+        rate = _num(r[rate_key])
+        engine_key = next((k for k in _ENGINE_KEYS if k in r), None)
+        engine = str(r[engine_key]) if engine_key else "fastops"
+        if "workload" in r:
+            label = str(r["workload"])
+        else:  # the other text fields name the workload ("hll p=14 / int64")
+            label = " / ".join(str(v) for k, v in r.items()
+                               if k != engine_key and isinstance(v, str) and k not in ("peer",))
+        name = f"{suite}: {label}" if label else suite
         w = out.setdefault(name, Workload(suite, name, None))
         is_peer = r.get("peer")
         if is_peer is None:
