@@ -323,6 +323,18 @@ def build_aggregate(child: PlanNode, key_exprs: Sequence[Expr], items: Sequence[
         if window is not None:
             seen.setdefault(window.time_col, Col(window.time_col))
         src = Project(child, list(seen.items()))
+    if having_r is None:
+        # the select list is the aggregate's output in order (renames only): name the
+        # aggregates after it and skip the projection
+        names = (["window_start", "window_end"] if window is not None else []) + key_names + \
+            [n for n, _ in agg_list]
+        if len(out_items) == len(names) and all(isinstance(e, Col) and e.col == c
+                                                for (_, e), c in zip(out_items, names)):
+            nk = len(names) - len(agg_list)
+            if all(n == c for (n, _), c in zip(out_items[:nk], names[:nk])):
+                renamed = [(out_items[nk + i][0], call) for i, (_, call) in enumerate(agg_list)]
+                if len({n for n, _ in out_items}) == len(out_items):
+                    return Aggregate(src, key_names, renamed, window, streaming)
     node: PlanNode = Aggregate(src, key_names, agg_list, window, streaming)
     if having_r is not None:
         node = Filter(node, having_r)
