@@ -272,4 +272,10 @@ def test_bench_report_reads_every_shape_of_the_repo_scripts():
     assert got[0].fastops == 40e6 and got[0].best_peer == ("polars", 10e6) and got[0].ratio == 4.0
     got = br.normalise("checkpoint", {"results": [{"workload": "no checkpoints", "rows_per_s": 5.0}]})
     assert got[0].fastops == 5.0 and got[0].ratio is None
+    got = br.normalise("sketch", {"results": [
+        {"sketch": "hll p=14", "data": "int64", "impl": "fastops", "updates_per_s": 9e7},
+        {"sketch": "hll p=14", "data": "int64", "impl": "polars approx_n_unique", "updates_per_s": 3e7},
+        {"sketch": "kll", "data": "float64", "impl": "fastops", "updates_per_s": 1e7}]})
+    assert [w.name for w in got] == ["sketch: hll p=14 / int64", "sketch: kll / float64"]
+    assert got[0].ratio == pytest.approx(3.0) and got[1].best_peer is None
     assert br.normalise("x", ["not", "a", "dict"]) == []
