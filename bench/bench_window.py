@@ -89,12 +89,15 @@ def run_duckdb(table: pa.Table, wl: str) -> int:
     con.execute("SET threads = 1")
     con.register("events", table)
     if wl == "W1":
-        q = """SELECT user_id, (ts // 1000) * 1000 AS ws, count(*) AS n, sum(value) AS s, max(value) AS mx
+        # floor to the window start (DuckDB's // truncates towards zero for negatives)
+        q = """SELECT user_id, ts - ((ts % 1000) + 1000) % 1000 AS ws, count(*) AS n, sum(value) AS s,
+                      max(value) AS mx
                FROM events GROUP BY ALL"""
     elif wl == "W2":
         q = """SELECT user_id, ws, count(*) AS n, sum(value) AS s, max(value) AS mx FROM (
-                 SELECT user_id, value, unnest(range((ts // 1000 - 9) * 1000, (ts // 1000) * 1000 + 1, 1000)) AS ws
-                 FROM events) GROUP BY ALL"""
+                 SELECT user_id, value, unnest(range(f - 9000, f + 1, 1000)) AS ws
+                 FROM (SELECT user_id, value, ts - ((ts % 1000) + 1000) % 1000 AS f FROM events))
+               GROUP BY ALL"""
     else:
         q = """WITH o AS (SELECT user_id, ts, CASE WHEN ts - lag(ts) OVER w > 30000 OR lag(ts) OVER w IS NULL
                                           THEN 1 ELSE 0 END AS brk
@@ -102,8 +105,7 @@ def run_duckdb(table: pa.Table, wl: str) -> int:
                     s AS (SELECT user_id, ts, sum(brk) OVER (PARTITION BY user_id ORDER BY ts
                                                              ROWS UNBOUNDED PRECEDING) AS sid FROM o)
                SELECT user_id, sid, min(ts) AS ws, max(ts) + 30000 AS we, count(*) AS n FROM s GROUP BY ALL"""
-    out = con.execute(q).to_arrow_table()  # materialise every result row, as fastops does
-    n = out.num_rows if hasattr(out, "num_rows") else sum(b.num_rows for b in out)
+    n = con.sql(q).to_arrow_table().num_rows  # materialise every result row, as fastops does
     con.close()
     return n
 
@@ -138,15 +140,6 @@ def run_pyarrow(table: pa.Table, wl: str):
     out = t.group_by(["user_id", "ws"], use_threads=False).aggregate(
         [("value", "count"), ("value", "sum"), ("value", "max")])
     return out.num_rows
-
-
-def timed(fn, *args, repeats: int) -> tuple[float, object]:
-    times, res = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        res = fn(*args)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), res
 
 
 def fastops_memory(batches, wl: str) -> int:
@@ -187,15 +180,29 @@ def main(argv=None) -> int:
     print(f"{n:,} events, {len(batches)} batches of {BATCH:,}; median of {repeats} repeats; events/s (M)")
     header = f"{'':4} {'fastops':>9} {'duckdb':>9} {'polars':>9} {'pyarrow':>9} {'fastops/best':>13}"
     print(header)
+    runners = [("fastops", run_fastops, batches), ("duckdb", run_duckdb, table),
+               ("polars", run_polars, table), ("pyarrow", run_pyarrow, table)]
     for wl in args.workloads.split(","):
+        times: dict = {name: [] for name, _, _ in runners}
+        out_rows: dict = {}
+        for name, fn, data in runners:  # warm-up (imports, first-touch) and output sizes
+            out_rows[name] = fn(data, wl)
+        for _ in range(repeats):  # interleaved, so load changes hit every engine alike
+            for name, fn, data in runners:
+                if out_rows[name] is None:
+                    continue
+                t0 = time.perf_counter()
+                fn(data, wl)
+                times[name].append(time.perf_counter() - t0)
         row = {}
-        t, out_rows = timed(run_fastops, batches, wl, repeats=repeats)
-        row["fastops"] = {"seconds": t, "events_per_s": n / t, "output_rows": out_rows}
-        for name, fn in (("duckdb", run_duckdb), ("polars", run_polars), ("pyarrow", run_pyarrow)):
-            t, res = timed(fn, table, wl, repeats=repeats if fn is not run_pyarrow or wl != "W2" else max(1, repeats // 2))
-            row[name] = None if res is None else {"seconds": t, "events_per_s": n / t, "output_rows": res}
-        peers = [v["events_per_s"] for k, v in row.items() if k != "fastops" and v]
-        best = max(peers)
+        for name, _, _ in runners:
+            if out_rows[name] is None:
+                row[name] = None
+                continue
+            t = statistics.median(times[name])
+            row[name] = {"seconds": t, "events_per_s": n / t, "output_rows": out_rows[name],
+                         "repeats_s": times[name]}
+        best = max(v["events_per_s"] for k, v in row.items() if k != "fastops" and v)
         row["ratio_vs_best_peer"] = row["fastops"]["events_per_s"] / best
         if wl == "W1":
             row["fastops_peak_bytes"] = fastops_memory(batches, wl)
@@ -206,7 +213,9 @@ def main(argv=None) -> int:
             return f"{v['events_per_s'] / 1e6:9.2f}" if v else f"{'n/a':>9}"
 
         print(f"{wl:4} {fmt(row['fastops'])} {fmt(row['duckdb'])} {fmt(row['polars'])} {fmt(row['pyarrow'])} "
-              f"{row['ratio_vs_best_peer']:12.2f}x")
+              f"{row['ratio_vs_best_peer']:12.2f}x   output rows: "
+              + ", ".join(f"{k}={v['output_rows']:,}" for k, v in row.items() if isinstance(v, dict)
+                          and "output_rows" in v))
     w = results["workloads"]
     if "W1" in w and "W2" in w:
         results["w2_cost_over_w1"] = w["W1"]["fastops"]["events_per_s"] / w["W2"]["fastops"]["events_per_s"]
