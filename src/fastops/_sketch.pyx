@@ -40,6 +40,7 @@ cdef extern from *:
     }
     """
     int clz64 "fastops_clz64"(uint64_t x) noexcept nogil
+    void _prefetch "__builtin_prefetch"(const void* p) noexcept nogil
     uint64_t range64 "fastops_range64"(uint64_t x, uint64_t n) noexcept nogil
 
 cdef extern from *:
@@ -142,6 +143,7 @@ cdef extern from *:
 DEF BLOCK = 512
 DEF MAXLEV = 48
 DEF KLL_RUN = 16
+DEF PREFETCH = 16
 
 # status codes (the Python layer maps them to exceptions)
 cdef enum:
@@ -355,8 +357,8 @@ cdef inline void _hll_add(uint8_t* regs, int p, uint64_t h) noexcept nogil:
     cdef uint64_t idx = h >> (64 - p)
     cdef uint64_t w = (h << p) | (<uint64_t>1 << (p - 1))
     cdef uint8_t r = <uint8_t>(clz64(w) + 1)
-    if regs[idx] < r:
-        regs[idx] = r
+    cdef uint8_t old = regs[idx]
+    regs[idx] = r if r > old else old
 
 
 def hll_update(uint8_t[::1] regs, int p, int mode, const uint8_t[::1] a,
@@ -1394,6 +1396,11 @@ def ss_merge(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
     return res
 
 
+cdef struct TabEntry:
+    uint64_t key
+    int64_t idx      # -1: empty
+
+
 def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
               int64_t[::1] reps, int64_t size, int64_t capacity,
               const int64_t[::1] weights, int64_t chunk, int mode,
@@ -1416,16 +1423,18 @@ def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
         chunk = max(n, 1)
     cdef const int64_t* wp = &weights[0] if weighted else NULL
     cdef uint64_t hb[BLOCK]
+    cdef uint64_t hb2[BLOCK]
     cdef int64_t rb[BLOCK]
     cdef SSWork w
-    cdef int64_t off, cend, got, j, pos, wt, distinct, res = size
+    cdef int64_t off, cend, got, j, wt, distinct, res = size
+    cdef uint64_t pos, hv
     cdef uint64_t* oh = NULL
     cdef int64_t* oc = NULL
     cdef int64_t* orow = NULL
     cdef int64_t* oe = NULL
-    cdef uint64_t* tk
-    cdef uint8_t* tu
-    cdef int64_t* tv
+    cdef uint64_t* tpos = NULL
+    cdef TabEntry* tab = NULL
+    cdef TabEntry* e
     cdef uint64_t tmask
     cdef int64_t tsize = 16
     cdef bint neg = False
@@ -1437,48 +1446,59 @@ def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
         if neg:
             return ERR_NEGATIVE_WEIGHT
     with nogil:
-        tk = <uint64_t*>malloc(tsize * sizeof(uint64_t))
-        tu = <uint8_t*>malloc(tsize)
-        tv = <int64_t*>malloc(tsize * sizeof(int64_t))
+        tab = <TabEntry*>malloc(tsize * sizeof(TabEntry))
+        tpos = <uint64_t*>malloc((chunk + 1) * sizeof(uint64_t))
         oh = <uint64_t*>malloc((chunk + 1) * sizeof(uint64_t))
         oc = <int64_t*>malloc((chunk + 1) * sizeof(int64_t))
         oe = <int64_t*>malloc((chunk + 1) * sizeof(int64_t))
         orow = <int64_t*>malloc((chunk + 1) * sizeof(int64_t))
         tmask = <uint64_t>(tsize - 1)
-        if (tk == NULL or tu == NULL or tv == NULL or oh == NULL or oc == NULL
+        if (tab == NULL or tpos == NULL or oh == NULL or oc == NULL
                 or oe == NULL or orow == NULL or _ssw_alloc(&w, capacity, capacity + chunk) != 0):
             res = ERR_NOMEM
         else:
+            memset(tab, 0xFF, tsize * sizeof(TabEntry))
             memset(oe, 0, (chunk + 1) * sizeof(int64_t))
             off = 0
             while off < n:
                 cend = min(off + chunk, n)
-                memset(tu, 0, tsize)
                 distinct = 0
                 while off < cend:
                     got = _hash_block(&s, off, min(<int64_t>BLOCK, cend - off), hb, rb)
                     for j in range(got):
+                        hb2[j] = _fmix64(hb[j]) & tmask
+                    for j in range(min(got, <int64_t>PREFETCH)):
+                        _prefetch(&tab[hb2[j]])
+                    for j in range(got):
+                        if j + PREFETCH < got:
+                            _prefetch(&tab[hb2[j + PREFETCH]])
                         wt = wp[rb[j]] if weighted else 1
                         if wt == 0:
                             continue
-                        pos = _tbl_find(tk, tu, tmask, hb[j])
-                        if tu[pos]:
-                            oc[tv[pos]] += wt
+                        hv = hb[j]
+                        pos = hb2[j]
+                        e = &tab[pos]
+                        while e.idx >= 0 and e.key != hv:
+                            pos = (pos + 1) & tmask
+                            e = &tab[pos]
+                        if e.idx >= 0:
+                            oc[e.idx] += wt
                         else:
-                            tu[pos] = 1
-                            tk[pos] = hb[j]
-                            tv[pos] = distinct
-                            oh[distinct] = hb[j]
+                            e.key = hv
+                            e.idx = distinct
+                            tpos[distinct] = pos
+                            oh[distinct] = hv
                             oc[distinct] = wt
                             orow[distinct] = -(rb[j] + 1)
                             distinct += 1
                     off += min(<int64_t>BLOCK, cend - off)
+                for j in range(distinct):      # clear only the cells used
+                    tab[tpos[j]].idx = -1
                 res = _ss_combine(&w, &hashes[0], &counts[0], &errs[0], &reps[0], res,
                                   capacity, oh, oc, oe, orow, distinct, 0)
             _ssw_free(&w)
-        free(tk)
-        free(tu)
-        free(tv)
+        free(tab)
+        free(tpos)
         free(oh)
         free(oc)
         free(oe)
