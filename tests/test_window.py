@@ -5,7 +5,6 @@ import math
 import os
 import sys
 
-import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings

@@ -1,6 +1,7 @@
 """Lateness, re-emission, side output, bad input and a large stream for WindowAggregator."""
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections import Counter
@@ -223,3 +224,100 @@ def test_large_stream_against_pandas():
     np.testing.assert_allclose(got["s"].to_numpy(), exp["s"].to_numpy(), rtol=1e-9, atol=1e-9)
     assert (got["mn"].to_numpy() == exp["mn"].to_numpy()).all()
     assert wa.num_slots == 0  # everything purged after flush; memory reused, not grown per window
+
+
+class _SumSquares(agg.SlotAggregate):
+    """A plug-in aggregate kept in plain NumPy, to exercise the protocol path."""
+
+    name = "sum_squares"
+
+    def __init__(self, column):
+        self.column = column
+
+    def output_type(self, input_type):
+        return pa.float64()
+
+    def validate(self, input_type):
+        if not pa.types.is_floating(input_type):
+            raise TypeError(f"sum_squares: column {self.column!r} has type {input_type}")
+
+    def new_state(self):
+        return np.zeros(0)
+
+    def _grow(self, state, n):
+        if n > len(state):
+            state = np.concatenate([state, np.zeros(n - len(state))])
+        return state
+
+    def update(self, state, slots, values):
+        assert values.null_count == 0 and (slots >= 0).all()
+        state = self._grow(state, int(slots.max()) + 1 if len(slots) else 0)
+        np.add.at(state, slots, values.to_numpy() ** 2)
+        return state
+
+    def merge(self, state, dst, src):
+        state = self._grow(state, int(max(dst.max(), src.max())) + 1 if len(dst) else 0)
+        np.add.at(state, dst, state[src])
+        return state
+
+    def result(self, state, slots):
+        return pa.array(state[slots])
+
+    def reset(self, state, slots):
+        state[slots] = 0.0
+        return state
+
+    def to_bytes(self, state):
+        return state.tobytes()
+
+    def from_bytes(self, data):
+        return np.frombuffer(data, dtype=np.float64).copy()
+
+
+@pytest.mark.parametrize("window", [Tumbling(100), Sliding(300, 100), Session(20)])
+def test_plugin_aggregate_protocol(window):
+    rng = np.random.default_rng(3)
+    n = 3000
+    ts = np.sort(rng.integers(0, 5000, n)) - rng.integers(0, 50, n)
+    k = rng.integers(0, 20, n)
+    v = rng.standard_normal(n)
+    null = rng.random(n) < 0.1
+    vals = pa.array(v, mask=null)
+    mk = lambda: WindowAggregator(window, ["k"], {"ss": _SumSquares("v"), "n": agg.count("v")})  # noqa: E731
+    wa = mk()
+    outs = []
+    for i in range(0, n, 700):
+        if i == 1400:  # snapshot / restore in the middle
+            st2 = wa.snapshot().to_bytes()
+            wa = mk()
+            wa.restore(st2)
+        wa.process(pa.record_batch({"ts": ts[i:i + 700], "k": k[i:i + 700], "v": vals[i:i + 700]}))
+        outs.append(wa.advance_watermark(int(ts[: i + 700].max()) - 50 - 1))
+    outs.append(wa.flush())
+    out = pa.Table.from_batches(outs)
+    rows = [{"ts": int(ts[i]), "k": int(k[i]), "v": None if null[i] else float(v[i])} for i in range(n)]
+    wt = ("tumbling", 100, 0) if isinstance(window, Tumbling) else \
+        ("sliding", 300, 100, 0) if isinstance(window, Sliding) else ("session", 20)
+    exp = ref.window_aggregate(rows, wt, ["k"], {"n": ("count", "v", 1)})
+    d = out.to_pydict()
+    starts = out.column("window_start").cast(pa.int64()).to_pylist()
+    ends = out.column("window_end").cast(pa.int64()).to_pylist()
+    assert len(d["k"]) == len(exp)
+    for i in range(out.num_rows):
+        key = (starts[i], ends[i], d["k"][i])
+        assert d["n"][i] == exp[key]["n"]
+        members = [r["v"] ** 2 for r in rows if r["k"] == d["k"][i] and starts[i] <= r["ts"] < ends[i]
+                   and r["v"] is not None] if wt[0] != "session" else None
+        if members is not None:
+            assert math.isclose(d["ss"][i], math.fsum(members), rel_tol=1e-9, abs_tol=1e-12)
+    assert wa.rows_late == 0
+
+
+def test_register_plugin():
+    name = "sum_squares_test_only"
+    agg.register(name, _SumSquares)
+    assert isinstance(getattr(agg, name)("v"), _SumSquares)
+    with pytest.raises(ValueError, match="already registered"):
+        agg.register(name, _SumSquares)
+    with pytest.raises(TypeError):
+        agg.register("not a name", _SumSquares)

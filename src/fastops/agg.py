@@ -211,10 +211,6 @@ def _valid(values: pa.Array) -> tuple[np.ndarray, int]:
     return (_EMPTY_U8, 0) if v is None else (v, values.offset)
 
 
-def _mask_slots(slots: np.ndarray, values: pa.Array) -> np.ndarray:
-    return np.ascontiguousarray(slots, dtype=np.int64)
-
-
 class BuiltinAggregate(SlotAggregate):
     """A built-in: columnar state, kernels in ``fastops._window``.
 

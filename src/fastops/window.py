@@ -55,7 +55,7 @@ import bisect
 import copy
 import io
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
@@ -651,7 +651,7 @@ class WindowAggregator:
         if refire_panes:
             _window.pane_clear_dirty(self._hg, self._hq, self._hv, self._s_next, self._s_flags,
                                      np.array(sorted(refire_panes), dtype=np.int64))
-        self._ndirty = 0 if not refire_panes and self._ndirty == 0 else self._remaining_dirty(jp_old, jf_old)
+        self._ndirty = 0  # every dirty pane lies in a re-fired window: all cleared above
         out = self._empty()
         if total_rows:
             groups = np.concatenate(pieces_g)
@@ -695,10 +695,6 @@ class WindowAggregator:
                                     self._s_flags, self._free, self._counters, dead, freed)
             self._reset_slots(freed[:nf])
         return out
-
-    def _remaining_dirty(self, jp_old: int, jf_old: int) -> int:
-        # every dirty pane lies in a refire window, and all of those were cleared
-        return 0
 
     def _advance_sessions(self, t: int) -> pa.RecordBatch:
         nslots = int(self._counters[0])
