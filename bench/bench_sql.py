@@ -22,7 +22,9 @@ asks for fastops SQL within 10% of the DataStream job) and fastops SQL / DuckDB.
 """
 from __future__ import annotations
 
+import gc
 import os
+import statistics
 import sys
 import tempfile
 
@@ -96,6 +98,10 @@ def run_duckdb(path: str, wl: str) -> int:
     return con.sql(DUCK[wl].format(path=path)).to_arrow_table().num_rows
 
 
+def _collect() -> None:
+    gc.collect()
+
+
 def main() -> None:
     args = parse_args(__doc__.splitlines()[0])
     n = 1_000_000 if args.quick else 5_000_000
@@ -107,18 +113,24 @@ def main() -> None:
     summary = {}
     for wl in ("W1", "W2"):
         expected = run_duckdb(path, wl)
-        times = {}
-        for name, fn in (("fastops SQL", run_sql), ("fastops DataStream", run_datastream),
-                         ("DuckDB (1 thread)", run_duckdb)):
+        engines = (("fastops SQL", run_sql), ("fastops DataStream", run_datastream),
+                   ("DuckDB (1 thread)", run_duckdb))
+        for name, fn in engines:  # check (and warm up) every engine first
             got = fn(path, wl)
             if got != expected:
                 raise AssertionError(f"{wl} {name}: {got} result rows, DuckDB gave {expected}")
-            # interleave the two fastops runs' repeats would be fairer on a noisy machine; the
-            # median of several repeats is what is compared
-            t = median_time(lambda: fn(path, wl), repeats)
-            times[name] = t
+        # repeats interleave the engines (rotating their order), so that load from other users
+        # of the machine hits them alike; each run starts from a collected heap (the previous
+        # job's graph and output sit in a reference cycle until the cyclic GC runs)
+        samples: dict[str, list[float]] = {name: [] for name, _ in engines}
+        for r in range(repeats):
+            for name, fn in engines[r % 3:] + engines[:r % 3]:
+                samples[name].append(median_time(lambda: fn(path, wl), 1, setup=_collect, warmup=0))
+        times = {name: statistics.median(v) for name, v in samples.items()}
+        for name, _ in engines:
+            t = times[name]
             results.append({"workload": wl, "engine": name, "seconds": t, "events_per_s": n / t,
-                            "result_rows": got})
+                            "result_rows": expected, "samples_s": samples[name]})
         sql_vs_ds = times["fastops DataStream"] / times["fastops SQL"]
         sql_vs_duck = times["DuckDB (1 thread)"] / times["fastops SQL"]
         summary[wl] = {"sql_over_datastream_throughput": sql_vs_ds, "sql_over_duckdb_throughput": sql_vs_duck}
