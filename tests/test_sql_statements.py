@@ -228,3 +228,22 @@ def test_sketch_aggregates_or_clear_error():
     else:
         with pytest.raises(fo.table.PlanError, match="sketch aggregate"):
             t_env.sql_query(q)
+
+
+def test_interval_join_streaming_matches_duckdb():
+    import duckdb
+
+    a = pa.table({"k": [1, 2, 1, 3], "t": pa.array([1000, 5000, 9000, 2000], pa.int64()).cast(pa.timestamp("ms"))})
+    b = pa.table({"k2": [1, 1, 2, 3], "t2": pa.array([1500, 8000, 5100, 4000], pa.int64()).cast(pa.timestamp("ms")),
+                  "v": ["x", "y", "z", "w"]})
+    t_env = fo.TableEnvironment(mode="streaming", batch_size=1)
+    t_env.create_temporary_view("a", t_env.from_arrow(a, rowtime="t", watermark="1s"))
+    t_env.create_temporary_view("b", t_env.from_arrow(b, rowtime="t2", watermark="1s"))
+    q = ("SELECT a.k, a.t, b.v FROM a JOIN b ON a.k = b.k2 "
+         "AND b.t2 BETWEEN a.t - INTERVAL '1' SECOND AND a.t + INTERVAL '1' SECOND")
+    got = sorted(tuple(r) for r in t_env.execute_sql(q).collect())
+    con = duckdb.connect()
+    con.register("a", a)
+    con.register("b", b)
+    want = sorted((k, t.replace(tzinfo=None), v) for k, t, v in con.sql(q).fetchall())
+    assert got == want and len(got) == 3
