@@ -198,7 +198,7 @@ def test_sql_over_parquet_files_equals_duckdb(tmp_path):
     pq.write_table(users, tmp_path / "users.parquet")
     q = ("SELECT u.name, COUNT(*) AS n, SUM(o.amount) AS total FROM orders o JOIN users u "
          "ON o.user_id = u.user_id GROUP BY u.name HAVING COUNT(*) > 10 ORDER BY u.name")
-    r = fastops_cmd("sql", q, "--table", f"orders={tmp_path / 'orders.parquet'}",
+    r = fastops_cmd("sql", q, "--table", f"orders={tmp_path / 'ord*.parquet'}",
                     "--table", f"users={tmp_path / 'users.parquet'}")
     assert r.returncode == 0, r.stderr
     con = duckdb.connect()

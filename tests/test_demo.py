@@ -269,6 +269,35 @@ def test_format_grid_looks_like_pyflink():
     assert demo.format_grid(t.slice(0, 1)).endswith("1 row in set")
 
 
+def test_rate_paces_the_source():
+    cfg = small(events=60_000, rate=200_000, threads=True)
+    t0 = time.perf_counter()
+    res = demo.run_demo(cfg, progress=False)
+    assert time.perf_counter() - t0 >= 60_000 / 200_000 * 0.9
+    assert res.job.rows_in == 60_000
+
+
+def test_progress_callback_sees_rows_and_watermark():
+    seen = []
+
+    class Recorder(demo.Progress):
+        def __call__(self, metrics):
+            seen.append((sum(m.rows_in for m in metrics if m.task.startswith("player_events")),
+                         max((m.watermark or -(2**63)) for m in metrics)))
+
+    cfg = small(events=200_000, rate=400_000, threads=True)
+    import fastops as fo
+
+    env = fo.StreamEnvironment(threads=True)
+    streams = demo.build_job(env, cfg)
+    demo._collect(streams["rewards"], "rewards")
+    env.execute("progress", progress=Recorder(cfg.events, enabled=False))
+    assert len(seen) >= 2
+    assert seen[-1][0] == cfg.events
+    assert seen[-1][1] > demo.START_MS
+    assert [r for r, _ in seen] == sorted(r for r, _ in seen)
+
+
 @pytest.mark.parametrize("kw", [dict(events=0), dict(players=-1), dict(rate=0), dict(seed=-2),
                                 dict(offline_fraction=2.0), dict(parallelism=True)])
 def test_config_rejects_bad_values(kw):

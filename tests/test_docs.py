@@ -67,3 +67,15 @@ def test_every_docs_page_has_a_runnable_example():
     for page in PAGES[1:]:
         with open(page, encoding="utf-8") as fh:
             assert python_blocks(fh.read()), f"{page} has no runnable python block"
+
+
+def test_relative_links_point_to_existing_files():
+    link = re.compile(r"\]\(([^)#:]+\.md)(?:#[^)]*)?\)")
+    for page in PAGES:
+        if not os.path.exists(page):
+            continue
+        with open(page, encoding="utf-8") as fh:
+            text = fh.read()
+        base = ROOT if os.path.basename(page) == "README_draft.md" else os.path.dirname(page)
+        for target in link.findall(text):
+            assert os.path.exists(os.path.join(base, target)), f"{page}: broken link {target}"

@@ -278,9 +278,14 @@ def _sql(args: argparse.Namespace) -> int:
     from fastops.demo import format_grid
 
     tenv = fastops.TableEnvironment(mode="batch")
+    import glob
+
     for name, path in args.table:
         try:
-            data = ds.dataset(path, format="parquet").to_table()
+            files = sorted(glob.glob(path)) if any(ch in path for ch in "*?[") else path
+            if not files:
+                raise FileNotFoundError(f"no file matches {path!r}")
+            data = ds.dataset(files, format="parquet").to_table()
         except (FileNotFoundError, OSError, ValueError) as exc:
             return _fail("fastops sql", f"--table {name}={path}: {exc}".replace("\n", " "), 2)
         tenv.create_temporary_view(name, tenv.from_arrow(data))
