@@ -78,8 +78,9 @@ def assert_same_rows(got: pa.Table, want: pa.Table, query: str) -> None:
 _CON = duckdb.connect()
 
 
-def run_both(tables: dict, fastops_sql: str, duck_sql: str, mode: str = "batch", batch_size: int = 7) -> None:
-    t_env = fo.TableEnvironment(mode=mode, batch_size=batch_size)
+def run_both(tables: dict, fastops_sql: str, duck_sql: str, mode: str = "batch", batch_size: int = 7,
+             parallelism: int = 1) -> None:
+    t_env = fo.TableEnvironment(mode=mode, batch_size=batch_size, parallelism=parallelism)
     con = _CON
     for name, t in tables.items():
         t_env.create_temporary_view(name, t_env.from_arrow(t))
@@ -238,3 +239,19 @@ def test_order_by_limit(rows, n, desc):
     _CON.register("t", t)
     want = _CON.sql(q).to_arrow_table()
     assert got.column("id").to_pylist() == want.column("id").to_pylist()  # order matters here
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(left=ROWS, right=ROWS, mode=st.sampled_from(["batch", "streaming"]))
+def test_parallelism_two(left, right, mode):
+    """Keyed operators at parallelism 2 (hash exchanges between threads) give the same rows."""
+    t, u = make_table(left), make_table(right)
+    run_both({"t": t}, "SELECT k, s, COUNT(*) AS c, SUM(x) AS sx FROM t GROUP BY k, s",
+             "SELECT k, s, COUNT(*) AS c, SUM(x) AS sx FROM t GROUP BY k, s", mode, 5, 2)
+    run_both({"t": t, "u": u}, "SELECT t.id, u.id AS uid FROM t JOIN u ON t.k = u.k",
+             "SELECT t.id, u.id AS uid FROM t JOIN u ON t.k = u.k", mode, 5, 2)
+    q = ("SELECT window_start, window_end, s, COUNT(*) AS c FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), "
+         "INTERVAL '5' SECOND)) GROUP BY window_start, window_end, s")
+    d = ("SELECT epoch_ms(tms // 5000 * 5000) AS ws, epoch_ms(tms // 5000 * 5000 + 5000) AS we, s, COUNT(*) AS c "
+         "FROM t GROUP BY 1, 2, 3")
+    run_both({"t": t}, q, d, mode, 5, 2)
