@@ -246,13 +246,16 @@ def bench(n: int, peer_n: int, rounds: int, slow_n: int) -> list[dict]:
                     "heavy_hitter_recall": len(heavy & set(vals)) / max(1, len(heavy))}
         case.add("fastops", ours, n, ss_info)
         if ds is not None:
-            def dsf(items=items):
-                f = ds.frequent_strings_sketch(11)  # map of 2048 slots, up to 1536 items
+            def dsf(items=items, kind=kind):
+                # map of 2048 slots (up to 1536 items); ints go in as Python ints
+                f = ds.frequent_items_sketch(11) if kind == "int64" else \
+                    ds.frequent_strings_sketch(11)
                 for v in items:
-                    f.update(str(v))
+                    f.update(v)
                 return f
             case.add("datasketches frequent_items lg=11 (per item)", dsf, len(items),
-                     lambda f: {"state_bytes": len(f.serialize())})
+                     lambda f, kind=kind: {"state_bytes": len(
+                         f.serialize(ds.PyLongsSerDe()) if kind == "int64" else f.serialize())})
         if probables is not None:
             def pph(items=slow_keys if kind == "int64" else slow_strs):
                 h = probables.HeavyHitters(num_hitters=cap, width=2719, depth=4)

@@ -304,6 +304,20 @@ cdef inline int64_t _hash_block(const HashSrc* s, int64_t start, int64_t count,
         for i in range(start, end):
             rows[i - start] = i
         return count
+    if s.valid == NULL and (s.mode == 3 or s.mode == 4):   # no nulls, strings
+        if s.mode == 3:
+            for i in range(start, end):
+                o0 = (<const int32_t*>s.a)[i]
+                o1 = (<const int32_t*>s.a)[i + 1]
+                out[i - start] = xxh64(s.b + o0, <size_t>(o1 - o0), s.seed)
+        else:
+            for i in range(start, end):
+                o0 = (<const int64_t*>s.a)[i]
+                o1 = (<const int64_t*>s.a)[i + 1]
+                out[i - start] = xxh64(s.b + o0, <size_t>(o1 - o0), s.seed)
+        for i in range(start, end):
+            rows[i - start] = i
+        return count
     for i in range(start, end):
         if s.valid != NULL and not _bit(s.valid, s.voff + i):
             continue
