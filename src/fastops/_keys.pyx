@@ -20,6 +20,18 @@ from libc.string cimport memcmp, memcpy, memset
 
 import numpy as np
 
+cdef extern from *:
+    """
+    #if defined(__GNUC__) || defined(__clang__)
+    #define FASTOPS_PREFETCH(p) __builtin_prefetch((const void*)(p), 1, 3)
+    #else
+    #define FASTOPS_PREFETCH(p) ((void)0)
+    #endif
+    """
+    void prefetch "FASTOPS_PREFETCH"(const void* p) noexcept nogil
+
+cdef Py_ssize_t PF = 16  # prefetch distance (rows)
+
 cdef uint64_t CANONICAL_NAN64 = 0x7FF8000000000000ULL
 cdef uint32_t CANONICAL_NAN32 = 0x7FC00000U
 
@@ -350,6 +362,8 @@ cdef class KeyIndex:
         cdef uint64_t h
         with nogil:
             for i in range(n):
+                if i + PF < n:
+                    prefetch(&t[2 * <int64_t>(hashes[i + PF] & mask)])
                 if col.inull != NULL and col.inull[i]:
                     if self.null_gid < 0:
                         self.null_gid = ng

@@ -26,6 +26,18 @@ Session table
 from libc.math cimport floor
 from libc.stdint cimport int64_t, uint8_t, uint64_t
 
+cdef extern from *:
+    """
+    #if defined(__GNUC__) || defined(__clang__)
+    #define FASTOPS_PREFETCH(p) __builtin_prefetch((const void*)(p), 1, 3)
+    #else
+    #define FASTOPS_PREFETCH(p) ((void)0)
+    #endif
+    """
+    void prefetch "FASTOPS_PREFETCH"(const void* p) noexcept nogil
+
+cdef Py_ssize_t PF = 16  # prefetch distance (rows)
+
 cdef int64_t EMPTY = -1
 cdef int64_t TOMB = -2
 cdef uint8_t DIRTY = 1      # pane flag: updated after one of its windows fired
@@ -162,6 +174,8 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
     with nogil:
         i = start
         while i < n:
+            if i + PF < n:
+                prefetch(&gcache[2 * ways * gids[i + PF]])
             q = _floordiv_by(ts[i] - offset, p, inv_p)
             if q < q_dead:
                 out_slots[i] = -1
@@ -527,6 +541,8 @@ def agg_count(const int64_t[::1] slots, const uint8_t[::1] valid, int64_t voff,
     cdef int64_t* w = &rec[0, 0]
     with nogil:
         for i in range(n):
+            if i + PF < n and slots[i + PF] >= 0:
+                prefetch(w + slots[i + PF] * F)
             s = slots[i]
             if s < 0 or _skip(valid, hv, voff, i):
                 continue
@@ -544,6 +560,8 @@ def agg_sum_f64(const int64_t[::1] slots, const double[::1] vals, const uint8_t[
     cdef double* f
     with nogil:
         for i in range(n):
+            if i + PF < n and slots[i + PF] >= 0:
+                prefetch(w + slots[i + PF] * F)
             s = slots[i]
             if s < 0 or _skip(valid, hv, voff, i):
                 continue
@@ -567,6 +585,8 @@ def agg_sum_i64(const int64_t[::1] slots, const int64_t[::1] vals, const uint8_t
     cdef int64_t* r
     with nogil:
         for i in range(n):
+            if i + PF < n and slots[i + PF] >= 0:
+                prefetch(w + slots[i + PF] * F)
             s = slots[i]
             if s < 0 or _skip(valid, hv, voff, i):
                 continue
@@ -590,6 +610,8 @@ def agg_minmax(const int64_t[::1] slots, const num_t[::1] vals, const uint8_t[::
     cdef num_t v
     with nogil:
         for i in range(n):
+            if i + PF < n and slots[i + PF] >= 0:
+                prefetch(w + slots[i + PF] * F)
             s = slots[i]
             if s < 0 or _skip(valid, hv, voff, i):
                 continue
@@ -616,6 +638,8 @@ def agg_welford(const int64_t[::1] slots, const double[::1] vals, const uint8_t[
     cdef double v, d
     with nogil:
         for i in range(n):
+            if i + PF < n and slots[i + PF] >= 0:
+                prefetch(w + slots[i + PF] * F)
             s = slots[i]
             if s < 0 or _skip(valid, hv, voff, i):
                 continue
@@ -645,6 +669,8 @@ def agg_firstlast(const int64_t[::1] slots, const num_t[::1] vals, const uint8_t
     cdef num_t* cur
     with nogil:
         for i in range(n):
+            if i + PF < n and slots[i + PF] >= 0:
+                prefetch(w + slots[i + PF] * F)
             s = slots[i]
             if s < 0 or _skip(valid, hv, voff, i):
                 continue
@@ -678,6 +704,9 @@ def merge_sum_f64(const int64_t[::1] dst, const int64_t[::1] src, int64_t[:, ::1
     cdef double* fb
     with nogil:
         for i in range(n):
+            if i + PF < n:
+                prefetch(w + dst[i + PF] * F)
+                prefetch(w + src[i + PF] * F)
             a = w + dst[i] * F
             b = w + src[i] * F
             if b[0] == 0:
@@ -701,6 +730,9 @@ def merge_sum_i64(const int64_t[::1] dst, const int64_t[::1] src, int64_t[:, ::1
     cdef int64_t* b
     with nogil:
         for i in range(n):
+            if i + PF < n:
+                prefetch(w + dst[i + PF] * F)
+                prefetch(w + src[i + PF] * F)
             a = w + dst[i] * F
             b = w + src[i] * F
             if b[0] == 0:
@@ -724,6 +756,9 @@ def merge_minmax(const int64_t[::1] dst, const int64_t[::1] src, bint is_max,
     cdef num_t* vb
     with nogil:
         for i in range(n):
+            if i + PF < n:
+                prefetch(w + dst[i + PF] * F)
+                prefetch(w + src[i + PF] * F)
             a = w + dst[i] * F
             b = w + src[i] * F
             if b[0] == 0:
@@ -747,6 +782,9 @@ def merge_welford(const int64_t[::1] dst, const int64_t[::1] src, int64_t[:, ::1
     cdef double na, nb, nt, delta
     with nogil:
         for i in range(n):
+            if i + PF < n:
+                prefetch(w + dst[i + PF] * F)
+                prefetch(w + src[i + PF] * F)
             a = w + dst[i] * F
             b = w + src[i] * F
             if b[0] == 0:
@@ -778,6 +816,9 @@ def merge_firstlast(const int64_t[::1] dst, const int64_t[::1] src, bint is_last
     cdef int64_t* b
     with nogil:
         for i in range(n):
+            if i + PF < n:
+                prefetch(w + dst[i + PF] * F)
+                prefetch(w + src[i + PF] * F)
             a = w + dst[i] * F
             b = w + src[i] * F
             if b[0] == 0:
