@@ -278,4 +278,9 @@ def test_bench_report_reads_every_shape_of_the_repo_scripts():
         {"sketch": "kll", "data": "float64", "impl": "fastops", "updates_per_s": 1e7}]})
     assert [w.name for w in got] == ["sketch: hll p=14 / int64", "sketch: kll / float64"]
     assert got[0].ratio == pytest.approx(3.0) and got[1].best_peer is None
+    got = br.normalise("sql", {"results": [
+        {"workload": "W1", "engine": "fastops SQL", "events_per_s": 4e6},
+        {"workload": "W1", "engine": "fastops DataStream", "events_per_s": 5e6},
+        {"workload": "W1", "engine": "DuckDB (1 thread)", "events_per_s": 2e6}]})
+    assert got[0].name == "sql: W1 (fastops SQL)" and got[0].ratio == pytest.approx(2.0)
     assert br.normalise("x", ["not", "a", "dict"]) == []
