@@ -827,3 +827,26 @@ def merge_firstlast(const int64_t[::1] dst, const int64_t[::1] src, bint is_last
                 a[1] = b[1]
                 a[2] = b[2]
             a[0] += b[0]
+
+
+def gather_fields(const int64_t[:, ::1] rec, const int64_t[::1] fields, const int64_t[::1] slots,
+                  int64_t[:, ::1] out, uint8_t[::1] null):
+    """out[i, j] = rec[slots[i], fields[j]] (raw 8-byte words) and null[i] =
+    (rec[slots[i]].cnt == 0). Modifies outputs. Returns the number of nulls."""
+    cdef Py_ssize_t i, j, n = slots.shape[0], m = fields.shape[0]
+    cdef int64_t F = rec.shape[1], nnull = 0
+    cdef const int64_t* w
+    cdef const int64_t* r
+    if n == 0:
+        return 0
+    w = &rec[0, 0]
+    with nogil:
+        for i in range(n):
+            if i + PF < n:
+                prefetch(w + slots[i + PF] * F)
+            r = w + slots[i] * F
+            for j in range(m):
+                out[i, j] = r[fields[j]]
+            null[i] = r[0] == 0
+            nnull += r[0] == 0
+    return nnull

@@ -140,6 +140,17 @@ class Columns:
     def __getitem__(self, k: str) -> np.ndarray:
         return self.rec.view(self.spec[k])[:, self.names.index(k)]
 
+    def gather(self, slots: np.ndarray, names: list[str]) -> tuple[list[np.ndarray], Optional[np.ndarray]]:
+        """Fields ``names`` of ``slots`` (one kernel pass) and the null mask
+        (``cnt == 0``; None when no slot is empty)."""
+        slots = np.ascontiguousarray(slots, dtype=np.int64)
+        out = np.empty((len(slots), len(names)), dtype=np.int64)
+        null = np.empty(len(slots), dtype=np.uint8)
+        fields = np.array([self.names.index(k) for k in names], dtype=np.int64)
+        nnull = _window.gather_fields(self.rec, fields, slots, out, null) if len(slots) else 0
+        cols = [np.ascontiguousarray(out[:, j]).view(self.spec[k]) for j, k in enumerate(names)]
+        return cols, (null.view(bool) if nnull else None)
+
     def to_bytes(self) -> bytes:
         batch = pa.RecordBatch.from_arrays([pa.array(np.ascontiguousarray(self[k])) for k in self.names],
                                            names=self.names)
@@ -313,7 +324,8 @@ class Count(BuiltinAggregate):
         return state
 
     def result(self, state, slots):
-        return pa.array(state["cnt"][slots], type=pa.int64())
+        (cnt,), _ = state.gather(slots, ["cnt"])
+        return pa.array(cnt, type=pa.int64())
 
 
 class Sum(BuiltinAggregate):
@@ -351,12 +363,13 @@ class Sum(BuiltinAggregate):
 
     def result(self, state, slots):
         if self._dtype == np.int64:
-            vals = state["sum"][slots]
+            (vals,), null = state.gather(slots, ["sum"])
             t = pa.int64()
         else:
-            vals = state["sum"][slots] + state["comp"][slots]
+            (total, comp), null = state.gather(slots, ["sum", "comp"])
+            vals = total + comp
             t = pa.float64()
-        return pa.array(vals, type=t, mask=self._null(state, slots))
+        return pa.array(vals, type=t, mask=null)
 
 
 class _Ordered(BuiltinAggregate):
@@ -374,7 +387,8 @@ class _Ordered(BuiltinAggregate):
         return input_type
 
     def result(self, state, slots):
-        return from_storage(state["val"][slots], self._null(state, slots), self._out)
+        (vals,), null = state.gather(slots, ["val"])
+        return from_storage(vals, null, self._out)
 
 
 class MinMax(_Ordered):
