@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import median_times, parse_args, print_table, write_json  # noqa: E402
 
 import fastops  # noqa: E402
+from fastops import _core  # noqa: E402
 
 try:
     import polars as pl
@@ -156,6 +157,28 @@ def threads_ratio(batches, P, repeats):
     return times["serial"], times["parallel"]
 
 
+def control_ratio(n, repeats):
+    """The same two-thread ratio for a pure compute kernel (XXH64 of n int64):
+    how much parallelism the machine has to give right now."""
+    values = np.arange(n, dtype=np.uint64)
+    outs = [np.empty_like(values), np.empty_like(values)]
+    pool = ThreadPoolExecutor(max_workers=2)
+
+    def one(i):
+        for _ in range(4):
+            _core.hash_u64(values, 0, outs[i])
+
+    try:
+        pool.submit(one, 0).result()
+        times = median_times({
+            "serial": lambda: [one(i) for i in (0, 1)],
+            "parallel": lambda: [f.result() for f in [pool.submit(one, i) for i in (0, 1)]],
+        }, repeats)
+    finally:
+        pool.shutdown()
+    return times["serial"], times["parallel"]
+
+
 def main(argv=None):
     args = parse_args(__doc__.splitlines()[0], argv)
     n = 1_000_000 if args.quick else 10_000_000
@@ -206,6 +229,9 @@ def main(argv=None):
         t1, t2 = threads_ratio(pair, P, repeats)
         threads.append({"P": P, "1 thread ms": t1 * 1e3, "2 threads ms": t2 * 1e3,
                         "speedup": t1 / t2})
+    t1, t2 = control_ratio(8_000_000, repeats)
+    threads.append({"P": "control: hash kernel", "1 thread ms": t1 * 1e3,
+                    "2 threads ms": t2 * 1e3, "speedup": t1 / t2})
     print_table(threads, ["P", "1 thread ms", "2 threads ms", "speedup"],
                 title=f"\ntwo batches of {n:,} rows: two threads vs one thread doing both")
 
