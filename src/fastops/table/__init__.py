@@ -9,13 +9,15 @@
 
 Expressions: :func:`col` / :func:`lit` (:class:`~fastops.table.expressions.Expr`);
 pyarrow.compute expressions (``fastops.col``) are accepted for scalar use.
+
+SQL (``sql_query`` / ``execute_sql``) needs the ``sqlglot`` package; it is
+imported only when SQL is used.
 """
 from fastops.table.environment import EnvironmentSettings, TableEnvironment
 from fastops.table.expressions import Expr, call, coalesce, col, concat, if_then_else, lit
 from fastops.table.functions import (AggregateFunction, ScalarFunction, TableFunction, UDFError, udaf, udf,
                                      udtf)
-from fastops.table.plan import PlanError
-from fastops.table.sql import SqlError
+from fastops.table.plan import PlanError, SqlError
 from fastops.table.table import Row, Session, Slide, Table, TableResult, Tumble
 from fastops.table.types import DataTypes
 

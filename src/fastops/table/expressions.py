@@ -621,6 +621,9 @@ def as_expr(v: Any) -> Expr:
     if isinstance(v, Expr):
         return v
     if isinstance(v, pc.Expression):
+        s = str(v)
+        if s.isidentifier() and v.equals(pc.field(s)):
+            return Col(s)  # fastops.col("x") is a plain column reference
         return PyArrowExpr(v)
     if v is None or isinstance(v, (bool, int, float, str, bytes, np.generic)) or hasattr(v, "isoformat"):
         return Lit(v)

@@ -42,7 +42,7 @@ from fastops.table.expressions import (AggCall, Call, Col, Expr, ExpressionError
 from fastops.table.types import to_sql
 
 __all__ = ["PlanNode", "Scan", "Project", "Filter", "Aggregate", "Join", "Union", "Sort", "WindowTVF",
-           "Lateral", "WindowDef", "compile_plan", "explain_plan", "PlanError"]
+           "Lateral", "WindowDef", "compile_plan", "explain_plan", "PlanError", "SqlError"]
 
 _ids = itertools.count()
 _TS = pa.timestamp("ms")
@@ -50,6 +50,10 @@ _TS = pa.timestamp("ms")
 
 class PlanError(ValueError):
     """A query that cannot be planned (unknown column, unsupported construct)."""
+
+
+class SqlError(PlanError):
+    """A SQL statement that cannot be parsed or planned; says what and where."""
 
 
 def empty_batch(schema: pa.Schema) -> pa.RecordBatch:

@@ -34,14 +34,11 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from fastops.table.expressions import (AggCall, Call, Case, Cast, Col, Expr, InList, Interval, Lit, UdfCall)
-from fastops.table.plan import Filter, Join, Lateral, PlanError, PlanNode, Project, Sort, WindowDef, WindowTVF
+from fastops.table.plan import (Filter, Join, Lateral, PlanError, PlanNode, Project, Sort, SqlError, WindowDef,
+                                WindowTVF)
 from fastops.table.types import to_arrow
 
 __all__ = ["SqlError", "parse", "compile_query", "split_equi_join", "preprocess"]
-
-
-class SqlError(PlanError):
-    """A SQL statement that cannot be parsed or planned; says what and where."""
 
 
 # ---------------------------------------------------------------- preprocessing

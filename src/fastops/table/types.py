@@ -164,3 +164,12 @@ class DataTypes:
     @staticmethod
     def TIMESTAMP_LTZ(p: int = 6) -> pa.DataType:
         return pa.timestamp(_ts_unit(p), tz="UTC")
+
+    @staticmethod
+    def FIELD(name: str, data_type: Any) -> pa.Field:
+        return pa.field(name, to_arrow(data_type))
+
+    @staticmethod
+    def ROW(fields: Any) -> pa.Schema:
+        """A row type as an Arrow schema (``from_elements(rows, DataTypes.ROW([...]))``)."""
+        return pa.schema(list(fields))
