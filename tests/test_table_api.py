@@ -368,3 +368,38 @@ def test_data_stream_round_trip_keeps_event_time():
     # the stream keeps its event time: a DataStream window over it works downstream
     agg = ds.key_by("k").window(fo.Tumbling("1s")).aggregate(n=fo.agg.count()).collect()
     assert sorted(zip(agg.column("k").to_pylist(), agg.column("n").to_pylist())) == [(1, 1), (1, 1), (2, 1)]
+
+
+class WeightedAvg(AggregateFunction):
+    """PyFlink's documented UDAF example (value, weight), batch-wise."""
+
+    def create_accumulator(self):
+        return [0.0, 0.0]
+
+    def accumulate(self, acc, value, weight):
+        v, w = value.to_numpy(zero_copy_only=False), weight.to_numpy(zero_copy_only=False)
+        acc[0] += float((v * w).sum())
+        acc[1] += float(w.sum())
+
+    def merge(self, acc, other):
+        acc[0] += other[0]
+        acc[1] += other[1]
+
+    def get_value(self, acc):
+        return acc[0] / acc[1] if acc[1] else None
+
+
+@settings(max_examples=15, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(0, 3), st.integers(-5, 5), st.integers(1, 4)), min_size=1, max_size=30),
+       mode=st.sampled_from(["batch", "streaming"]), batch=st.integers(1, 7))
+def test_multi_argument_udaf(rows, mode, batch):
+    t_env = fo.TableEnvironment(mode=mode, batch_size=batch)
+    t_env.create_temporary_function("weighted_avg", udaf(WeightedAvg(), result_type="DOUBLE"))
+    t_env.create_temporary_view("t", t_env.from_elements(rows, [("k", "BIGINT"), ("v", "BIGINT"), ("w", "BIGINT")]))
+    table = t_env.execute_sql("SELECT k, weighted_avg(v, w) AS m FROM t GROUP BY k").to_arrow()
+    got = dict(zip(table.column("k").to_pylist(), table.column("m").to_pylist()))
+    df = pd.DataFrame(rows, columns=["k", "v", "w"])
+    ref = (df.v * df.w).groupby(df.k).sum() / df.w.groupby(df.k).sum()
+    assert set(got) == set(ref.index)
+    for k, m in ref.items():
+        assert got[k] == pytest.approx(m)

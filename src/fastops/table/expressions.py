@@ -541,6 +541,28 @@ class UdfCall(Expr):
         return f"{self.udf.name}({', '.join(repr(a) for a in self.args)})"
 
 
+class Pack(Expr):
+    """Several expressions as one struct column (fields ``__arg0``, ``__arg1``, ...):
+    how a multi-argument aggregate UDF receives its inputs."""
+
+    def __init__(self, args: Sequence[Expr]):
+        self.args = list(args)
+
+    def children(self):
+        return list(self.args)
+
+    def with_children(self, kids):
+        return Pack(kids)
+
+    def eval(self, batch):
+        n = _len(batch)
+        vals = [broadcast(a.eval(batch), n) for a in self.args]
+        return pc.make_struct(*vals, field_names=[f"__arg{i}" for i in range(len(vals))])
+
+    def __repr__(self):
+        return ", ".join(repr(a) for a in self.args)
+
+
 class AggCall(Expr):
     """An aggregate: ``count`` (``arg=None``: rows), ``sum``, ``avg``, ``min``,
     ``max``, ``approx_count_distinct``, ``approx_percentile`` or a UDAF."""

@@ -183,9 +183,14 @@ class UserDefinedAggregateFunction:
     def __call__(self, *args: Any) -> Any:
         from fastops.table.expressions import AggCall, as_column_expr
 
-        if len(args) != 1:
-            raise TypeError(f"aggregate function {self.name!r} takes one argument here, got {len(args)}")
-        return AggCall("udaf", as_column_expr(args[0]), udaf=self)
+        if not args:
+            raise TypeError(f"aggregate function {self.name!r} needs at least one argument")
+        exprs = [as_column_expr(a) for a in args]
+        if len(exprs) == 1:
+            return AggCall("udaf", exprs[0], udaf=self)
+        from fastops.table.expressions import Pack
+
+        return AggCall("udaf", Pack(exprs), udaf=self)  # several arguments travel as one struct column
 
     def slot_aggregate(self, column: str) -> SlotAggregate:
         return PythonSlotAggregate(self, column)
@@ -243,13 +248,18 @@ class PythonSlotAggregate(SlotAggregate):
         starts = np.concatenate([[0], cuts])
         ends = np.concatenate([cuts, [len(s)]])
         vals = values.take(pa.array(order))
+        if isinstance(vals, pa.ChunkedArray):
+            vals = vals.combine_chunks()
+        packed = pa.types.is_struct(vals.type) and vals.type.num_fields and \
+            vals.type.field(0).name.startswith("__arg")
+        columns = [vals.field(i) for i in range(vals.type.num_fields)] if packed else [vals]
         impl = self.fn.impl
         for a, b in zip(starts.tolist(), ends.tolist()):
             slot = int(s[a])
             acc = state.get(slot)
             if acc is None:
                 acc = impl.create_accumulator()
-            res = impl.accumulate(acc, vals.slice(a, b - a))
+            res = impl.accumulate(acc, *[c.slice(a, b - a) for c in columns])
             state[slot] = acc if res is None else res
         return state
 

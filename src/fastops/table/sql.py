@@ -739,9 +739,9 @@ class QueryCompiler:
                 if f.kind == "scalar":
                     return UdfCall(f, args)
                 if f.kind == "aggregate":
-                    if len(args) != 1:
-                        raise SqlError(f"aggregate function {name!r} takes one argument{_pos(e)}")
-                    return AggCall("udaf", args[0], udaf=f)
+                    if not args:
+                        raise SqlError(f"aggregate function {name!r} needs an argument{_pos(e)}")
+                    return f(*args)
                 raise SqlError(f"table function {name!r} used as a scalar{_pos(e)}; use LATERAL TABLE({name}(...))")
             up = name.upper()
             if up in _NAMED:
