@@ -11,8 +11,7 @@ from libc.stdint cimport (int8_t, int32_t, int64_t, uint8_t, uint16_t,
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, memset
 
-from fastops._xxhash cimport (xxh64, xxh64_pair, xxh64_u8, xxh64_u16,
-                              xxh64_u32, xxh64_u64)
+from fastops._xxhash cimport xxh64, xxh64_pair, xxh64_u8, xxh64_u16
 
 ctypedef fused offset_t:
     int32_t
@@ -23,9 +22,6 @@ ctypedef fused word_t:
     uint16_t
     uint32_t
     uint64_t
-
-cdef uint64_t CANONICAL_NAN64 = 0x7FF8000000000000ULL
-cdef uint32_t CANONICAL_NAN32 = 0x7FC00000U
 
 
 # ---------------------------------------------------------------- hashing
