@@ -539,7 +539,14 @@ class Compiler:
         return DataStream(self.env, g)
 
     def _union(self, node: Union) -> Any:
-        streams = [self.build(c) for c in node.inputs]
+        from fastops.table.changelog import insert_only
+
+        streams = []
+        for c in node.inputs:
+            s = self.build(c)
+            if node.changelog and not c.changelog:  # every input of a changelog union carries row kinds
+                s = s.map(insert_only, name="insert_only")
+            streams.append(s)
         return streams[0].union(*streams[1:])
 
     def _sort(self, node: Sort) -> Any:
