@@ -360,3 +360,13 @@ def test_the_documented_example(tmp_path):
         merged = got.set_index(["w", "user_id"]).sort_index()
         np.testing.assert_array_equal(merged["pops"].to_numpy(), ref["pops"].to_numpy())
         np.testing.assert_allclose(merged["total"].to_numpy(), ref["total"].to_numpy(), rtol=1e-9)
+
+
+def test_several_table_sinks_in_one_job():
+    env = fo.StreamEnvironment(parallelism=2)
+    s = env.from_arrow(make_table(500), batch_size=50)
+    pos = s.filter(fo.col("v") > 0).sink_to_table("pos")
+    neg = s.filter(fo.col("v") <= 0).sink_to_table("neg")
+    env.execute()
+    assert pos.table().num_rows + neg.table().num_rows == 500
+    assert pc.min(pos.table()["v"]).as_py() > 0 >= pc.max(neg.table()["v"]).as_py()

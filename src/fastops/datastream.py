@@ -382,6 +382,15 @@ class DataStream:
         self.env._run([node], job_name)
         return result.table()
 
+    def sink_to_table(self, name: str = "collect") -> _sinks.CollectResult:
+        """Collect this stream's rows when the job runs (``env.execute()``);
+        read them with ``.table()`` afterwards. Exactly-once, like ``collect()``,
+        and several of them can share one job."""
+        result = _sinks.CollectResult()
+        node = self._sink(name, lambda: _sinks.CollectSink(result, name))
+        node.collect_result = result  # type: ignore[attr-defined]
+        return result
+
     def to_pandas(self) -> Any:
         return self.collect().to_pandas()
 

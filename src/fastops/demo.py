@@ -519,12 +519,7 @@ def build_job(env: Any, cfg: DemoConfig, source: Optional[Source] = None) -> dic
 
 def _collect(stream: Any, name: str) -> Any:
     """A collect sink added to the job (results read after ``env.execute``)."""
-    from fastops.operators.sinks import CollectResult, CollectSink
-
-    result = CollectResult()
-    node = stream._sink(f"collect({name})", lambda: CollectSink(result, f"collect({name})"))
-    node.collect_result = result
-    return result
+    return stream.sink_to_table(f"collect({name})")
 
 
 # ------------------------------------------------------------------ printing
