@@ -30,10 +30,12 @@ Lateness
 Output
     ``window_start``, ``window_end`` (``timestamp[ms]``), the key columns with
     their types, then the aggregates in the order given. Rows come in
-    window-end order; within one end: sliding/tumbling windows in order of
-    the panes (latest pane first) and of the key's first row in a pane,
-    sessions by start; the order is deterministic for the same input and
-    state. Without a window (``GlobalWindow`` / ``None``) the output has no
+    window-end order (within one ``advance_watermark`` call; re-emitted
+    windows, whose ends are older, come first). Within one end the order is
+    that of the slot table (tumbling/sliding: by pane, keys in the pane's
+    slot list; sessions: by start), deterministic for the same input and
+    state, so a restored run emits exactly what the original would have.
+    Without a window (``GlobalWindow`` / ``None``) the output has no
     window columns: ``take_updates()`` gives the groups changed since the last
     call and ``flush()`` every group.
 
