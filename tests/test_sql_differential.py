@@ -13,7 +13,6 @@ import math
 
 import duckdb
 import pyarrow as pa
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

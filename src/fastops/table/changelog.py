@@ -146,7 +146,6 @@ class ChangelogAggregate(Operator):
         keep = np.ones(n, dtype=bool)
         keep[seen_idx[~changed]] = False
         # rows of the output: from ``old`` (position k of the seen rows) or from ``new_t``
-        order_src: list[np.ndarray] = []
         rank_of_seen = np.full(n, -1, dtype=np.int64)
         rank_of_seen[seen_idx] = np.arange(len(seen_idx))
         rows = np.flatnonzero(keep)
@@ -166,9 +165,7 @@ class ChangelogAggregate(Operator):
         ins = starts[~is_upd]
         src_new[ins] = rows[~is_upd]
         ops[ins] = 0
-        del order_src
         if total:
-            parts = []
             sel_old = src_old >= 0
             combined = new_t if old is None else pa.concat_tables([old, new_t])
             offset = 0 if old is None else old.num_rows

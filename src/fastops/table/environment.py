@@ -21,7 +21,7 @@ from typing import Any, Optional, Sequence
 import pyarrow as pa
 
 from fastops.table.expressions import Col
-from fastops.table.plan import PlanError, Scan, compile_plan, explain_plan
+from fastops.table.plan import PlanError, Scan, compile_plan
 from fastops.table.table import Table, TableResult, message_result, ok_result
 from fastops.table.types import to_arrow, to_sql
 

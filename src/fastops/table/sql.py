@@ -34,7 +34,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from fastops.table.expressions import (AggCall, Call, Case, Cast, Col, Expr, InList, Interval, Lit, UdfCall)
-from fastops.table.plan import (Filter, Join, Lateral, PlanError, PlanNode, Project, Sort, SqlError, WindowDef,
+from fastops.table.plan import (Filter, Join, Lateral, PlanNode, Project, Sort, SqlError, WindowDef,
                                 WindowTVF)
 from fastops.table.types import to_arrow
 
@@ -397,9 +397,7 @@ class QueryCompiler:
 
     def join(self, left: PlanNode, lscope: Scope, j: exp.Join) -> tuple[PlanNode, Scope]:
         item = j.this
-        if isinstance(item, exp.Lateral) or (isinstance(item, exp.Table) and isinstance(item.this, exp.Anonymous)
-                                              and item.this.name.upper() == "TABLE" and j.args.get("kind") is None
-                                              and False):
+        if isinstance(item, exp.Lateral):
             return self.lateral(left, lscope, item, j)
         if isinstance(item, exp.Table) and isinstance(item.this, exp.Anonymous) and \
                 item.this.name.upper() == "TABLE" and item.this.expressions and \
@@ -504,8 +502,6 @@ class QueryCompiler:
             if isinstance(p, exp.Star) or (isinstance(p, exp.Column) and isinstance(p.this, exp.Star)):
                 qual = p.table if isinstance(p, exp.Column) else None
                 for vis, phys in scope.star(qual or None):
-                    if vis in _HIDDEN_TVF and isinstance(node, WindowTVF) is False and False:
-                        continue
                     items.append((self._unique(vis, items, phys), Col(phys)))
                 continue
             if isinstance(p, exp.Alias):
@@ -780,9 +776,6 @@ class QueryCompiler:
             q = e.args.get("quantile") or e.args.get("expression")
             return self._percentile(e, [rec(e.this), rec(q)])
         return None
-
-
-_HIDDEN_TVF: set = set()
 
 
 def _through_filters(node: PlanNode) -> PlanNode:
