@@ -418,3 +418,32 @@ def test_approx_aggregates_against_exact(mode):
         # the sketch's rank error is far below 5% of the rows
         rank = (part.x < got.loc[g, "med"]).mean()
         assert abs(rank - 0.5) < 0.05
+
+
+@settings(max_examples=20, deadline=None)
+@given(rows=st.lists(st.tuples(st.sampled_from(["x", "y", None]), st.integers(-3, 3)), max_size=30),
+       batch=st.integers(1, 5), cut=st.integers(0, 30))
+def test_changelog_operator_snapshot_restore(rows, batch, cut):
+    """Resume invariance: snapshot after any batch, restore into a fresh operator, same changelog."""
+    from fastops import agg
+    from fastops.operators.base import OperatorContext
+    from fastops.table.changelog import ChangelogAggregate
+
+    table = pa.table({"k": pa.array([r[0] for r in rows], pa.string()),
+                      "v": pa.array([r[1] for r in rows], pa.int64())})
+    batches = table.to_batches(max_chunksize=batch) if rows else []
+    make = lambda: ChangelogAggregate(["k"], {"n": agg.count(), "s": agg.sum("v")}, table.schema)  # noqa: E731
+
+    def run(op, bs):
+        op.open(OperatorContext("g", 0, 1, 128))
+        return [b for x in bs for b in op.process(x)]
+
+    whole = run(make(), batches)
+    c = min(cut, len(batches))
+    first = make()
+    head = run(first, batches[:c])
+    resumed = make()
+    resumed.restore(first.snapshot())
+    tail = run(resumed, batches[c:])
+    flat = lambda bs: [r for b in bs for r in b.to_pylist()]  # noqa: E731
+    assert flat(head) + flat(tail) == flat(whole)

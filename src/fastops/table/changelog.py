@@ -212,7 +212,10 @@ class ChangelogAggregate(Operator):
         self.aggregator.restore(State.from_bytes(parts[0]))
         self._reset_emitted()
         if parts[1]:
-            self.groups = KeyTable.restore(_unipc(parts[1]).combine_chunks().to_batches()[0])
+            t = _unipc(parts[1]).combine_chunks()
+            batch = pa.RecordBatch.from_arrays([c.combine_chunks() if c.num_chunks else pa.array([], c.type)
+                                                for c in t.columns], schema=t.schema)
+            self.groups = KeyTable.restore(batch)
         if parts[2]:
             self.emitted = _unipc(parts[2])
         self.pos = np.frombuffer(parts[3], dtype="<i8").astype(np.int64)
