@@ -1415,6 +1415,20 @@ cdef struct TabEntry:
     int64_t idx      # -1: empty
 
 
+cdef void _ss_index(TabEntry* tab, int64_t tsize, const uint64_t* hashes,
+                    int64_t size) noexcept nogil:
+    """(Re)build the open-addressing index ``hash -> entry`` of a summary."""
+    cdef uint64_t mask = <uint64_t>(tsize - 1), pos
+    cdef int64_t i
+    memset(tab, 0xFF, tsize * sizeof(TabEntry))
+    for i in range(size):
+        pos = _fmix64(hashes[i]) & mask
+        while tab[pos].idx >= 0:
+            pos = (pos + 1) & mask
+        tab[pos].key = hashes[i]
+        tab[pos].idx = i
+
+
 def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
               int64_t[::1] reps, int64_t size, int64_t capacity,
               const int64_t[::1] weights, int64_t chunk, int mode,
@@ -1449,11 +1463,15 @@ def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
     cdef uint64_t* tpos = NULL
     cdef TabEntry* tab = NULL
     cdef TabEntry* e
-    cdef uint64_t tmask
-    cdef int64_t tsize = 16
+    cdef TabEntry* sidx = NULL     # index of the summary: hash -> entry
+    cdef uint64_t tmask, smask
+    cdef int64_t tsize = 16, ssize = 16
     cdef bint neg = False
     while tsize < 2 * chunk + 2:
         tsize *= 2
+    while ssize < 4 * capacity:
+        ssize *= 2
+    smask = <uint64_t>(ssize - 1)
     if weighted:
         with nogil:
             neg = _any_negative(wp, n)
@@ -1461,13 +1479,14 @@ def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
             return ERR_NEGATIVE_WEIGHT
     with nogil:
         tab = <TabEntry*>malloc(tsize * sizeof(TabEntry))
+        sidx = <TabEntry*>malloc(ssize * sizeof(TabEntry))
         tpos = <uint64_t*>malloc((chunk + 1) * sizeof(uint64_t))
         oh = <uint64_t*>malloc((chunk + 1) * sizeof(uint64_t))
         oc = <int64_t*>malloc((chunk + 1) * sizeof(int64_t))
         oe = <int64_t*>malloc((chunk + 1) * sizeof(int64_t))
         orow = <int64_t*>malloc((chunk + 1) * sizeof(int64_t))
         tmask = <uint64_t>(tsize - 1)
-        if (tab == NULL or tpos == NULL or oh == NULL or oc == NULL
+        if (tab == NULL or sidx == NULL or tpos == NULL or oh == NULL or oc == NULL
                 or oe == NULL or orow == NULL or _ssw_alloc(&w, capacity, capacity + chunk) != 0):
             res = ERR_NOMEM
         else:
@@ -1477,20 +1496,32 @@ def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
             while off < n:
                 cend = min(off + chunk, n)
                 distinct = 0
+                # rows of monitored items add to their counter directly (the
+                # combine rule for an item on both sides); the rest are
+                # counted in the chunk table and combined below
+                _ss_index(sidx, ssize, &hashes[0], res)
                 while off < cend:
                     got = _hash_block(&s, off, min(<int64_t>BLOCK, cend - off), hb, rb)
                     for j in range(got):
-                        hb2[j] = _fmix64(hb[j]) & tmask
+                        hb2[j] = _fmix64(hb[j])
                     for j in range(min(got, <int64_t>PREFETCH)):
-                        _prefetch(&tab[hb2[j]])
+                        _prefetch(&sidx[hb2[j] & smask])
                     for j in range(got):
                         if j + PREFETCH < got:
-                            _prefetch(&tab[hb2[j + PREFETCH]])
+                            _prefetch(&sidx[hb2[j + PREFETCH] & smask])
                         wt = wp[rb[j]] if weighted else 1
                         if wt == 0:
                             continue
                         hv = hb[j]
-                        pos = hb2[j]
+                        pos = hb2[j] & smask
+                        e = &sidx[pos]
+                        while e.idx >= 0 and e.key != hv:
+                            pos = (pos + 1) & smask
+                            e = &sidx[pos]
+                        if e.idx >= 0:
+                            counts[e.idx] += wt
+                            continue
+                        pos = hb2[j] & tmask
                         e = &tab[pos]
                         while e.idx >= 0 and e.key != hv:
                             pos = (pos + 1) & tmask
@@ -1512,6 +1543,7 @@ def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
                                   capacity, oh, oc, oe, orow, distinct, 0)
             _ssw_free(&w)
         free(tab)
+        free(sidx)
         free(tpos)
         free(oh)
         free(oc)
