@@ -254,3 +254,21 @@ def test_parallelism_two(left, right, mode):
     d = ("SELECT epoch_ms(tms // 5000 * 5000) AS ws, epoch_ms(tms // 5000 * 5000 + 5000) AS we, s, COUNT(*) AS c "
          "FROM t GROUP BY 1, 2, 3")
     run_both({"t": t}, q, d, mode, 5, 2)
+
+
+@SETTINGS
+@given(rows=ROWS, group=st.sampled_from(["k", "s", "y % 3"]), arg=st.sampled_from(["s", "k", "y"]),
+       fn=st.sampled_from(["COUNT", "SUM"]), mode=st.sampled_from(["batch", "streaming"]), windowed=st.booleans())
+def test_distinct_aggregates(rows, group, arg, fn, mode, windowed):
+    if group == "y % 3":
+        group = "k"  # DISTINCT aggregates need plain key columns
+    if fn == "SUM" and arg == "s":
+        arg = "y"
+    if windowed:
+        q = (f"SELECT window_start, {group}, {fn}(DISTINCT {arg}) AS d FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), "
+             f"INTERVAL '10' SECOND)) GROUP BY window_start, window_end, {group}")
+        d = (f"SELECT epoch_ms(tms // 10000 * 10000) AS window_start, {group}, {fn}(DISTINCT {arg}) AS d "
+             f"FROM t GROUP BY 1, {group}")
+    else:
+        q = d = f"SELECT {group}, {fn}(DISTINCT {arg}) AS d FROM t GROUP BY {group}"
+    run_both({"t": make_table(rows)}, q, d, mode)

@@ -16,7 +16,7 @@ from fastops.operators.base import Operator
 from fastops.table.changelog import OP_COLUMN, materialize
 from fastops.table.expressions import Expr, broadcast
 
-__all__ = ["EvalOperator", "FinalAggregate", "GatherSort", "HashJoin", "WindowAssign", "CumulateExpand",
+__all__ = ["EvalOperator", "FinalAggregate", "DistinctRows", "GatherSort", "HashJoin", "WindowAssign", "CumulateExpand",
            "LateralExpand", "evaluate_items"]
 
 _TS = pa.timestamp("ms")
@@ -117,6 +117,51 @@ class FinalAggregate(Operator):
         if state is not None:
             self.seen = True
             self.aggregator.restore(State.from_bytes(state))
+
+
+class DistinctRows(Operator):
+    """Emit each distinct row (over ``columns``) the first time it arrives.
+
+    A key table maps rows to dense group ids; ids beyond the previous group
+    count are new, and the first row of each new id is emitted. Nulls equal
+    nulls, as in SQL's DISTINCT."""
+
+    def __init__(self, columns: Sequence[str]):
+        from fastops.keys import KeyTable
+
+        self.columns = list(columns)
+        self.keys = KeyTable(self.columns)
+        self.name = "distinct"
+
+    def process(self, batch: pa.RecordBatch) -> list:
+        if batch.num_rows == 0:
+            return []
+        before = self.keys.num_groups
+        ids = self.keys.lookup_or_insert([batch.column(c) for c in self.columns])
+        fresh = np.flatnonzero(ids >= before)
+        if len(fresh) == 0:
+            return []
+        _, first = np.unique(ids[fresh], return_index=True)
+        rows = np.sort(fresh[first])
+        return [batch.select(self.columns).take(pa.array(rows))]
+
+    def snapshot(self) -> Optional[bytes]:
+        import io
+
+        snap = self.keys.snapshot()
+        sink = io.BytesIO()
+        with pa.ipc.new_stream(sink, snap.schema) as w:
+            w.write_batch(snap)
+        return sink.getvalue()
+
+    def restore(self, state: Optional[bytes]) -> None:
+        from fastops.keys import KeyTable
+
+        if state is not None:
+            t = pa.ipc.open_stream(state).read_all().combine_chunks()
+            batch = pa.RecordBatch.from_arrays([c.combine_chunks() if c.num_chunks else pa.array([], c.type)
+                                                for c in t.columns], schema=t.schema)
+            self.keys = KeyTable.restore(batch)
 
 
 class GatherSort(Operator):

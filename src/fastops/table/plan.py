@@ -41,7 +41,7 @@ from fastops.table.changelog import OP_COLUMN
 from fastops.table.expressions import (AggCall, Call, Col, Expr, ExpressionError, Interval, broadcast)
 from fastops.table.types import to_sql
 
-__all__ = ["PlanNode", "Scan", "Project", "Filter", "Aggregate", "Join", "Union", "Sort", "WindowTVF",
+__all__ = ["PlanNode", "Scan", "Project", "Filter", "Aggregate", "Distinct", "Join", "Union", "Sort", "WindowTVF",
            "Lateral", "WindowDef", "compile_plan", "explain_plan", "PlanError", "SqlError"]
 
 _ids = itertools.count()
@@ -224,7 +224,7 @@ def slot_aggregate(call: AggCall, column: Optional[str]) -> Any:
 
     fn = call.fn
     if call.distinct:
-        raise PlanError(f"{call!r}: DISTINCT aggregates are not supported")
+        raise PlanError(f"{call!r}: DISTINCT here is not supported")
     if fn == "count":
         return agg.count(column)
     if column is None:
@@ -310,6 +310,21 @@ class Aggregate(PlanNode):
         kind = "WindowAggregate" if self.window is not None else "GroupAggregate"
         return (f"{kind}({w}groupBy=[{', '.join(self.keys)}], "
                 f"select=[{', '.join(f'{c!r} AS {n}' for n, c in self.aggs)}])")
+
+
+class Distinct(PlanNode):
+    """The distinct rows of an insert-only input (first occurrence, in arrival order)."""
+
+    def __init__(self, child: PlanNode):
+        super().__init__()
+        if child.changelog:
+            raise PlanError("DISTINCT over an updating (changelog) table is not supported in streaming mode")
+        self.inputs = [child]
+        self.schema = child.schema
+        self.time_col = None
+
+    def label(self) -> str:
+        return f"Distinct(fields=[{', '.join(self.schema.names)}])"
 
 
 class Join(PlanNode):
@@ -523,6 +538,13 @@ class Compiler:
             sch = node.schema
             out = out.transform("calc", lambda: EvalOperator(items, None, sch, "calc"))
         return out
+
+    def _distinct(self, node: Distinct) -> Any:
+        from fastops.table.operators import DistinctRows
+
+        s = self.build(node.inputs[0])
+        cols = list(node.schema.names)
+        return s.key_by(*cols).transform("distinct", lambda: DistinctRows(cols))
 
     def _join(self, node: Join) -> Any:
         from fastops.datastream import DataStream

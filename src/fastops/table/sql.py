@@ -468,14 +468,13 @@ class QueryCompiler:
             for cte in with_.expressions:
                 self.ctes[cte.alias] = self.query(cte.this)
         if isinstance(q, exp.Union):
-            from fastops.table.table import _union, build_aggregate
+            from fastops.table.table import _union, distinct_of
 
             left = self.query(q.this)
             right = self.query(q.expression)
             node = _union([left, right])
             if q.args.get("distinct"):
-                node = build_aggregate(node, [Col(n) for n in node.schema.names],
-                                       [(n, Col(n)) for n in node.schema.names], None, None, self.streaming)
+                node = distinct_of(node, self.streaming)
             return self.order_limit(q, node, None, [])
         if isinstance(q, (exp.Intersect, exp.Except)):
             raise SqlError(f"{type(q).__name__.upper()} is not supported{_pos(q)}")
@@ -486,7 +485,7 @@ class QueryCompiler:
         return self.select(q)
 
     def select(self, q: exp.Select) -> PlanNode:
-        from fastops.table.table import build_aggregate
+        from fastops.table.table import build_aggregate, distinct_of
 
         for key in ("windows", "qualify", "pivots"):
             if q.args.get(key):
@@ -533,13 +532,11 @@ class QueryCompiler:
                 raise SqlError("a SESSION window TVF needs GROUP BY window_start, window_end")
             plan = build_aggregate(src, keys, items, hv, window, self.streaming)
             if q.args.get("distinct"):
-                plan = build_aggregate(plan, [Col(n) for n in plan.schema.names],
-                                       [(n, Col(n)) for n in plan.schema.names], None, None, self.streaming)
+                plan = distinct_of(plan, self.streaming)
             return self.order_limit(q, plan, scope, items)
         plan = Project(node, items)
         if q.args.get("distinct"):
-            plan = build_aggregate(plan, [Col(n) for n in plan.schema.names],
-                                   [(n, Col(n)) for n in plan.schema.names], None, None, self.streaming)
+            plan = distinct_of(plan, self.streaming)
         return self.order_limit(q, plan, scope, items)
 
     @staticmethod

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from fastops.table.changelog import OP_COLUMN, ROW_KINDS, materialize
 from fastops.table.expressions import (AggCall, Alias, Cast, Col, Expr, WindowProp, as_column_expr, as_expr)
-from fastops.table.plan import (Aggregate, Filter, Join, Lateral, PlanError, PlanNode, Project, Sort, Union,
+from fastops.table.plan import (Aggregate, Distinct, Filter, Join, Lateral, PlanError, PlanNode, Project, Sort, Union,
                                 WindowDef, compile_plan, explain_plan, to_table, window_time_expr)
 from fastops.table.printing import render
 from fastops.table.types import to_sql
@@ -228,6 +228,9 @@ def build_aggregate(child: PlanNode, key_exprs: Sequence[Expr], items: Sequence[
     """GROUP BY ``key_exprs`` then SELECT ``items`` (and HAVING): the plan
     pre-projects computed keys and aggregate arguments, aggregates, filters,
     then projects the select list over keys and aggregate results."""
+    distinct = _distinct_calls(items, having)
+    if distinct:
+        return _distinct_aggregate(child, key_exprs, items, having, window, streaming, window_alias, distinct)
     aggs: dict[str, tuple[str, AggCall]] = {}
     keys: dict[str, str] = {}  # repr(expr) -> key column
     pre: list[tuple[str, Expr]] = []
@@ -341,6 +344,97 @@ def build_aggregate(child: PlanNode, key_exprs: Sequence[Expr], items: Sequence[
     return Project(node, out_items)
 
 
+def distinct_of(node: PlanNode, streaming: bool) -> PlanNode:
+    """DISTINCT rows: a first-occurrence filter for insert-only input (append-only
+    output in streaming mode too), a GROUP BY of every column otherwise."""
+    if not node.changelog:
+        return Distinct(node)
+    items = [(n, Col(n)) for n in node.schema.names]
+    return build_aggregate(node, [Col(n) for n in node.schema.names], items, None, None, streaming)
+
+
+def _distinct_calls(items: Sequence[tuple[str, Expr]], having: Optional[Expr]) -> list[AggCall]:
+    found: list[AggCall] = []
+
+    def visit(e: Expr) -> None:
+        if isinstance(e, AggCall):
+            if e.distinct and e.fn not in ("min", "max"):  # MIN/MAX(DISTINCT x) = MIN/MAX(x)
+                found.append(e)
+            return
+        for c in e.children():
+            visit(c)
+
+    for _, e in items:
+        visit(e)
+    if having is not None:
+        visit(having)
+    return found
+
+
+def _distinct_aggregate(child: PlanNode, key_exprs: Sequence[Expr], items: Sequence[tuple[str, Expr]],
+                        having: Optional[Expr], window: Optional[WindowDef], streaming: bool,
+                        window_alias: Optional[str], distinct: list[AggCall]) -> PlanNode:
+    """``COUNT(DISTINCT x)`` and friends in two steps: group by the keys and ``x``
+    (which makes ``x`` distinct per group), then aggregate ``x`` per group.
+
+    Every aggregate of the query must then be a DISTINCT one over the same
+    argument, and the keys plain columns. With a window in streaming mode, the
+    second step is a non-windowed aggregate, so its result is a changelog
+    (final state as expected)."""
+    arg_reprs = {repr(c.arg) for c in distinct}
+    if len(arg_reprs) != 1:
+        raise PlanError(f"DISTINCT aggregates over different arguments ({sorted(arg_reprs)}) are not supported")
+    arg = distinct[0].arg
+    plain: list[AggCall] = []
+
+    def find_plain(e: Expr) -> None:
+        if isinstance(e, AggCall):
+            if not e.distinct and e.fn not in ("min", "max"):
+                plain.append(e)
+            return
+        for c in e.children():
+            find_plain(c)
+
+    for _, e in items:
+        find_plain(e)
+    if having is not None:
+        find_plain(having)
+    if plain:
+        raise PlanError(f"mixing DISTINCT and plain aggregates ({plain[0]!r}) is not supported")
+    keys = [k for k in key_exprs if not (isinstance(k, Col) and (k.col == window_alias or
+                                                                 (window is not None and k.col in _WINDOW_COLS)))]
+    if any(not isinstance(k, Col) for k in keys):
+        raise PlanError("DISTINCT aggregates need plain columns as GROUP BY keys")
+    inner_items = [(k.col, Col(k.col)) for k in keys] + [("__distinct", arg)]
+    if window is None:
+        inner: PlanNode = Distinct(Project(child, inner_items))
+    else:
+        inner_items = [("window_start", Col("window_start")), ("window_end", Col("window_end"))] + inner_items
+        if window_alias is not None:
+            inner_items = [(n, WindowProp(Col(window_alias), n.split("_")[1]) if n.startswith("window_") else e)
+                           for n, e in inner_items]
+        inner = build_aggregate(child, list(key_exprs) + [arg], inner_items, None, window, streaming,
+                                window_alias)
+
+    def outer(e: Expr) -> Expr:
+        def fn(node: Expr) -> Optional[Expr]:
+            if isinstance(node, AggCall):
+                return AggCall(node.fn, Col("__distinct"), node.params, node.udaf, False)
+            if isinstance(node, WindowProp):
+                return Col("window_start") if node.prop == "start" else Col("window_end") \
+                    if node.prop == "end" else window_time_expr()
+            if window is not None and isinstance(node, Col) and node.col == "window_time":
+                return window_time_expr()
+            return None
+        return e.transform(fn)
+
+    outer_keys: list[Expr] = [Col(k.col) for k in keys]
+    if window is not None:
+        outer_keys = [Col("window_start"), Col("window_end")] + outer_keys
+    return build_aggregate(inner, outer_keys, [(n, outer(e)) for n, e in items],
+                           outer(having) if having is not None else None, None, streaming)
+
+
 def _named(exprs: Sequence[Any], schema: pa.Schema) -> list[tuple[str, Expr]]:
     """(name, expr) for select-like lists; ``"*"`` expands to every column."""
     out: list[tuple[str, Expr]] = []
@@ -451,9 +545,7 @@ class Table:
         return GroupWindowedTable(self, window)
 
     def distinct(self) -> "Table":
-        items = [(n, Col(n)) for n in self.schema.names]
-        return self._new(build_aggregate(self._node, [Col(n) for n in self.schema.names], items, None, None,
-                                         self._streaming))
+        return self._new(distinct_of(self._node, self._streaming))
 
     def _join(self, right: "Table", condition: Any, how: str) -> "Table":
         from fastops.table.sql import split_equi_join
