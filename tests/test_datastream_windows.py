@@ -209,3 +209,39 @@ def test_window_needs_event_time():
     with pytest.raises(fo.JobFailed, match="nope"):
         (env.from_arrow(events(10)).with_watermark("nope").key_by("user")
          .window(Tumbling("1s")).aggregate(n=agg.count()).collect())
+
+
+@pytest.mark.parametrize("window", [Tumbling("5s"), Sliding("10s", "5s")])
+def test_sketch_aggregates_through_the_job(window):
+    table = events(20_000, keys=30)
+    table = table.append_column("item", pa.array(np.floor(table["value"].to_numpy()).astype(np.int64) * 7))
+    env = fo.StreamEnvironment(parallelism=2)
+    out = (env.from_arrow(table, batch_size=1000).with_watermark("ts", max_out_of_orderness="2s")
+           .key_by("user").window(window)
+           .aggregate(n=agg.count(), distinct=agg.approx_distinct("item", precision=12),
+                      median=agg.approx_quantile("value", 0.5), top=agg.top_k("item", 3))
+           .collect()).to_pandas()
+    df = table.to_pandas()
+    assigned = []
+    for t in df.ts:
+        assigned.append([s for s, _ in window.assign(int(t))])
+    df["start"] = assigned
+    df = df.explode("start")
+    out["start"] = out.window_start.astype("datetime64[ms]").astype("int64")
+    ref = df.groupby(["start", "user"]).agg(n=("item", "size"), distinct=("item", "nunique"),
+                                           median=("value", "median"))
+    got = out.set_index(["start", "user"]).sort_index()
+    assert len(got) == len(ref)
+    np.testing.assert_array_equal(got["n"].to_numpy(), ref["n"].to_numpy())
+    # HLL at precision 12 on small sets is near exact; KLL's rank error is about 1.65% at k=200
+    assert (abs(got["distinct"] - ref["distinct"]) <= np.maximum(1, 0.05 * ref["distinct"])).all()
+    groups = df.groupby(["start", "user"])["value"]
+    for key, values in list(groups)[:200]:
+        est = got.loc[key, "median"]
+        rank = (values.to_numpy() <= est).mean()
+        assert abs(rank - 0.5) <= 0.5 / len(values) ** 0.5 + 0.05
+    # top-3 counts are exact for these small windows (capacity >> distinct items)
+    for key, items in list(df.groupby(["start", "user"])["item"])[:200]:
+        counts = items.value_counts()
+        top = got.loc[key, "top"]
+        assert [e["count"] for e in top] == sorted(counts.to_numpy().tolist(), reverse=True)[:3]
