@@ -65,4 +65,6 @@ __all__ = [
     "udaf",
     "udtf",
     "lit",
+    "sketches",
+    *_WINDOWS_ALL,
 ]
