@@ -247,3 +247,19 @@ def test_interval_join_streaming_matches_duckdb():
     con.register("b", b)
     want = sorted((k, t.replace(tzinfo=None), v) for k, t, v in con.sql(q).fetchall())
     assert got == want and len(got) == 3
+
+
+def test_window_tvf_through_subquery_is_still_a_window_aggregate(bid_env):
+    direct = bid_env.execute_sql("""
+        SELECT window_start, window_end, item, SUM(price) AS s
+        FROM TABLE(TUMBLE(TABLE Bid, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES)) WHERE price > 1
+        GROUP BY window_start, window_end, item""")
+    nested = bid_env.sql_query("""
+        SELECT window_start, window_end, item, SUM(price) AS s
+        FROM (SELECT window_start, window_end, item, price
+              FROM TABLE(TUMBLE(TABLE Bid, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES)) WHERE price > 1) AS w
+        GROUP BY window_start, window_end, item""")
+    assert "WindowAggregate" in nested.explain()
+    res = nested.execute()
+    assert {r.get_row_kind() for r in res.collect()} == {"+I"}
+    assert _rows(res) == _rows(direct) and len(_rows(res)) == 5

@@ -545,24 +545,38 @@ class QueryCompiler:
         return name if name not in names else phys
 
     def window_source(self, node: PlanNode, keys: list[Expr]) -> tuple[Optional[WindowDef], PlanNode]:
-        """A windowed aggregate if ``node`` is a window TVF (through filters that
-        do not use window columns) and the keys include window_start and window_end."""
-        filters = []
+        """A windowed aggregate if ``node`` is a window TVF (seen through filters
+        that do not use the window columns, and through projections that pass
+        columns on unchanged, as a subquery ``SELECT * FROM TABLE(TUMBLE(...))``
+        does) and the keys include window_start and window_end."""
+        wcols = {"window_start", "window_end", "window_time"}
+        steps: list[PlanNode] = []
         cur = node
-        while isinstance(cur, Filter):
-            filters.append(cur)
+        while isinstance(cur, (Filter, Project)):
+            if isinstance(cur, Project) and not all(isinstance(e, Col) and e.col == n for n, e in cur.items):
+                return None, node
+            steps.append(cur)
             cur = cur.inputs[0]
         if not isinstance(cur, WindowTVF):
             return None, node
         kc = {k.col for k in keys if isinstance(k, Col)}
         if not {"window_start", "window_end"} <= kc:
             return None, node
-        for f in filters:
-            if f.predicate.columns() & {"window_start", "window_end", "window_time"}:
+        for st in steps:
+            if isinstance(st, Filter) and st.predicate.columns() & wcols:
+                return None, node
+            if isinstance(st, Project) and not {"window_start", "window_end"} <= {n for n, _ in st.items}:
                 return None, node
         src = cur.inputs[0]
-        for f in reversed(filters):
-            src = Filter(src, f.predicate)
+        tc = cur.window.time_col
+        for st in reversed(steps):
+            if isinstance(st, Filter):
+                src = Filter(src, st.predicate)
+            else:  # the same columns, minus the window's, plus its time column
+                items = [(n, e) for n, e in st.items if n not in wcols]
+                if tc not in {n for n, _ in items}:
+                    items.append((tc, Col(tc)))
+                src = Project(src, items)
         w = cur.window
         if w.kind == "session" and w.partition:
             kn = {k.col for k in keys if isinstance(k, Col)} - {"window_start", "window_end", "window_time"}
