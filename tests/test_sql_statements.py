@@ -159,8 +159,10 @@ def test_views_drop_show_explain():
     t_env.execute_sql("CREATE TEMPORARY VIEW big AS SELECT id, s FROM t WHERE id > 1")
     assert sorted(t_env.execute_sql("SELECT id FROM big").to_pandas()["id"]) == [2, 3]
     assert t_env.execute_sql("SHOW VIEWS").to_pandas()["view name"].tolist() == ["big", "t"]
-    plan = t_env.execute_sql("EXPLAIN SELECT s, COUNT(*) FROM big GROUP BY s").collect().__next__()[0]
+    result = t_env.execute_sql("EXPLAIN SELECT s, COUNT(*) FROM big GROUP BY s")
+    plan = next(result.collect())[0]
     assert "GroupAggregate(groupBy=[s]" in plan and "Calc(where=[(id > 1)])" in plan
+    assert result.to_string() == plan + "\n"  # printed as it is, not in a grid
     t_env.execute_sql("DROP VIEW big")
     assert t_env.list_views() == ["t"]
     with pytest.raises(SqlError, match="table 'big' not found at line 1, column 15"):

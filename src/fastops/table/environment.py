@@ -366,7 +366,7 @@ class TableEnvironment:
         if head[0] == "EXPLAIN":
             q = re.sub(r"^EXPLAIN\s+(PLAN\s+FOR\s+)?", "", s, flags=re.IGNORECASE)
             text = self.sql_query(q).explain()
-            return message_result([(text,)], ["result"], [pa.string()])
+            return message_result([(text,)], ["result"], [pa.string()], raw=True)
         if head[0] == "USE":
             return ok_result()
         tree, prep = parse(s, self._function_names())

@@ -65,11 +65,13 @@ class TableResult:
     """The result of ``execute()`` / ``execute_sql``: rows (with row kinds in
     streaming mode), ``print()``, ``collect()``, ``to_pandas()``, ``to_arrow()``."""
 
-    def __init__(self, data: pa.Table, schema: pa.Schema, streaming: bool, job_result: Any = None):
+    def __init__(self, data: pa.Table, schema: pa.Schema, streaming: bool, job_result: Any = None,
+                 raw: bool = False):
         self._data = data
         self._schema = schema
         self._streaming = streaming
         self.job_result = job_result
+        self._raw = raw  # EXPLAIN: print the text itself (Flink's raw-content style)
 
     @property
     def schema(self) -> pa.Schema:
@@ -95,6 +97,8 @@ class TableResult:
             yield Row(vals, names, kind)
 
     def to_string(self) -> str:
+        if self._raw:
+            return "".join(f"{r[0]}\n" for r in self._rows())
         kinds = self._kinds() if self._streaming else None
         return render(self._schema.names, self._schema.types, self._rows(), kinds)
 
@@ -124,11 +128,12 @@ class TableResult:
         return f"TableResult({self._data.num_rows} rows, columns {self._schema.names})"
 
 
-def message_result(rows: Sequence[Sequence[Any]], names: Sequence[str], types: Sequence[pa.DataType]) -> TableResult:
-    """A small result of a statement (``OK``, ``SHOW TABLES``, ``DESCRIBE``)."""
+def message_result(rows: Sequence[Sequence[Any]], names: Sequence[str], types: Sequence[pa.DataType],
+                   raw: bool = False) -> TableResult:
+    """A small result of a statement (``OK``, ``SHOW TABLES``, ``DESCRIBE``, ``EXPLAIN``)."""
     arrays = [pa.array([r[i] for r in rows], t) for i, t in enumerate(types)]
     schema = pa.schema([pa.field(n, t) for n, t in zip(names, types)])
-    return TableResult(pa.Table.from_arrays(arrays, schema=schema), schema, streaming=False)
+    return TableResult(pa.Table.from_arrays(arrays, schema=schema), schema, streaming=False, raw=raw)
 
 
 def ok_result() -> TableResult:
