@@ -370,3 +370,21 @@ def test_several_table_sinks_in_one_job():
     env.execute()
     assert pos.table().num_rows + neg.table().num_rows == 500
     assert pc.min(pos.table()["v"]).as_py() > 0 >= pc.max(neg.table()["v"]).as_py()
+
+
+class Tagger(Operator):
+    """Marks each row with the input it came from."""
+
+    def process_input(self, input_index, batch):
+        return [batch.append_column("side", pa.array([input_index] * batch.num_rows, pa.int64()))]
+
+
+def test_connect_two_inputs_by_key_and_gather():
+    env = fo.StreamEnvironment(parallelism=3)
+    a, b = make_table(300, 1), make_table(200, 2)
+    both = env.from_arrow(a, batch_size=50).connect(env.from_arrow(b, batch_size=50), "tag", Tagger, keys=["k"])
+    gathered = both.transform("gather", Operator, parallelism=1, partitioning="rebalance")
+    out = gathered.collect()
+    assert out.num_rows == 500
+    assert sorted(out.filter(pc.equal(out["side"], 0))["v"].to_pylist()) == sorted(a["v"].to_pylist())
+    assert "gather -> collect  [chained parallelism 1]" in gathered.explain()

@@ -334,11 +334,28 @@ class DataStream:
         return self._then("with_columns", lambda: _basic.Project(dict(expressions), keep_existing=True))
 
     def transform(self, name: str, operator_factory: Callable[[], Any],
-                  parallelism: Optional[int] = None) -> "DataStream":
-        """Apply a custom ``fastops.operators.Operator`` (a fresh one per task)."""
+                  parallelism: Optional[int] = None, partitioning: str = "forward",
+                  keys: Sequence[str] = ()) -> "DataStream":
+        """Apply a custom ``fastops.operators.Operator`` (a fresh one per task),
+        after a ``partitioning`` exchange (forward, rebalance, broadcast, or hash
+        with ``keys``); ``parallelism=1`` gathers the stream into one task."""
         if not callable(operator_factory):
             raise TypeError("transform needs a factory (e.g. the Operator class) that makes one operator per task")
-        return self._then(name, operator_factory, parallelism)
+        return self._then(name, operator_factory, parallelism, partitioning, tuple(keys))
+
+    def connect(self, other: "DataStream", name: str, operator_factory: Callable[[], Any],
+                keys: Sequence[str] = (), other_keys: Optional[Sequence[str]] = None,
+                parallelism: Optional[int] = None) -> "DataStream":
+        """A two-input custom operator: rows of this stream arrive with
+        ``input_index`` 0, rows of ``other`` with 1 (``Operator.process_input``).
+        With ``keys`` both inputs are hash-exchanged by key (``other_keys`` for
+        the other side's columns); without, they are rebalanced."""
+        how = "hash" if keys else "rebalance"
+        lk = tuple(keys)
+        rk = tuple(other_keys) if other_keys is not None else lk
+        node = Node(name, parallelism or self.env.parallelism, factory=operator_factory,
+                    inputs=[self._edge(how, lk, 0), other._edge(how, rk, 1)])
+        return DataStream(self.env, node, time_column=None)
 
     def rebalance(self) -> "DataStream":
         return self._then("rebalance", _basic.Operator, self.env.parallelism, "rebalance")

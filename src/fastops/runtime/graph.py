@@ -55,15 +55,17 @@ def reachable(sinks: list[Node]) -> list[Node]:
     """Every node the sinks depend on, in topological order (sources first)."""
     order: list[Node] = []
     seen: set[int] = set()
-
-    def visit(node: Node) -> None:
-        if node.id in seen:
-            return
-        seen.add(node.id)
-        for e in node.inputs:
-            visit(e.upstream)
-        order.append(node)
-
-    for s in sinks:
-        visit(s)
+    for sink in sinks:  # iterative depth-first search: no closure, no reference cycle
+        stack: list[tuple[Node, int]] = [(sink, 0)]
+        while stack:
+            node, i = stack.pop()
+            if i == 0:
+                if node.id in seen:
+                    continue
+                seen.add(node.id)
+            if i < len(node.inputs):
+                stack.append((node, i + 1))
+                stack.append((node.inputs[i].upstream, 0))
+            else:
+                order.append(node)
     return order
