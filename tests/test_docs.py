@@ -76,6 +76,6 @@ def test_relative_links_point_to_existing_files():
             continue
         with open(page, encoding="utf-8") as fh:
             text = fh.read()
-        base = ROOT if os.path.basename(page) == "README_draft.md" else os.path.dirname(page)
+        base = os.path.dirname(page)
         for target in link.findall(text):
             assert os.path.exists(os.path.join(base, target)), f"{page}: broken link {target}"
