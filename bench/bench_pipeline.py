@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-import time
 
 import numpy as np
 import pyarrow as pa

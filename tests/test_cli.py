@@ -3,7 +3,6 @@ status 2, ``run``, ``demo`` and ``bench`` (on a tiny bench directory)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap

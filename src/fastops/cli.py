@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 __all__ = ["main", "build_parser"]
 

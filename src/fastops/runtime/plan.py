@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from fastops.operators.base import OperatorContext
-from fastops.runtime.channels import Channel, InputGate
+from fastops.runtime.channels import InputGate
 from fastops.runtime.graph import Edge, Node, reachable
 from fastops.runtime.metrics import TaskMetrics
 from fastops.runtime.tasks import Chain, OperatorTask, OutputWriter, SourceTask, Task

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from typing import Any, Optional
 
-import numpy as np
 import pyarrow as pa
 
 from fastops.operators.base import Operator, OperatorContext, Tagged
