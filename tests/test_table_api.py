@@ -447,3 +447,76 @@ def test_changelog_operator_snapshot_restore(rows, batch, cut):
     tail = run(resumed, batches[c:])
     flat = lambda bs: [r for b in bs for r in b.to_pylist()]  # noqa: E731
     assert flat(head) + flat(tail) == flat(whole)
+
+
+class _LiveSource:
+    """A source that sends its batches, then stays open (idle) until told to
+    stop or a timeout passes, like an unbounded input."""
+
+    def __init__(self, batches, stop, timeout_s=5.0):
+        from fastops.connectors.sources import Source
+
+        outer = self
+
+        class _Src(Source):
+            name = "live"
+
+            def schema(self):
+                return outer.batches[0].schema
+
+            def open(self, index, parallelism, position=None):
+                return outer._reader()
+
+        self.batches, self.stop, self.timeout_s = batches, stop, timeout_s
+        self.ended = False
+        self.source = _Src()
+
+    def _reader(self):
+        import time as _time
+
+        from fastops.connectors.sources import END, Reader
+
+        outer = self
+
+        class _R(Reader):
+            def __init__(self):
+                self.pending = list(outer.batches)
+                self.t0 = _time.perf_counter()
+
+            def read(self):
+                if self.pending:
+                    return self.pending.pop(0)
+                if outer.stop.is_set() or _time.perf_counter() - self.t0 > outer.timeout_s:
+                    outer.ended = True
+                    return END
+                _time.sleep(0.005)
+                return None
+
+        return _R()
+
+
+def test_streaming_inner_join_emits_before_the_inputs_end():
+    import threading
+
+    stop = threading.Event()
+    left = pa.record_batch({"k": [1, 2, 3], "a": ["x", "y", "z"]})
+    right = pa.record_batch({"k2": [2, 3, 3, 4], "b": [20, 30, 31, 40]})
+    env = fo.StreamEnvironment(parallelism=2, threads=True)
+    live_l, live_r = _LiveSource([left], stop), _LiveSource([right], stop)
+    ls, rs = env.from_source(live_l.source), env.from_source(live_r.source)
+    t_env = fo.TableEnvironment(mode="streaming", parallelism=2)
+    t_env.create_temporary_view("l", t_env.from_data_stream(ls))
+    t_env.create_temporary_view("r", t_env.from_data_stream(rs))
+    joined = t_env.to_data_stream(t_env.sql_query("SELECT k, a, b FROM l JOIN r ON l.k = r.k2"))
+    seen = []
+
+    def sink(batch):
+        seen.extend(zip(batch.column("k").to_pylist(), batch.column("a").to_pylist(),
+                        batch.column("b").to_pylist()))
+        if len(seen) >= 3 and not (live_l.ended or live_r.ended):
+            stop.set()  # every match arrived while both inputs were still open
+
+    joined.sink_to(sink)
+    joined.env.execute()
+    assert stop.is_set()
+    assert sorted(seen) == [(2, "y", 20), (3, "z", 30), (3, "z", 31)]

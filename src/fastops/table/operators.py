@@ -250,6 +250,50 @@ class HashJoin(Operator):
         return [b for b in joined.combine_chunks().to_batches() if b.num_rows]
 
 
+class StreamingInnerJoin(HashJoin):
+    """Equi inner join that emits as rows arrive (streaming mode).
+
+    Each new batch of one side is joined with every row of the other side
+    seen so far, then kept: a matching pair is emitted exactly once, when the
+    later of its two rows arrives, as Flink's regular join does. Both sides
+    are kept for the life of the job (no state expiry)."""
+
+    def __init__(self, left_keys: Sequence[str], right_keys: Sequence[str],
+                 left_schema: pa.Schema, right_schema: pa.Schema):
+        super().__init__(left_keys, right_keys, "inner", left_schema, right_schema)
+        self.name = "join(inner, streaming)"
+
+    def process_input(self, input_index: int, batch: pa.RecordBatch) -> list:
+        side = 0 if input_index == 0 else 1
+        if batch.num_rows == 0:
+            return []
+        other = self.sides[1 - side]
+        out: list = []
+        if other:
+            mine = pa.Table.from_batches([batch])
+            theirs = pa.Table.from_batches(other)
+            left, right = (mine, theirs) if side == 0 else (theirs, mine)
+            out = self._join_tables(left, right)
+        self.sides[side].append(batch)
+        return out
+
+    def close(self) -> list:
+        return []
+
+    def _join_tables(self, left: pa.Table, right: pa.Table) -> list:
+        left, right = materialize(left), materialize(right)
+        names = left.schema.names + right.schema.names
+        for lk, rk in zip(*self.keys):
+            lt, rt = left.schema.field(lk).type, right.schema.field(rk).type
+            if lt != rt:
+                common = _common_type(lt, rt)
+                left = left.set_column(left.schema.get_field_index(lk), lk, left.column(lk).cast(common))
+                right = right.set_column(right.schema.get_field_index(rk), rk, right.column(rk).cast(common))
+        joined = left.join(right, keys=self.keys[0], right_keys=self.keys[1], join_type="inner",
+                           coalesce_keys=False, use_threads=False).select(names)
+        return [b for b in joined.combine_chunks().to_batches() if b.num_rows]
+
+
 def _common_type(a: pa.DataType, b: pa.DataType) -> pa.DataType:
     """The type two join keys are compared in."""
     if pa.types.is_null(a):

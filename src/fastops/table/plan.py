@@ -16,7 +16,9 @@ Aggregate, window   ``key_by(...).window(Tumbling | Sliding | Session).aggregate
 Aggregate, none     streaming: :class:`~fastops.table.changelog.ChangelogAggregate`
                     (``+I``/``-U``/``+U``); batch: ``FinalAggregate`` (the same
                     running aggregate, emitted once at end of input)
-Join                a two-input hash join at end of input (bounded inputs)
+Join                streaming inner: :class:`~fastops.table.operators.StreamingInnerJoin`
+                    (emits as rows arrive); outer joins and batch mode: a hash join
+                    at end of input (bounded inputs)
 Union               ``DataStream.union``
 Sort / Limit        ``GatherSort`` at parallelism 1 (bounded inputs)
 WindowTVF           ``WindowAssign`` (a TVF read as a table)
@@ -549,14 +551,18 @@ class Compiler:
     def _join(self, node: Join) -> Any:
         from fastops.datastream import DataStream
         from fastops.runtime.graph import Node
-        from fastops.table.operators import HashJoin
+        from fastops.table.operators import HashJoin, StreamingInnerJoin
 
         left = self.build(node.inputs[0])
         right = self.build(node.inputs[1])
         lk, rk, how = node.left_keys, node.right_keys, node.how
         ls, rs = node.inputs[0].schema, node.inputs[1].schema
         p = self.env.parallelism
-        g = Node(f"join({how})", p, factory=lambda: HashJoin(lk, rk, how, ls, rs),
+        if self.streaming and how == "inner":  # emit as rows arrive; outer joins wait for the end
+            factory = lambda: StreamingInnerJoin(lk, rk, ls, rs)  # noqa: E731
+        else:
+            factory = lambda: HashJoin(lk, rk, how, ls, rs)  # noqa: E731
+        g = Node(f"join({how})", p, factory=factory,
                  inputs=[left._edge("hash", tuple(lk), 0), right._edge("hash", tuple(rk), 1)])
         return DataStream(self.env, g)
 
