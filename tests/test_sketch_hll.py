@@ -168,3 +168,19 @@ def test_against_datasketches():
     rmse_theirs = float(np.sqrt(np.mean(np.square(theirs))))
     sigma = 1.04 / 32
     assert rmse_ours <= max(1.5 * rmse_theirs, sigma * 1.5)
+
+
+def test_block_path_for_int64_matches_reference_registers():
+    """Large int64 input (hashed block by block) gives the reference registers."""
+    v = np.random.default_rng(3).integers(-(2**63), 2**63 - 1, 200_003, dtype=np.int64)
+    for values in (v, pa.array(v), pa.array(v).slice(5)):
+        a = HyperLogLog(12, seed=11)
+        a.update(values)
+        col = values if isinstance(values, pa.Array) else pa.array(values)
+        h = hashing.hash_columns([col], 11)
+        idx = (h >> np.uint64(52)).astype(np.int64)
+        w = (h << np.uint64(12)) | np.uint64(1 << 11)
+        rho = np.array([65 - int(x).bit_length() for x in w.tolist()], dtype=np.uint8)
+        regs = np.zeros(1 << 12, np.uint8)
+        np.maximum.at(regs, idx, rho)
+        assert np.array_equal(a.registers, regs)
