@@ -200,6 +200,8 @@ def _demo(args: argparse.Namespace) -> int:
             res = d.run_demo(cfg, progress=not args.no_progress)
     except JobFailed as exc:
         return _fail("fastops demo", str(exc))
+    except ImportError as exc:  # an optional dependency of the chosen face
+        return _fail("fastops demo", str(exc))
     except KeyboardInterrupt:
         msg = "interrupted"
         if cfg.checkpoint_dir:

@@ -29,9 +29,14 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 import pyarrow as pa
-import sqlglot
-from sqlglot import exp
-from sqlglot.errors import ParseError, TokenError
+
+try:
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import ParseError, TokenError
+except ImportError as _exc:  # SQL is optional; the Table API works without it
+    raise ImportError("fastops' SQL face needs sqlglot: pip install 'fastops[table]' "
+                      f"(or pip install sqlglot) ({_exc})") from _exc
 
 from fastops.table.expressions import (AggCall, Call, Case, Cast, Col, Expr, InList, Interval, Lit, UdfCall)
 from fastops.table.plan import (Filter, Join, Lateral, PlanNode, Project, Sort, SqlError, WindowDef,
