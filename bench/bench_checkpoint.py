@@ -1,7 +1,7 @@
 """Checkpoint benchmark.
 
 1. The W1 pipeline (Parquet -> watermark -> key_by -> tumbling 1 s
-   count/sum/max -> collect) on 10M events (``--quick``: 1M), with
+   count/sum/max -> collect) on 30M events (``--quick``: 1M), with
    exactly-once checkpoints every 1 s vs without: throughput loss.
 2. Snapshot time and size of a window operator holding 1M keys, and the time
    to restore it (decode + load), the recovery cost before replay.
@@ -51,7 +51,7 @@ def big_state(keys: int) -> WindowAggregator:
 
 def main() -> None:
     args = parse_args(__doc__.splitlines()[0])
-    n = 1_000_000 if args.quick else 10_000_000
+    n = 1_000_000 if args.quick else 30_000_000  # long enough for checkpoints every 1 s
     keys = 200_000 if args.quick else 1_000_000
     repeats = args.repeats or (2 if args.quick else 3)
     tmp = tempfile.mkdtemp(prefix="fastops-bench-")
