@@ -6,6 +6,7 @@ from collections import Counter
 
 import duckdb
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -88,7 +89,23 @@ def test_tumbling_job_equals_kernel_and_duckdb(parallelism):
 def test_sliding_job_equals_kernel(parallelism):
     table = events(5000)
     window = Sliding("4s", "1s")
-    assert rows(_normalise(job(table, parallelism, window))) == rows(_normalise(kernel_run(table, window)))
+    out = _normalise(job(table, parallelism, window))
+    assert rows(out) == rows(_normalise(kernel_run(table, window)))
+    # and an independent reference: every row in each of its 4 windows, grouped by pandas
+    df = table.to_pandas()
+    parts = []
+    for k in range(4):
+        part = df.assign(start=(df.ts // 1000 - k) * 1000)
+        parts.append(part)
+    ref = pd.concat(parts).groupby(["start", "user"]).agg(n=("value", "size"), total=("value", "sum"),
+                                                         top=("value", "max")).reset_index()
+    got = out.to_pandas()
+    got["start"] = got.window_start.astype("datetime64[ms]").astype("int64")
+    got = got.sort_values(["start", "user"]).reset_index(drop=True)
+    assert len(got) == len(ref)
+    np.testing.assert_array_equal(got[["start", "user", "n"]].to_numpy(), ref[["start", "user", "n"]].to_numpy())
+    np.testing.assert_allclose(got["total"], ref["total"], rtol=1e-9)
+    np.testing.assert_array_equal(got["top"], ref["top"])
 
 
 def test_late_rows_go_to_side_output_and_nothing_is_lost():
@@ -245,3 +262,28 @@ def test_sketch_aggregates_through_the_job(window):
         counts = items.value_counts()
         top = got.loc[key, "top"]
         assert [e["count"] for e in top] == sorted(counts.to_numpy().tolist(), reverse=True)[:3]
+
+
+def test_windowed_join_with_sliding_windows_that_do_not_divide():
+    """Sliding 3 s every 2 s: a row belongs to one or two windows, never to one that
+    does not contain it (reference: pandas over explicit window starts)."""
+    rng = np.random.default_rng(9)
+    n = 600
+    left = pa.table({"k": rng.integers(0, 10, n), "ts": np.sort(rng.integers(0, 20_000, n)),
+                     "a": np.arange(n)})
+    right = pa.table({"k": rng.integers(0, 10, n), "ts": np.sort(rng.integers(0, 20_000, n)),
+                      "b": np.arange(n)})
+    env = fo.StreamEnvironment(parallelism=2)
+    out = (env.from_arrow(left, batch_size=64).with_watermark("ts")
+           .join(env.from_arrow(right, batch_size=64).with_watermark("ts"))
+           .on("k").window(Sliding("3s", "2s")).apply().collect())
+
+    def windows_of(df):
+        parts = [df.assign(ws=(df.ts // 2000 - j) * 2000) for j in range(2)]
+        both = pd.concat(parts)
+        return both[(both.ws <= both.ts) & (both.ts < both.ws + 3000)]
+
+    ref = windows_of(left.to_pandas()).merge(windows_of(right.to_pandas()), on=["k", "ws"])
+    got = Counter(zip(out["a"].to_pylist(), out["b"].to_pylist(),
+                      pc.cast(out["window_start"], pa.int64()).to_pylist()))
+    assert got == Counter(zip(ref.a, ref.b, ref.ws)) and len(got) > 0

@@ -112,3 +112,13 @@ def empty(n: int, dtype: Any) -> tuple[np.ndarray, pa.Buffer]:
     dtype = np.dtype(dtype)
     buf = pa.allocate_buffer(max(int(n), 0) * dtype.itemsize)
     return np.frombuffer(buf, dtype=dtype), buf
+
+
+def as_batch(data: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
+    """A RecordBatch as it is, or a Table combined into one RecordBatch (an empty
+    Table gives an empty batch with its schema)."""
+    if isinstance(data, pa.RecordBatch):
+        return data
+    if data.num_rows == 0:
+        return pa.RecordBatch.from_pylist([], schema=data.schema)
+    return data.combine_chunks().to_batches()[0]

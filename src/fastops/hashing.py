@@ -27,9 +27,15 @@ ArrayLike = Union[pa.Array, pa.ChunkedArray, np.ndarray]
 NULL_TOKEN = b"fastops:null"
 
 
+def hash_bytes(data: bytes, seed: int = 0) -> int:
+    """XXH64 of one byte string (checksums and fingerprints use it too)."""
+    buf = np.frombuffer(data, dtype=np.uint8) if data else np.zeros(0, dtype=np.uint8)
+    return _core.hash_bytes(buf, _check_seed(seed))
+
+
 def null_hash(seed: int = 0) -> int:
     """The hash every null gets: ``XXH64(b"fastops:null", seed)``."""
-    return _core.hash_bytes(np.frombuffer(NULL_TOKEN, dtype=np.uint8), _check_seed(seed))
+    return hash_bytes(NULL_TOKEN, seed)
 
 
 def _check_seed(seed: int) -> int:

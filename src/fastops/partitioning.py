@@ -282,12 +282,8 @@ def scatter_by_ids(batch: Batch, ids: np.ndarray, num_partitions: int) -> list[p
 
 
 def _as_batch(batch: Batch) -> pa.RecordBatch:
-    if isinstance(batch, pa.RecordBatch):
-        return batch
-    if isinstance(batch, pa.Table):
-        if batch.num_rows == 0:
-            return pa.RecordBatch.from_pylist([], schema=batch.schema)
-        return batch.combine_chunks().to_batches()[0]
+    if isinstance(batch, (pa.RecordBatch, pa.Table)):
+        return _arrow.as_batch(batch)
     raise TypeError(f"batch must be a pyarrow RecordBatch or Table, got {type(batch).__name__}")
 
 

@@ -63,7 +63,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 import pyarrow as pa
 
-from fastops import _window
+from fastops import _arrow, _window
 from fastops.agg import BuiltinAggregate, SlotAggregate
 from fastops.durations import parse_duration
 from fastops.keys import KeyTable
@@ -188,8 +188,7 @@ class State:
                     arrays[name] = a
             elif kind == "ipc":
                 b = pa.ipc.open_stream(payload).read_all()
-                rb = b.combine_chunks().to_batches()
-                rb = rb[0] if rb else pa.RecordBatch.from_pylist([], schema=b.schema)
+                rb = _arrow.as_batch(b)
                 if name == "keys":
                     keys = rb.replace_schema_metadata(b.schema.metadata)
                 elif name == "late":
@@ -751,7 +750,7 @@ class WindowAggregator:
         if not self._late:
             return None
         if len(self._late) > 1:
-            self._late = [pa.Table.from_batches(self._late).combine_chunks().to_batches()[0]]
+            self._late = [_arrow.as_batch(pa.Table.from_batches(self._late))]
         return self._late[0]
 
     def take_late(self) -> Optional[pa.RecordBatch]:

@@ -21,6 +21,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from fastops.durations import parse_duration, parse_positive_duration
 
 
@@ -53,6 +55,11 @@ class Tumbling:
         start = (t - self.offset) // self.size * self.size + self.offset
         return [(start, start + self.size)]
 
+    def assign_rows(self, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Vectorised: ``(row index, window start)`` for every (row, window) pair."""
+        ts = np.asarray(ts, dtype=np.int64)
+        return np.arange(len(ts), dtype=np.int64), (ts - self.offset) // self.size * self.size + self.offset
+
 
 @dataclass(frozen=True)
 class Sliding:
@@ -82,6 +89,21 @@ class Sliding:
             out.append((start, start + self.size))
             start -= self.slide
         return out[::-1]
+
+    def assign_rows(self, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Vectorised: ``(row index, window start)`` for every (row, window) pair,
+        ordered by row, then start."""
+        ts = np.asarray(ts, dtype=np.int64)
+        last = (ts - self.offset) // self.slide * self.slide + self.offset
+        rows, starts = [], []
+        for k in range(-(-self.size // self.slide)):
+            s = last - k * self.slide
+            ok = s > ts - self.size
+            rows.append(np.flatnonzero(ok))
+            starts.append(s[ok])
+        r, s = np.concatenate(rows), np.concatenate(starts)
+        order = np.lexsort((s, r))
+        return r[order], s[order]
 
 
 @dataclass(frozen=True)

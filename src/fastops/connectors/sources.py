@@ -14,6 +14,8 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 import pyarrow as pa
 
+from fastops._arrow import as_batch
+
 END = object()  # the reader has nothing more, ever
 
 
@@ -120,7 +122,7 @@ class _IterReader(Reader):
         if item is END or item is None:
             return item
         if isinstance(item, pa.Table):
-            item = pa.RecordBatch.from_pylist([], schema=item.schema) if not item.num_rows else item.combine_chunks().to_batches()[0]
+            item = as_batch(item)
         if not isinstance(item, pa.RecordBatch):
             raise TypeError(f"source {self.name!r} must produce pyarrow.RecordBatch "
                             f"(or None when idle), got {type(item).__name__}")
@@ -216,44 +218,30 @@ class _FileReader(Reader):
     """Reads its fragments in order; position = (fragment, rows already read)."""
 
     def __init__(self, source: FileSource, fragments: list, position: Any = None):
-        self.source = source
-        self.fragments = fragments
         self.frag, self.rows = position or (0, 0)
-        self._it: Optional[Iterator[pa.RecordBatch]] = None
+        self._it = self._batches(source, fragments)
+
+    def _batches(self, source: FileSource, fragments: list) -> Iterator[pa.RecordBatch]:
+        while self.frag < len(fragments):
+            skip = self.rows  # resuming inside a fragment
+            scanner = fragments[self.frag].scanner(schema=source.dataset.schema,
+                                                   batch_size=source.batch_size, use_threads=False)
+            for b in scanner.to_batches():
+                if skip >= b.num_rows:
+                    skip -= b.num_rows
+                    continue
+                if skip:
+                    b, skip = b.slice(skip), 0
+                if b.num_rows:
+                    yield b
+            self.frag += 1
+            self.rows = 0
 
     def read(self) -> Any:
-        while True:
-            if self._it is None:
-                if self.frag >= len(self.fragments):
-                    return END
-                scanner = self.fragments[self.frag].scanner(
-                    schema=self.source.dataset.schema, batch_size=self.source.batch_size,
-                    use_threads=False)
-                self._it = iter(scanner.to_batches())
-                skip = self.rows
-                while skip > 0:  # resume inside a fragment
-                    b = next(self._it, None)
-                    if b is None:
-                        break
-                    if b.num_rows > skip:
-                        self._pending = b.slice(skip)
-                        break
-                    skip -= b.num_rows
-            pending = getattr(self, "_pending", None)
-            if pending is not None:
-                self._pending = None
-                self.rows += pending.num_rows
-                return pending
-            b = next(self._it, None)
-            if b is None:
-                self._it = None
-                self.frag += 1
-                self.rows = 0
-                continue
-            if b.num_rows == 0:
-                continue
+        b = next(self._it, END)
+        if b is not END:
             self.rows += b.num_rows
-            return b
+        return b
 
     def position(self) -> Any:
         return (self.frag, self.rows)

@@ -12,6 +12,8 @@ from typing import Any, Optional
 
 import pyarrow as pa
 
+from fastops._arrow import as_batch
+
 
 
 @dataclass(frozen=True)
@@ -76,10 +78,8 @@ class OperatorContractError(TypeError):
 
 def check_batch(value: Any, operator: str, what: str = "return") -> pa.RecordBatch:
     """The user's function must give a RecordBatch (a Table is combined into one)."""
-    if isinstance(value, pa.RecordBatch):
-        return value
-    if isinstance(value, pa.Table):
-        return value.combine_chunks().to_batches()[0] if value.num_rows else pa.RecordBatch.from_pylist([], schema=value.schema)
+    if isinstance(value, (pa.RecordBatch, pa.Table)):
+        return as_batch(value)
     raise OperatorContractError(
         f"{operator}: the function must {what} a pyarrow.RecordBatch, got {type(value).__name__}"
     )

@@ -16,29 +16,13 @@ from fastops.messages import MIN_WATERMARK
 from fastops.operators.base import Operator, Tagged
 
 
-def window_starts(ts: np.ndarray, window: Any) -> list[np.ndarray]:
-    """For tumbling / sliding windows: one array of starts per overlapping window."""
-    from fastops.windows import Sliding, Tumbling
-
-    if isinstance(window, Tumbling):
-        size, slide, offset = window.size, window.size, window.offset
-    elif isinstance(window, Sliding):
-        size, slide, offset = window.size, window.slide, window.offset
-    else:
-        raise ValueError(f"a window join needs Tumbling or Sliding windows, got {type(window).__name__}")
-    last = (ts - offset) // slide * slide + offset
-    out = []
-    k = 0
-    while k * slide < size:
-        out.append(last - k * slide)
-        k += 1
-    return out
-
-
 class WindowJoinOperator(Operator):
     def __init__(self, window: Any, left_keys: tuple[str, ...], right_keys: tuple[str, ...],
                  left_time: str, right_time: str, suffixes: tuple[str, str] = ("", "_right")):
-        window_starts(np.zeros(0, np.int64), window)  # validates the window type
+        from fastops.windows import Sliding, Tumbling
+
+        if not isinstance(window, (Tumbling, Sliding)):
+            raise ValueError(f"a window join needs Tumbling or Sliding windows, got {type(window).__name__}")
         self.window = window
         self.keys = (list(left_keys), list(right_keys))
         self.times = (left_time, right_time)
@@ -61,20 +45,18 @@ class WindowJoinOperator(Operator):
                                f"input (columns: {batch.schema.names})")
         self.schemas[side] = batch.schema
         ts = to_ms(batch.column(self.times[side]), self.times[side])
-        size = self.window.size
+        rows, starts = self.window.assign_rows(ts)
+        live = starts + self.window.size > self.watermark
+        rows, starts = rows[live], starts[live]
         on_time = np.zeros(len(ts), dtype=bool)
-        for starts in window_starts(ts, self.window):
-            live = starts + size > self.watermark
-            on_time |= live
-            if not live.any():
-                continue
-            uniq, inverse = np.unique(starts[live], return_inverse=True)
-            rows = np.flatnonzero(live)
-            order = np.argsort(inverse, kind="stable")
-            bounds = np.searchsorted(inverse[order], np.arange(len(uniq) + 1))
-            for j, start in enumerate(uniq.tolist()):
-                idx = rows[order[bounds[j]:bounds[j + 1]]]
-                self.buffers.setdefault(start, ([], []))[side].append(batch.take(pa.array(idx)))
+        on_time[rows] = True
+        # one take per window (windows are few; rows are not)
+        order = np.argsort(starts, kind="stable")
+        uniq, first = np.unique(starts[order], return_index=True)
+        bounds = np.append(first, len(order))
+        for j, start in enumerate(uniq.tolist()):
+            idx = rows[order[bounds[j]:bounds[j + 1]]]
+            self.buffers.setdefault(start, ([], []))[side].append(batch.take(pa.array(idx)))
         out: list = []
         if not on_time.all():
             late = batch.filter(pa.array(~on_time))

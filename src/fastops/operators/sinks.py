@@ -22,6 +22,7 @@ from typing import Any, Callable, Optional, TextIO
 
 import pyarrow as pa
 
+from fastops._files import fsync_dir, fsync_file
 from fastops.operators.base import Operator
 
 
@@ -190,19 +191,6 @@ class PrintSink(Sink):
             out.write("\n".join(lines) + "\n")
 
 
-def _fsync_dir(path: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 class FileSink(TransactionalSink):
     """Parquet or Arrow IPC files in ``directory``, one per task and epoch.
 
@@ -225,7 +213,7 @@ class FileSink(TransactionalSink):
     def open(self, ctx) -> None:
         self.pending_dir = os.path.join(self.directory, "_pending")
         os.makedirs(self.pending_dir, exist_ok=True)
-        self._sealed: list[str] = []
+        self._sealed: list[tuple[int, str]] = []  # (epoch, file name), not yet committed
         super().open(ctx)
 
     def _file(self, epoch: int) -> str:
@@ -233,6 +221,7 @@ class FileSink(TransactionalSink):
 
     def begin(self, epoch: int) -> None:
         self._writer = None
+        self._epoch = epoch
         self._path = os.path.join(self.pending_dir, self._file(epoch))
 
     def write(self, batch: pa.RecordBatch) -> None:
@@ -251,12 +240,11 @@ class FileSink(TransactionalSink):
         if self._writer is not None:
             self._writer.close()
             self._writer = None
-            with open(self._path, "rb") as f:
-                os.fsync(f.fileno())
+            fsync_file(self._path)
             with self._lock:
-                self._sealed.append(os.path.basename(self._path))
+                self._sealed.append((self._epoch, os.path.basename(self._path)))
         with self._lock:
-            return list(self._sealed)
+            return [name for _, name in self._sealed]
 
     def commit_handles(self, handles: list) -> None:
         names = [n for h in handles if h is not None for n in (h if isinstance(h, list) else [h])]
@@ -265,12 +253,12 @@ class FileSink(TransactionalSink):
             dst = os.path.join(self.directory, name)
             if os.path.exists(src):
                 os.replace(src, dst)
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
 
     def commit(self, checkpoint_id: int) -> None:
         with self._lock:
-            due = [n for n in self._sealed if int(n.rsplit("-", 1)[1].split(".")[0]) <= checkpoint_id]
-            self._sealed = [n for n in self._sealed if n not in due]
+            due = [name for epoch, name in self._sealed if epoch <= checkpoint_id]
+            self._sealed = [(e, n) for e, n in self._sealed if e > checkpoint_id]
         self.commit_handles(due)
 
     def abort(self) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+import numpy as np
 import pyarrow as pa
 
 from fastops.messages import MAX_WATERMARK
@@ -72,7 +73,7 @@ class RunningAggregateOperator(Operator):
 
     def process(self, batch: pa.RecordBatch) -> list:
         if self.time_column is None:
-            order = pa.array(range(self.arrived, self.arrived + batch.num_rows), pa.int64())
+            order = pa.array(np.arange(self.arrived, self.arrived + batch.num_rows, dtype=np.int64))
             self.arrived += batch.num_rows
             batch = batch.append_column(ARRIVAL, order)
         self.aggregator.process(batch)

@@ -25,7 +25,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-import numpy as np
+from fastops._files import fsync_dir, write_durably
+from fastops.hashing import hash_bytes
 
 MANIFEST = "_manifest.json"
 FORMAT_VERSION = 1
@@ -33,25 +34,7 @@ MODES = ("exactly_once", "at_least_once")
 
 
 def _checksum(data: bytes) -> str:
-    from fastops import _core
-
-    buf = np.frombuffer(data, dtype=np.uint8) if data else np.zeros(0, np.uint8)
-    return format(_core.hash_bytes(buf, 0), "016x")
-
-
-def _write_durably(path: str, data: bytes) -> None:
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    return format(hash_bytes(data), "016x")
 
 
 @dataclass
@@ -123,7 +106,7 @@ class CheckpointStorage:
                     ops.append(None)
                     continue
                 fname = f"{key.replace('/', '-')}-op{i}.state"
-                _write_durably(os.path.join(path, fname), state)
+                write_durably(os.path.join(path, fname), state)
                 ops.append({"file": fname, "size": len(state), "xxh64": _checksum(state)})
                 total += len(state)
             tasks[key] = {"position": snap.position, "operators": ops,
@@ -132,9 +115,9 @@ class CheckpointStorage:
                     "fingerprint": fingerprint, "finished": finished,
                     "created": time.time(), "tasks": tasks}
         tmp = os.path.join(path, MANIFEST + ".tmp")
-        _write_durably(tmp, json.dumps(manifest).encode())
+        write_durably(tmp, json.dumps(manifest).encode())
         os.replace(tmp, os.path.join(path, MANIFEST))
-        _fsync_dir(path)
+        fsync_dir(path)
         self._cleanup()
         return total
 

@@ -103,9 +103,7 @@ class PhysicalPlan:
         """Identifies the job graph: operators, parallelism, exchanges and keys."""
         import json
 
-        import numpy as np
-
-        from fastops import _core
+        from fastops.hashing import hash_bytes
 
         def schema(c: ChainSpec) -> str:
             s = c.head.source.schema() if c.head.is_source else None
@@ -115,7 +113,7 @@ class PhysicalPlan:
                  [[e.partitioning, list(e.keys), e.tag, e.input_index, self.chain_of[e.upstream.id].index]
                   for e in c.head.inputs]] for c in self.chains]
         data = json.dumps(desc).encode()
-        return format(_core.hash_bytes(np.frombuffer(data, dtype=np.uint8), 0), "016x")
+        return format(hash_bytes(data), "016x")
 
     def describe(self) -> list:
         return [f"Task {c.index + 1}: {c.name()} (parallelism {c.parallelism})" for c in self.chains]

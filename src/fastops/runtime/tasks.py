@@ -3,11 +3,12 @@ output writers (exchanges)."""
 from __future__ import annotations
 
 import time
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import pyarrow as pa
 
 from fastops.operators.base import Operator, OperatorContext, Tagged
+from fastops.partitioning import partition_ids, scatter_by_ids
 from fastops.runtime.channels import Channel, InputGate
 from fastops.runtime.messages import (END_OF_STREAM, IDLE, MAX_WATERMARK, MIN_WATERMARK,
                                       CheckpointBarrier, EndOfStream, Idle, Watermark)
@@ -58,8 +59,6 @@ class OutputWriter:
             for ch in self.channels:
                 self._send(ch, item)
         elif self.partitioning == "hash" and n > 1:
-            from fastops.partitioning import partition_ids, scatter_by_ids
-
             ids = partition_ids(item, self.keys, n, scheme="key_group",
                                 max_parallelism=self.max_parallelism)
             for p, part in enumerate(scatter_by_ids(item, ids, n)):
@@ -88,14 +87,17 @@ class Chain:
     def watermark(self, t_ms: int) -> None:
         self._deliver(0, Watermark(t_ms))
 
+    def _side_writers(self) -> Iterator[OutputWriter]:
+        for routes in self.side_outputs:
+            for writers in routes.values():
+                yield from writers
+
     def control(self, item: Any) -> None:
         """Idle / barrier / end of stream go straight to every output."""
         for w in self.outputs:
             w.emit(item)
-        for routes in self.side_outputs:
-            for writers in routes.values():
-                for w in writers:
-                    w.emit(item)
+        for w in self._side_writers():
+            w.emit(item)
 
     def close(self) -> None:
         for i, op in enumerate(self.operators):
@@ -123,10 +125,8 @@ class Chain:
             if isinstance(item, Watermark):  # side outputs follow event time too
                 if self.metrics is not None and item.t_ms != MAX_WATERMARK:
                     self.metrics.watermark = item.t_ms
-                for routes in self.side_outputs:
-                    for writers in routes.values():
-                        for w in writers:
-                            w.emit(item)
+                for w in self._side_writers():
+                    w.emit(item)
             return
         op = self.operators[i]
         if isinstance(item, pa.RecordBatch):
@@ -353,8 +353,7 @@ class OperatorTask(Task):
         else:
             raise TypeError(f"unexpected item on a channel: {type(item).__name__}")
         if new is not None:
-            self.metrics.watermark = new if new != MAX_WATERMARK else self.metrics.watermark
-            self.chain.watermark(new)
+            self.chain.watermark(new)  # the chain records the task's current watermark
         if self._live == 0 and not self.finished:
             self.finish()
 

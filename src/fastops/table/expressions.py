@@ -303,10 +303,10 @@ class PyArrowExpr(Expr):
         self.expr = expr
 
     def eval(self, batch):
+        from fastops._arrow import as_batch
         from fastops.operators.basic import evaluate
 
-        rb = batch if isinstance(batch, pa.RecordBatch) else batch.combine_chunks().to_batches()[0]
-        return evaluate(rb, {"_": self.expr}).column(0)
+        return evaluate(as_batch(batch), {"_": self.expr}).column(0)
 
     def name(self):
         s = str(self.expr)

@@ -228,25 +228,28 @@ class HashJoin(Operator):
         return []
 
     def close(self) -> list:
-        left = materialize(pa.Table.from_batches(self.sides[0], schema=self.sides[0][0].schema
-                                                 if self.sides[0] else self.schemas[0]))
-        right = materialize(pa.Table.from_batches(self.sides[1], schema=self.sides[1][0].schema
-                                                  if self.sides[1] else self.schemas[1]))
+        left = pa.Table.from_batches(self.sides[0], schema=self.sides[0][0].schema
+                                     if self.sides[0] else self.schemas[0])
+        right = pa.Table.from_batches(self.sides[1], schema=self.sides[1][0].schema
+                                      if self.sides[1] else self.schemas[1])
         if left.num_rows == 0 and self.how in ("inner", "left outer"):
             return []
         if right.num_rows == 0 and self.how in ("inner", "right outer"):
             return []
+        return self._join(left, right, self.how)
+
+    def _join(self, left: pa.Table, right: pa.Table, how: str) -> list:
+        """Arrow's hash join, keys cast to a common type first (Arrow needs equal types)."""
+        left, right = materialize(left), materialize(right)
         names = left.schema.names + right.schema.names
-        # Arrow's join needs equal key types: cast to a common type
         for lk, rk in zip(*self.keys):
             lt, rt = left.schema.field(lk).type, right.schema.field(rk).type
             if lt != rt:
                 common = _common_type(lt, rt)
                 left = left.set_column(left.schema.get_field_index(lk), lk, left.column(lk).cast(common))
                 right = right.set_column(right.schema.get_field_index(rk), rk, right.column(rk).cast(common))
-        joined = left.join(right, keys=self.keys[0], right_keys=self.keys[1], join_type=self.how,
-                           coalesce_keys=False, use_threads=False)
-        joined = joined.select(names)
+        joined = left.join(right, keys=self.keys[0], right_keys=self.keys[1], join_type=how,
+                           coalesce_keys=False, use_threads=False).select(names)
         return [b for b in joined.combine_chunks().to_batches() if b.num_rows]
 
 
@@ -273,25 +276,12 @@ class StreamingInnerJoin(HashJoin):
             mine = pa.Table.from_batches([batch])
             theirs = pa.Table.from_batches(other)
             left, right = (mine, theirs) if side == 0 else (theirs, mine)
-            out = self._join_tables(left, right)
+            out = self._join(left, right, "inner")
         self.sides[side].append(batch)
         return out
 
     def close(self) -> list:
         return []
-
-    def _join_tables(self, left: pa.Table, right: pa.Table) -> list:
-        left, right = materialize(left), materialize(right)
-        names = left.schema.names + right.schema.names
-        for lk, rk in zip(*self.keys):
-            lt, rt = left.schema.field(lk).type, right.schema.field(rk).type
-            if lt != rt:
-                common = _common_type(lt, rt)
-                left = left.set_column(left.schema.get_field_index(lk), lk, left.column(lk).cast(common))
-                right = right.set_column(right.schema.get_field_index(rk), rk, right.column(rk).cast(common))
-        joined = left.join(right, keys=self.keys[0], right_keys=self.keys[1], join_type="inner",
-                           coalesce_keys=False, use_threads=False).select(names)
-        return [b for b in joined.combine_chunks().to_batches() if b.num_rows]
 
 
 def _common_type(a: pa.DataType, b: pa.DataType) -> pa.DataType:
@@ -350,23 +340,15 @@ def assign_windows(kind: str, ts: np.ndarray, size: int, slide: int = 0,
     - cumulate (``slide`` is the step): ``start = floor((t - offset) / size) * size + offset``
       and ends ``start + j * step`` for ``j`` with ``end > t`` (``size`` is the max size).
     """
+    from fastops.windows import Sliding, Tumbling
+
     n = len(ts)
     if kind == "tumble":
-        start = (ts - offset) // size * size + offset
-        return np.arange(n, dtype=np.int64), start, start + size
+        r, s = Tumbling(size, offset).assign_rows(ts)
+        return r, s, s + size
     if kind == "hop":
-        last = (ts - offset) // slide * slide + offset
-        k = -(-size // slide)
-        rows, starts = [], []
-        for j in range(k):
-            s = last - j * slide
-            ok = s > ts - size
-            rows.append(np.flatnonzero(ok))
-            starts.append(s[ok])
-        r = np.concatenate(rows) if rows else np.zeros(0, np.int64)
-        s = np.concatenate(starts) if starts else np.zeros(0, np.int64)
-        order = np.lexsort((s, r))
-        return r[order], s[order], s[order] + size
+        r, s = Sliding(size, slide, offset).assign_rows(ts)
+        return r, s, s + size
     if kind == "cumulate":
         step = slide
         start = (ts - offset) // size * size + offset

@@ -79,6 +79,24 @@ def _backticks(sql: str) -> str:
     return "".join(out)
 
 
+def _argument_end(toks: list, j: int) -> int:
+    """Index of the token that ends the function argument starting at ``j``: the
+    next comma or closing parenthesis at the same nesting depth (or the end)."""
+    level = 0
+    while j < len(toks):
+        name = toks[j].token_type.name
+        if name == "L_PAREN":
+            level += 1
+        elif name == "R_PAREN":
+            if level == 0:
+                break
+            level -= 1
+        elif name == "COMMA" and level == 0:
+            break
+        j += 1
+    return j
+
+
 def preprocess(sql: str) -> Prepared:
     """Normalise Flink syntax on sqlglot's tokens, keeping positions."""
     sql = _backticks(sql)
@@ -117,22 +135,9 @@ def preprocess(sql: str) -> Prepared:
             blank(t.start, t.end)  # TABLE t as a table function argument
         elif typ == "PARTITION_BY" and depth_stack and depth_stack[-1] == "SESSION":
             # keys up to the next comma at this depth: "k" or "(k1, k2)"
-            j = i + 1
-            keys = []
-            level = 0
-            while j < n:
-                tj = toks[j]
-                if tj.token_type.name == "L_PAREN":
-                    level += 1
-                elif tj.token_type.name == "R_PAREN":
-                    if level == 0:
-                        break
-                    level -= 1
-                elif tj.token_type.name == "COMMA" and level == 0:
-                    break
-                elif tj.token_type.name not in ("COMMA",):
-                    keys.append(tj.text)
-                j += 1
+            j = _argument_end(toks, i + 1)
+            keys = [tj.text for tj in toks[i + 1:j]
+                    if tj.token_type.name not in ("L_PAREN", "R_PAREN", "COMMA")]
             prep.session_partitions.append(keys)
             blank(t.start, toks[j - 1].end)
             i = j
@@ -140,19 +145,7 @@ def preprocess(sql: str) -> Prepared:
         elif up in _UNITS and i and toks[i - 1].token_type.name in ("STRING", "NUMBER"):
             put(t.start, _UNITS[up].ljust(len(t.text)))
         elif up == "WATERMARK" and i + 1 < n and toks[i + 1].text.upper() == "FOR":
-            j = i + 2
-            level = 0
-            while j < n:
-                tj = toks[j]
-                if tj.token_type.name == "L_PAREN":
-                    level += 1
-                elif tj.token_type.name == "R_PAREN":
-                    if level == 0:
-                        break
-                    level -= 1
-                elif tj.token_type.name == "COMMA" and level == 0:
-                    break
-                j += 1
+            j = _argument_end(toks, i + 2)
             text = sql[toks[i + 2].start:toks[j - 1].end + 1]
             m = re.match(r"\s*([\"\w]+)\s+AS\s+(.*)$", text, re.IGNORECASE | re.DOTALL)
             if m is None:
