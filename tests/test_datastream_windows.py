@@ -287,3 +287,33 @@ def test_windowed_join_with_sliding_windows_that_do_not_divide():
     got = Counter(zip(out["a"].to_pylist(), out["b"].to_pylist(),
                       pc.cast(out["window_start"], pa.int64()).to_pylist()))
     assert got == Counter(zip(ref.a, ref.b, ref.ws)) and len(got) > 0
+
+
+@pytest.mark.parametrize("type_, make", [
+    (pa.int64(), lambda r: r.integers(0, 100, 1).item()),
+    (pa.string(), lambda r: f"s{r.integers(0, 100)}"),
+    (pa.timestamp("ms"), lambda r: int(r.integers(0, 10**12))),
+])
+def test_value_state_against_a_dict_model(type_, make):
+    from fastops.operators.process import ProcessContext
+
+    rng = np.random.default_rng(4)
+    ctx = ProcessContext(("k",), 0, 1)
+    state = ctx.state("s", type_)
+    model: dict = {}
+    for step in range(30):
+        keys = rng.integers(0, 40, 25).tolist()
+        batch = pa.record_batch({"k": pa.array(keys, pa.int64())})
+        got = state.value(batch).cast(type_).to_pylist()
+        want = pa.array([model.get(k) for k in keys], type_).to_pylist()
+        assert got == want
+        if step % 5 == 4:
+            state.clear(batch)
+            for k in keys:
+                model.pop(k, None)
+            continue
+        vals = [None if rng.random() < 0.2 else make(rng) for _ in keys]
+        state.update(batch, pa.array(vals, type_))
+        for k, v in zip(keys, vals):
+            model[k] = v  # the last row of a key wins, a null unsets it
+        model = {k: v for k, v in model.items() if v is not None}

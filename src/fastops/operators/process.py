@@ -52,24 +52,39 @@ def _last_per_id(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 class ValueState:
-    """One value of a fixed Arrow type per key (null when unset)."""
+    """One value of a fixed Arrow type per key (null when unset).
+
+    Values sit in a NumPy array indexed by key id (object dtype for strings and
+    other variable-width types) with a "set" flag per key, so reading and
+    writing cost O(rows of the batch), not O(keys held).
+    """
 
     def __init__(self, name: str, type: pa.DataType, ctx: "ProcessContext"):
         self.name = name
         self.type = type
         self._ctx = ctx
-        self._array = pa.nulls(0, type)
+        self._values: Optional[np.ndarray] = None  # dtype fixed by the first update
+        self._set = np.zeros(0, dtype=bool)
 
-    def _dense(self) -> pa.Array:
+    def _grow(self, dtype: Optional[np.dtype] = None) -> None:
         n = self._ctx.keys.num_groups
-        if len(self._array) < n:
-            self._array = pa.concat_arrays([self._array, pa.nulls(n - len(self._array), self.type)])
-        return self._array
+        if self._values is None and dtype is not None:
+            self._values = np.empty(len(self._set), dtype=dtype)
+        if len(self._set) < n:
+            cap = max(n, 2 * len(self._set), 64)
+            self._set = np.concatenate([self._set, np.zeros(cap - len(self._set), dtype=bool)])
+            if self._values is not None:
+                grown = np.empty(cap, dtype=self._values.dtype)
+                grown[: len(self._values)] = self._values
+                self._values = grown
 
     def value(self, batch: pa.RecordBatch) -> pa.Array:
         """The state of each row's key (rows of one key see the same value)."""
         ids = self._ctx.key_ids(batch)
-        return self._dense().take(pa.array(ids))
+        self._grow()
+        if self._values is None:
+            return pa.nulls(len(ids), self.type)
+        return pa.array(self._values[ids], type=self.type, mask=~self._set[ids])
 
     def update(self, batch: pa.RecordBatch, values: Any) -> None:
         """Set each row's key to ``values`` (for a key with several rows, the last wins)."""
@@ -84,24 +99,17 @@ class ValueState:
         if isinstance(values, pa.ChunkedArray):
             values = values.combine_chunks()
         uniq, last = _last_per_id(ids)
-        dense = self._dense()
-        # new[i] = values[last of i] where i was updated, else dense[i]
-        source = np.full(len(dense), -1, dtype=np.int64)
-        source[uniq] = last
-        updated = source >= 0
-        picked = values.take(pa.array(np.where(updated, source, 0)))
-        import pyarrow.compute as pc
-
-        self._array = pc.if_else(pa.array(updated), picked, dense) if len(dense) else dense
+        picked = values.take(pa.array(last))
+        valid = picked.is_valid().to_numpy(zero_copy_only=False)
+        present = picked.filter(pa.array(valid)).to_numpy(zero_copy_only=False)
+        self._grow(present.dtype if present.dtype.kind in "biufmM" else np.dtype(object))
+        self._values[uniq[valid]] = present
+        self._set[uniq] = valid
 
     def clear(self, batch: pa.RecordBatch) -> None:
         ids = self._ctx.key_ids(batch)
-        import pyarrow.compute as pc
-
-        dense = self._dense()
-        mask = np.zeros(len(dense), dtype=bool)
-        mask[ids] = True
-        self._array = pc.if_else(pa.array(mask), pa.nulls(len(dense), self.type), dense)
+        self._grow()
+        self._set[ids] = False
 
 
 class ProcessContext:
