@@ -6,17 +6,19 @@ the engine's kernels or Arrow's.
 """
 from __future__ import annotations
 
+import struct
 from typing import Any, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from fastops.messages import MAX_WATERMARK, MIN_WATERMARK
 from fastops.operators.base import Operator
-from fastops.table.changelog import OP_COLUMN, materialize
+from fastops.table.changelog import OP_COLUMN, _ipc, _unipc, materialize
 from fastops.table.expressions import Expr, broadcast
 
-__all__ = ["EvalOperator", "FinalAggregate", "DistinctRows", "GatherSort", "HashJoin", "WindowAssign", "CumulateExpand",
+__all__ = ["EvalOperator", "FinalAggregate", "DistinctRows", "GatherSort", "StreamJoin", "WindowAssign", "CumulateExpand",
            "LateralExpand", "evaluate_items"]
 
 _TS = pa.timestamp("ms")
@@ -204,84 +206,275 @@ class GatherSort(Operator):
         return [b for b in t.combine_chunks().to_batches() if b.num_rows]
 
 
-class HashJoin(Operator):
-    """Equi-join of two bounded inputs (Arrow's hash join at end of input).
+_HOW = {"inner": (False, False), "left outer": (True, False), "right outer": (False, True),
+        "full outer": (True, True)}
+
+
+class StreamJoin(Operator):
+    """The Table API's equi-join, in every mode (Flink's regular and interval joins).
 
     Input 0 is the left side, input 1 the right; both arrive with their
-    final, distinct column names. ``how``: inner, left outer, right outer,
-    full outer. Null keys match nothing, as in SQL."""
+    final, distinct column names. A pair matches when its keys are equal
+    (null keys match nothing, as in SQL) and ``condition`` is true on it.
+    ``how``: inner, left outer, right outer, full outer.
+
+    ``incremental`` (streaming mode): each new batch of one side is joined
+    with the rows of the other side held so far, then held itself, so a pair
+    is emitted once, when the later of its two rows arrives.
+
+    - Regular outer join: a row without a match is emitted at once as
+      ``+I (row, NULLs)``; when its first match arrives, ``-D (row, NULLs)``
+      then ``+I (row, match)`` (the output carries row kinds).
+    - Interval join (``bounds = (lo, hi)``: a pair can only match if
+      ``lo <= t_right - t_left <= hi``, over the time columns ``times``): a
+      left row can no longer match once the watermark reaches ``t + hi``, a
+      right row once it reaches ``t - lo`` (later rows have times above the
+      watermark). Such rows are dropped from state; an outer row that never
+      matched is emitted then as ``+I (row, NULLs)``, so the output is
+      insert-only. A row arriving when it can no longer match future rows is
+      joined with what is held and not kept (Flink's behaviour for late rows).
+
+    Otherwise (batch mode, updating inputs) both sides are held and joined
+    once at end of input, the changelogs applied first.
+    """
 
     def __init__(self, left_keys: Sequence[str], right_keys: Sequence[str], how: str,
-                 left_schema: pa.Schema, right_schema: pa.Schema):
+                 left_schema: pa.Schema, right_schema: pa.Schema, condition: Optional[Expr] = None,
+                 bounds: Optional[tuple[int, int]] = None, times: tuple = (None, None),
+                 incremental: bool = False):
         self.keys = (list(left_keys), list(right_keys))
         self.how = how
+        self.outer = _HOW[how]
         self.schemas = (left_schema, right_schema)
-        self.name = f"join({how})"
+        self.condition = condition
+        self.bounds = bounds if incremental else None
+        self.times = times
+        self.incremental = incremental
+        self.changelog = incremental and bounds is None and any(self.outer)
+        # how long past its own time a row of each side can still match
+        self.reach = None if self.bounds is None else (self.bounds[1], -self.bounds[0])
+        kind = "interval" if self.bounds is not None else ("streaming" if incremental else "at end")
+        self.name = f"join({how}, {kind})"
 
     def open(self, ctx) -> None:
         super().open(ctx)
-        self.sides: tuple[list, list] = ([], [])
+        self.rows: list[Optional[pa.Table]] = [None, None]
+        self.matched = [np.zeros(0, np.int64), np.zeros(0, np.int64)]  # matches found per held row
+        self.ts = [np.zeros(0, np.int64), np.zeros(0, np.int64)]  # event time per held row (interval)
+        self.watermark = MIN_WATERMARK
 
-    def process_input(self, input_index: int, batch: pa.RecordBatch) -> list:
-        if batch.num_rows:
-            self.sides[0 if input_index == 0 else 1].append(batch)
-        return []
+    def held(self) -> int:
+        """Rows held in state (both sides)."""
+        return sum(0 if t is None else t.num_rows for t in self.rows)
 
-    def close(self) -> list:
-        left = pa.Table.from_batches(self.sides[0], schema=self.sides[0][0].schema
-                                     if self.sides[0] else self.schemas[0])
-        right = pa.Table.from_batches(self.sides[1], schema=self.sides[1][0].schema
-                                      if self.sides[1] else self.schemas[1])
-        if left.num_rows == 0 and self.how in ("inner", "left outer"):
-            return []
-        if right.num_rows == 0 and self.how in ("inner", "right outer"):
-            return []
-        return self._join(left, right, self.how)
-
-    def _join(self, left: pa.Table, right: pa.Table, how: str) -> list:
-        """Arrow's hash join, keys cast to a common type first (Arrow needs equal types)."""
-        left, right = materialize(left), materialize(right)
-        names = left.schema.names + right.schema.names
-        for lk, rk in zip(*self.keys):
-            lt, rt = left.schema.field(lk).type, right.schema.field(rk).type
-            if lt != rt:
-                common = _common_type(lt, rt)
-                left = left.set_column(left.schema.get_field_index(lk), lk, left.column(lk).cast(common))
-                right = right.set_column(right.schema.get_field_index(rk), rk, right.column(rk).cast(common))
-        joined = left.join(right, keys=self.keys[0], right_keys=self.keys[1], join_type=how,
-                           coalesce_keys=False, use_threads=False).select(names)
-        return [b for b in joined.combine_chunks().to_batches() if b.num_rows]
-
-
-class StreamingInnerJoin(HashJoin):
-    """Equi inner join that emits as rows arrive (streaming mode).
-
-    Each new batch of one side is joined with every row of the other side
-    seen so far, then kept: a matching pair is emitted exactly once, when the
-    later of its two rows arrives, as Flink's regular join does. Both sides
-    are kept for the life of the job (no state expiry)."""
-
-    def __init__(self, left_keys: Sequence[str], right_keys: Sequence[str],
-                 left_schema: pa.Schema, right_schema: pa.Schema):
-        super().__init__(left_keys, right_keys, "inner", left_schema, right_schema)
-        self.name = "join(inner, streaming)"
-
+    # -- input --------------------------------------------------------------------------
     def process_input(self, input_index: int, batch: pa.RecordBatch) -> list:
         side = 0 if input_index == 0 else 1
         if batch.num_rows == 0:
             return []
-        other = self.sides[1 - side]
+        if not self.incremental:
+            self._hold(side, pa.Table.from_batches([batch]), np.zeros(batch.num_rows, np.int64))
+            return []
+        other = 1 - side
+        new = pa.Table.from_batches([batch])
+        n = new.num_rows
+        held = self.rows[other]
+        if held is not None and held.num_rows:
+            ni, oi = self._pairs(side, new, held)
+        else:
+            ni = oi = np.zeros(0, np.int64)
+        counts = np.bincount(ni, minlength=n).astype(np.int64)
+        out = self._emit(side, new, held, ni, oi, counts)
+        if len(oi):
+            self.matched[other] += np.bincount(oi, minlength=len(self.matched[other]))
+        keep = np.ones(n, dtype=bool)
+        ts = np.zeros(0, np.int64)
+        if self.bounds is not None:
+            ts = _ms(batch, self.times[side])
+            keep = ts + self.reach[side] > self.watermark
+            if self.outer[side] and not keep.all():  # can match nothing later: padded now if unmatched
+                out += self._padded(side, new, np.flatnonzero(~keep & (counts == 0)))
+        if keep.all():
+            self._hold(side, new, counts, ts)
+        elif keep.any():
+            k = np.flatnonzero(keep)
+            self._hold(side, new.take(pa.array(k)), counts[k], ts[k])
+        return out
+
+    def _hold(self, side: int, rows: pa.Table, matched: np.ndarray, ts: Optional[np.ndarray] = None) -> None:
+        cur = self.rows[side]
+        if cur is None or cur.num_rows == 0:
+            self.rows[side] = rows
+        else:
+            t = pa.concat_tables([cur, rows.cast(cur.schema)])
+            self.rows[side] = t.combine_chunks() if t.column(0).num_chunks > 64 else t
+        self.matched[side] = np.concatenate([self.matched[side], matched])
+        if ts is not None:
+            self.ts[side] = np.concatenate([self.ts[side], ts])
+
+    def on_watermark(self, t_ms: int) -> list:
+        if t_ms <= self.watermark:
+            return []
+        self.watermark = t_ms
+        if self.bounds is None:
+            return []
         out: list = []
-        if other:
-            mine = pa.Table.from_batches([batch])
-            theirs = pa.Table.from_batches(other)
-            left, right = (mine, theirs) if side == 0 else (theirs, mine)
-            out = self._join(left, right, "inner")
-        self.sides[side].append(batch)
+        for side in (0, 1):
+            rows = self.rows[side]
+            if rows is None or rows.num_rows == 0:
+                continue
+            gone = self.ts[side] + self.reach[side] <= t_ms
+            if not gone.any():
+                continue
+            if self.outer[side]:
+                out += self._padded(side, rows, np.flatnonzero(gone & (self.matched[side] == 0)))
+            keep = np.flatnonzero(~gone)
+            self.rows[side] = rows.take(pa.array(keep)).combine_chunks()
+            self.matched[side] = self.matched[side][keep]
+            self.ts[side] = self.ts[side][keep]
         return out
 
     def close(self) -> list:
-        return []
+        if self.incremental:
+            return self.on_watermark(MAX_WATERMARK) if self.bounds is not None else []
+        left, right = (materialize(t) if t is not None else None for t in self.rows)
+        if left is None or left.num_rows == 0:
+            if not self.outer[1] or right is None:
+                return []
+            return self._padded(1, right, np.arange(right.num_rows))
+        li = ri = np.zeros(0, np.int64)
+        if right is not None and right.num_rows:
+            li, ri = self._pairs(0, left, right)
+        out = self._output(left, right, li, ri)
+        if self.outer[0]:
+            out += self._padded(0, left, np.setdiff1d(np.arange(left.num_rows), li))
+        if self.outer[1] and right is not None:
+            out += self._padded(1, right, np.setdiff1d(np.arange(right.num_rows), ri))
+        return out
+
+    # -- matching -----------------------------------------------------------------------
+    def _pairs(self, side: int, new: pa.Table, held: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+        """Matching (row of ``new``, row of ``held``) pairs, ordered by new row then held row."""
+        left, right = (new, held) if side == 0 else (held, new)
+        lcols, rcols = {}, {}
+        for i, (lk, rk) in enumerate(zip(*self.keys)):
+            a, b = left.column(lk), right.column(rk)
+            if a.type != b.type:
+                common = _common_type(a.type, b.type)
+                a, b = a.cast(common), b.cast(common)
+            lcols[f"__lk{i}"], rcols[f"__rk{i}"] = a, b
+        lcols["__l"] = pa.array(np.arange(left.num_rows, dtype=np.int64))
+        rcols["__r"] = pa.array(np.arange(right.num_rows, dtype=np.int64))
+        j = pa.table(lcols).join(pa.table(rcols), keys=[k for k in lcols if k != "__l"],
+                                 right_keys=[k for k in rcols if k != "__r"], join_type="inner",
+                                 coalesce_keys=False, use_threads=False)
+        li = j.column("__l").to_numpy().astype(np.int64, copy=False)
+        ri = j.column("__r").to_numpy().astype(np.int64, copy=False)
+        if self.condition is not None and len(li):
+            pairs = _concat_columns(left.take(pa.array(li)), right.take(pa.array(ri)))
+            mask = broadcast(self.condition.eval(pairs), pairs.num_rows)
+            ok = pc.fill_null(mask, False).to_numpy(zero_copy_only=False)
+            li, ri = li[ok], ri[ok]
+        ni, oi = (li, ri) if side == 0 else (ri, li)
+        order = np.lexsort((oi, ni))
+        return ni[order], oi[order]
+
+    # -- output -------------------------------------------------------------------------
+    def _emit(self, side: int, new: pa.Table, held: Optional[pa.Table], ni: np.ndarray, oi: np.ndarray,
+              counts: np.ndarray) -> list:
+        """What a new batch of ``side`` emits: its pairs, and (regular outer join)
+        its unmatched rows padded, and ``-D`` for held rows matched the first time."""
+        other = 1 - side
+        if not self.changelog:
+            return self._output(*_by_side(side, new, held, ni, oi))
+        # events per new row i, in order: [-D pad+held j, +I i+j] per pair, or +I i+pad
+        k = np.arange(len(ni))
+        first = np.zeros(len(ni), dtype=bool)
+        if self.outer[other] and len(oi):
+            _, at = np.unique(oi, return_index=True)
+            first[at] = True
+            first &= self.matched[other][oi] == 0
+        lone = np.flatnonzero(counts == 0) if self.outer[side] else np.zeros(0, np.int64)
+        ev_new = np.concatenate([np.full(int(first.sum()), -1), ni, lone])
+        ev_old = np.concatenate([oi[first], oi, np.full(len(lone), -1)])
+        ev_op = np.concatenate([np.full(int(first.sum()), 3), np.zeros(len(ni) + len(lone), np.int64)])
+        row = np.concatenate([ni[first], ni, lone])
+        seq = np.concatenate([2 * k[first], 2 * k + 1, np.zeros(len(lone), np.int64)])
+        order = np.lexsort((seq, row))
+        ev_new, ev_old, ev_op = ev_new[order], ev_old[order], ev_op[order]
+        return self._output(*_by_side(side, new, held, ev_new, ev_old), ops=ev_op)
+
+    def _padded(self, side: int, rows: pa.Table, idx: np.ndarray) -> list:
+        """``rows[idx]`` of ``side`` with nulls for the other side (``+I``)."""
+        if len(idx) == 0:
+            return []
+        none = np.full(len(idx), -1, np.int64)
+        li, ri = (idx, none) if side == 0 else (none, idx)
+        lt, rt = (rows, None) if side == 0 else (None, rows)
+        return self._output(lt, rt, li, ri, ops=np.zeros(len(idx), np.int64) if self.changelog else None)
+
+    def _output(self, left: Optional[pa.Table], right: Optional[pa.Table], li: np.ndarray, ri: np.ndarray,
+                ops: Optional[np.ndarray] = None) -> list:
+        """Rows ``left[li] ++ right[ri]`` (index -1: nulls), with row kinds ``ops`` if given."""
+        if len(li) == 0:
+            return []
+        arrays = _take(left, self.schemas[0], li) + _take(right, self.schemas[1], ri)
+        names = list(self.schemas[0].names) + list(self.schemas[1].names)
+        if ops is not None:
+            arrays.append(pa.array(ops.astype(np.int8)))
+            names.append(OP_COLUMN)
+        return [pa.RecordBatch.from_arrays(arrays, names=names)]
+
+    # -- state --------------------------------------------------------------------------
+    def snapshot(self) -> Optional[bytes]:
+        parts = [struct.pack("<q", self.watermark)]
+        for side in (0, 1):
+            t = self.rows[side]
+            if t is None:
+                parts.append(b"")
+                continue
+            t = t.append_column("__matched", pa.array(self.matched[side]))
+            if self.bounds is not None:
+                t = t.append_column("__ts", pa.array(self.ts[side]))
+            parts.append(_ipc(t))
+        return b"".join(struct.pack("<Q", len(p)) + p for p in parts)
+
+    def restore(self, state: Optional[bytes]) -> None:
+        if state is None:
+            return
+        parts, i = [], 0
+        while i < len(state):
+            (n,) = struct.unpack_from("<Q", state, i)
+            parts.append(state[i + 8:i + 8 + n])
+            i += 8 + n
+        (self.watermark,) = struct.unpack("<q", parts[0])
+        for side, data in ((0, parts[1]), (1, parts[2])):
+            if not data:
+                continue
+            t = _unipc(data)
+            self.matched[side] = t.column("__matched").to_numpy().astype(np.int64)
+            if "__ts" in t.schema.names:
+                self.ts[side] = t.column("__ts").to_numpy().astype(np.int64)
+            self.rows[side] = t.drop_columns([c for c in ("__matched", "__ts") if c in t.schema.names])
+
+
+def _by_side(side: int, new: pa.Table, held: Optional[pa.Table], ni: np.ndarray, oi: np.ndarray) -> tuple:
+    """(left table, right table, left indices, right indices) of pairs (new, held)."""
+    return (new, held, ni, oi) if side == 0 else (held, new, oi, ni)
+
+
+def _take(t: Optional[pa.Table], schema: pa.Schema, idx: np.ndarray) -> list:
+    """The columns of ``t`` at ``idx`` (-1 gives null)."""
+    if t is None or t.num_rows == 0:
+        return [pa.nulls(len(idx), f.type) for f in schema]
+    indices = pa.array(idx, mask=idx < 0) if (idx < 0).any() else pa.array(idx)
+    taken = t.select(schema.names).take(indices)
+    return [c.combine_chunks() if c.num_chunks != 1 else c.chunk(0) for c in taken.columns]
+
+
+def _concat_columns(a: pa.Table, b: pa.Table) -> pa.RecordBatch:
+    cols = [c.combine_chunks() for c in a.columns] + [c.combine_chunks() for c in b.columns]
+    return pa.RecordBatch.from_arrays(cols, names=a.schema.names + b.schema.names)
 
 
 def _common_type(a: pa.DataType, b: pa.DataType) -> pa.DataType:

@@ -16,9 +16,10 @@ Aggregate, window   ``key_by(...).window(Tumbling | Sliding | Session).aggregate
 Aggregate, none     streaming: :class:`~fastops.table.changelog.ChangelogAggregate`
                     (``+I``/``-U``/``+U``); batch: ``FinalAggregate`` (the same
                     running aggregate, emitted once at end of input)
-Join                streaming inner: :class:`~fastops.table.operators.StreamingInnerJoin`
-                    (emits as rows arrive); outer joins and batch mode: a hash join
-                    at end of input (bounded inputs)
+Join                :class:`~fastops.table.operators.StreamJoin`: streaming, it emits
+                    as rows arrive (outer joins: a changelog; interval joins: state
+                    dropped by watermark, insert-only); batch mode and updating
+                    inputs: one join at end of input
 Union               ``DataStream.union``
 Sort / Limit        ``GatherSort`` at parallelism 1 (bounded inputs)
 WindowTVF           ``WindowAssign`` (a TVF read as a table)
@@ -40,11 +41,11 @@ import numpy as np
 import pyarrow as pa
 
 from fastops.table.changelog import OP_COLUMN
-from fastops.table.expressions import (AggCall, Call, Col, Expr, ExpressionError, Interval, broadcast)
+from fastops.table.expressions import (AggCall, Call, Col, Expr, ExpressionError, Interval, Lit, broadcast)
 from fastops.table.types import to_sql
 
 __all__ = ["PlanNode", "Scan", "Project", "Filter", "Aggregate", "Distinct", "Join", "Union", "Sort", "WindowTVF",
-           "Lateral", "WindowDef", "compile_plan", "explain_plan", "PlanError", "SqlError"]
+           "Lateral", "WindowDef", "join_of", "split_equi_join", "compile_plan", "explain_plan", "PlanError", "SqlError"]
 
 _ids = itertools.count()
 _TS = pa.timestamp("ms")
@@ -330,8 +331,21 @@ class Distinct(PlanNode):
 
 
 class Join(PlanNode):
+    """``left JOIN right ON cond``: ``left_keys = right_keys`` (at least one
+    equality) and a ``condition`` on the pair for the rest of ``ON``.
+
+    In streaming mode the join emits as rows arrive. ``bounds = (lo, hi)``
+    says the condition holds only if ``lo <= t_right - t_left <= hi`` over the
+    two inputs' time attributes (an *interval join*): rows are then dropped
+    from the join's state once the watermark passes the last time they can
+    match, and outer rows without a match are emitted (with nulls) then, so
+    the output is insert-only. A regular streaming outer join keeps every row
+    and emits a changelog: ``+I (row, NULLs)`` at once, retracted by ``-D``
+    when the row's first match arrives. A join of updating (changelog) inputs
+    in streaming mode, and every join in batch mode, runs at end of input."""
+
     def __init__(self, left: PlanNode, right: PlanNode, left_keys: Sequence[str], right_keys: Sequence[str],
-                 how: str):
+                 how: str, condition: Optional[Expr] = None, streaming: bool = False):
         super().__init__()
         if how not in ("inner", "left outer", "right outer", "full outer"):
             raise PlanError(f"unsupported join type {how!r}")
@@ -344,14 +358,149 @@ class Join(PlanNode):
         self.left_keys = list(left_keys)
         self.right_keys = list(right_keys)
         self.how = how
+        self.condition = condition
         lf = [f.with_nullable(True) if how in ("right outer", "full outer") else f for f in left.schema]
         rf = [f.with_nullable(True) if how in ("left outer", "full outer") else f for f in right.schema]
         self.schema = pa.schema(lf + rf)
+        if condition is not None:
+            t = infer_type(condition, pa.schema(list(left.schema) + list(right.schema)))
+            if not (pa.types.is_boolean(t) or pa.types.is_null(t)):
+                raise PlanError(f"join condition {condition!r} has type {to_sql(t)}, not BOOLEAN")
+        self.times = (left.time_col, right.time_col)
+        self.bounds = interval_bounds(condition, self.left_keys, self.right_keys, left.schema, right.schema,
+                                      self.times)
+        self.incremental = streaming and not (left.changelog or right.changelog)
+        self.changelog = self.incremental and how != "inner" and self.bounds is None
         self.time_col = None
 
     def label(self) -> str:
         cond = " AND ".join(f"{a} = {b}" for a, b in zip(self.left_keys, self.right_keys))
-        return f"Join(joinType=[{self.how.replace(' ', '_').upper()}], where=[{cond}])"
+        if self.condition is not None:
+            cond += f" AND {self.condition!r}"
+        kind = self.how.replace(" ", "_").upper()
+        if self.bounds is not None:
+            lo, hi = self.bounds
+            return (f"IntervalJoin(joinType=[{kind}], windowBounds=[{self.times[1]} - {self.times[0]} "
+                    f"in [{lo}, {hi}] ms], where=[{cond}])")
+        return f"Join(joinType=[{kind}], where=[{cond}])"
+
+
+def join_of(left: PlanNode, right: PlanNode, condition: Optional[Expr], how: str, streaming: bool) -> Join:
+    """The Join node for ``ON condition``: equalities between the sides become
+    the keys, the rest is evaluated on each matching pair."""
+    lk, rk, rest = split_equi_join(condition, left.schema.names, right.schema.names)
+    if not lk:
+        raise PlanError(f"join condition {condition!r} has no equality between the two sides "
+                        "(cross and pure theta joins are not supported)")
+    return Join(left, right, lk, rk, how, rest, streaming)
+
+
+def split_equi_join(cond: Optional[Expr], left: Sequence[str], right: Sequence[str]
+                    ) -> tuple[list[str], list[str], Optional[Expr]]:
+    """Equalities ``left_col = right_col`` of an AND-ed join condition, and the rest."""
+    if cond is None:
+        return [], [], None
+    conj: list[Expr] = []
+
+    def flatten(c: Expr) -> None:
+        if isinstance(c, Call) and c.fn == "and_kleene":
+            for a in c.args:
+                flatten(a)
+        else:
+            conj.append(c)
+
+    flatten(cond)
+    lk, rk, rest = [], [], []
+    ls, rs = set(left), set(right)
+    for c in conj:
+        if isinstance(c, Call) and c.fn == "equal" and all(isinstance(a, Col) for a in c.args):
+            a, b = c.args[0].col, c.args[1].col
+            if a in ls and b in rs:
+                lk.append(a)
+                rk.append(b)
+                continue
+            if b in ls and a in rs:
+                lk.append(b)
+                rk.append(a)
+                continue
+        rest.append(c)
+    residual = None
+    for c in rest:
+        residual = c if residual is None else Call("and_kleene", [residual, c])
+    return lk, rk, residual
+
+
+def _time_term(e: Expr, int_ok: bool) -> Optional[tuple[str, int]]:
+    """``col``, ``col +/- INTERVAL``, ``INTERVAL + col`` as (column, offset in ms);
+    integer literals count as ms when the time columns are integers."""
+    if isinstance(e, Col):
+        return e.col, 0
+
+    def ms(x: Expr) -> Optional[int]:
+        if isinstance(x, Interval):
+            return x.ms
+        if int_ok and isinstance(x, Lit) and isinstance(x.value, int) and not isinstance(x.value, bool):
+            return x.value
+        return None
+
+    if isinstance(e, Call) and e.fn in ("add", "subtract") and len(e.args) == 2:
+        a, b = e.args
+        if isinstance(a, Col) and ms(b) is not None:
+            return a.col, ms(b) if e.fn == "add" else -ms(b)
+        if e.fn == "add" and isinstance(b, Col) and ms(a) is not None:
+            return b.col, ms(a)
+    return None
+
+
+def interval_bounds(condition: Optional[Expr], left_keys: Sequence[str], right_keys: Sequence[str],
+                    left: pa.Schema, right: pa.Schema, times: tuple) -> Optional[tuple[int, int]]:
+    """``(lo, hi)`` with ``lo <= t_right - t_left <= hi`` implied by the join
+    condition over the time attributes ``times`` of the two inputs, or None if
+    it bounds the difference on one side only (or not at all).
+
+    Read from AND-ed comparisons such as ``r.ts BETWEEN l.ts - INTERVAL '5'
+    SECOND AND l.ts + INTERVAL '5' SECOND`` or ``l.ts = r.ts``. A strict
+    ``<`` counts as ``<=``: the bound only decides when state is dropped, the
+    condition itself is still evaluated on every pair."""
+    tl, tr = times
+    if tl is None or tr is None or tl not in left.names or tr not in right.names:
+        return None
+    int_ok = pa.types.is_integer(left.field(tl).type) and pa.types.is_integer(right.field(tr).type)
+    lo, hi = -2**62, 2**62
+    for a, b in zip(left_keys, right_keys):
+        if (a, b) == (tl, tr):
+            lo, hi = max(lo, 0), min(hi, 0)
+    conj: list = []
+
+    def flatten(c: Optional[Expr]) -> None:
+        if isinstance(c, Call) and c.fn == "and_kleene":
+            for x in c.args:
+                flatten(x)
+        elif c is not None:
+            conj.append(c)
+
+    flatten(condition)
+    flip = {"less": "greater", "less_equal": "greater_equal", "greater": "less", "greater_equal": "less_equal",
+            "equal": "equal"}
+    for c in conj:
+        if not (isinstance(c, Call) and c.fn in flip and len(c.args) == 2):
+            continue
+        x, y = _time_term(c.args[0], int_ok), _time_term(c.args[1], int_ok)
+        if x is None or y is None:
+            continue
+        op = c.fn
+        if (x[0], y[0]) == (tl, tr):  # tl + a  op  tr + b: write it as tr - tl  op'  a - b
+            x, y, op = y, x, flip[op]
+        if (x[0], y[0]) != (tr, tl):
+            continue
+        d = y[1] - x[1]  # tr + a  op  tl + b   <=>   tr - tl  op  b - a
+        if op in ("less", "less_equal", "equal"):
+            hi = min(hi, d)
+        if op in ("greater", "greater_equal", "equal"):
+            lo = max(lo, d)
+    if lo == -2**62 or hi == 2**62:
+        return None
+    return lo, hi
 
 
 class Union(PlanNode):
@@ -551,18 +700,16 @@ class Compiler:
     def _join(self, node: Join) -> Any:
         from fastops.datastream import DataStream
         from fastops.runtime.graph import Node
-        from fastops.table.operators import HashJoin, StreamingInnerJoin
+        from fastops.table.operators import StreamJoin
 
         left = self.build(node.inputs[0])
         right = self.build(node.inputs[1])
-        lk, rk, how = node.left_keys, node.right_keys, node.how
+        lk, rk, how, cond = node.left_keys, node.right_keys, node.how, node.condition
         ls, rs = node.inputs[0].schema, node.inputs[1].schema
-        p = self.env.parallelism
-        if self.streaming and how == "inner":  # emit as rows arrive; outer joins wait for the end
-            factory = lambda: StreamingInnerJoin(lk, rk, ls, rs)  # noqa: E731
-        else:
-            factory = lambda: HashJoin(lk, rk, how, ls, rs)  # noqa: E731
-        g = Node(f"join({how})", p, factory=factory,
+        bounds, times = node.bounds, node.times
+        incremental = self.streaming and node.incremental
+        factory = lambda: StreamJoin(lk, rk, how, ls, rs, cond, bounds, times, incremental)  # noqa: E731
+        g = Node(f"join({how})", self.env.parallelism, factory=factory,
                  inputs=[left._edge("hash", tuple(lk), 0), right._edge("hash", tuple(rk), 1)])
         return DataStream(self.env, g)
 

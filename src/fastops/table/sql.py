@@ -39,8 +39,8 @@ except ImportError as _exc:  # SQL is optional; the Table API works without it
                       f"(or pip install sqlglot) ({_exc})") from _exc
 
 from fastops.table.expressions import (AggCall, Call, Case, Cast, Col, Expr, InList, Interval, Lit, UdfCall)
-from fastops.table.plan import (Filter, Join, Lateral, PlanNode, Project, Sort, SqlError, WindowDef,
-                                WindowTVF)
+from fastops.table.plan import (Filter, Lateral, PlanError, PlanNode, Project, Sort, SqlError, WindowDef,
+                                WindowTVF, join_of, split_equi_join)
 from fastops.table.types import to_arrow
 
 __all__ = ["SqlError", "parse", "compile_query", "split_equi_join", "preprocess"]
@@ -429,14 +429,10 @@ class QueryCompiler:
                 raise SqlError(f"JOIN ... USING is not supported; use ON{_pos(j)}")
             raise SqlError(f"a join needs ON with equality conditions (cross joins are not supported){_pos(j)}")
         cond = self.expr(on, scope)
-        lk, rk, rest = split_equi_join(cond, left.schema.names, right.schema.names)
-        if not lk:
-            raise SqlError(f"join condition {on.sql()!r} has no equality between the two sides{_pos(on)}")
-        node: PlanNode = Join(left, right, lk, rk, how)
-        if rest is not None:
-            if how != "inner":
-                raise SqlError(f"an outer join condition must be equalities only: {on.sql()!r}{_pos(on)}")
-            node = Filter(node, rest)
+        try:
+            node = join_of(left, right, cond, how, self.streaming)
+        except PlanError as exc:
+            raise SqlError(f"{exc}{_pos(on)}") from None
         return node, scope
 
     def lateral(self, left: PlanNode, lscope: Scope, item: Any, j: Any) -> tuple[PlanNode, Scope]:
@@ -804,41 +800,6 @@ def _func_args(e: exp.Func) -> list:
         else:
             out.append(v)
     return out
-
-
-def split_equi_join(cond: Optional[Expr], left: Sequence[str], right: Sequence[str]
-                    ) -> tuple[list[str], list[str], Optional[Expr]]:
-    """Equalities ``left_col = right_col`` of an AND-ed join condition, and the rest."""
-    if cond is None:
-        return [], [], None
-    conj: list[Expr] = []
-
-    def flatten(c: Expr) -> None:
-        if isinstance(c, Call) and c.fn == "and_kleene":
-            for a in c.args:
-                flatten(a)
-        else:
-            conj.append(c)
-
-    flatten(cond)
-    lk, rk, rest = [], [], []
-    ls, rs = set(left), set(right)
-    for c in conj:
-        if isinstance(c, Call) and c.fn == "equal" and all(isinstance(a, Col) for a in c.args):
-            a, b = c.args[0].col, c.args[1].col
-            if a in ls and b in rs:
-                lk.append(a)
-                rk.append(b)
-                continue
-            if b in ls and a in rs:
-                lk.append(b)
-                rk.append(a)
-                continue
-        rest.append(c)
-    residual = None
-    for c in rest:
-        residual = c if residual is None else Call("and_kleene", [residual, c])
-    return lk, rk, residual
 
 
 def compile_query(t_env: Any, tree: Any, prep: Prepared) -> PlanNode:

@@ -20,8 +20,8 @@ import pyarrow as pa
 
 from fastops.table.changelog import OP_COLUMN, ROW_KINDS, materialize
 from fastops.table.expressions import (AggCall, Alias, Cast, Col, Expr, WindowProp, as_column_expr, as_expr)
-from fastops.table.plan import (Aggregate, Distinct, Filter, Join, Lateral, PlanError, PlanNode, Project, Sort, Union,
-                                WindowDef, compile_plan, explain_plan, to_table, window_time_expr)
+from fastops.table.plan import (Aggregate, Distinct, Filter, Lateral, PlanError, PlanNode, Project, Sort, Union,
+                                WindowDef, compile_plan, explain_plan, join_of, to_table, window_time_expr)
 from fastops.table.printing import render
 from fastops.table.types import to_sql
 
@@ -553,16 +553,8 @@ class Table:
         return self._new(distinct_of(self._node, self._streaming))
 
     def _join(self, right: "Table", condition: Any, how: str) -> "Table":
-        from fastops.table.sql import split_equi_join
-
         cond = as_expr(condition) if condition is not None else None
-        lk, rk, rest = split_equi_join(cond, self.schema.names, right.schema.names)
-        node: PlanNode = Join(self._node, right._node, lk, rk, how)
-        if rest is not None:
-            if how != "inner":
-                raise PlanError(f"an outer join condition must be equalities only, got {rest!r}")
-            node = Filter(node, rest)
-        return self._new(node)
+        return self._new(join_of(self._node, right._node, cond, how, self._streaming))
 
     def join(self, right: "Table", join_predicate: Any = None) -> "Table":
         return self._join(right, join_predicate, "inner")

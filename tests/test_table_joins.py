@@ -1,0 +1,287 @@
+"""Streaming joins of the Table API / SQL, against independent references.
+
+- Regular joins (streaming): the operator's changelog equals a row-at-a-time
+  model of Flink's join (``+I (row, NULLs)``, then ``-D`` / ``+I`` when the
+  first match arrives) for any interleaving of the two inputs; through SQL,
+  the changelog applied equals DuckDB's join of the same tables.
+- Interval joins: state stays bounded while a long stream passes (rows held
+  are counted), unmatched outer rows come out once the watermark passes their
+  bound, and the rows equal DuckDB's.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import fastops as fo
+from fastops.table import col, lit
+from fastops.table.changelog import OP_COLUMN, ROW_KINDS
+from fastops.table.expressions import Call, Col
+from fastops.table.operators import StreamJoin
+
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+HOWS = ["inner", "left outer", "right outer", "full outer"]
+LS = pa.schema([("k", pa.int64()), ("v", pa.int64())])
+RS = pa.schema([("k2", pa.int64()), ("w", pa.int64())])
+
+
+def _sort_key(row):
+    return tuple((0, 0) if v is None else (1, v) for v in row)
+
+
+def _rows(table: pa.Table) -> list:
+    return sorted(zip(*[c.to_pylist() for c in table.columns]), key=_sort_key)
+
+
+# ---------------------------------------------------------------- regular joins: operator vs a model
+
+def flink_join_model(arrivals: list, how: str, cond) -> list:
+    """Flink's streaming regular join, one row at a time: (kind, (k, v, k2, w)) rows."""
+    outer = {"inner": (False, False), "left outer": (True, False), "right outer": (False, True),
+             "full outer": (True, True)}[how]
+    held: tuple[list, list] = ([], [])  # [row, number of matches]
+    out = []
+
+    def pair(side, row, other_row):
+        return tuple(row) + tuple(other_row) if side == 0 else tuple(other_row) + tuple(row)
+
+    def pad(side, row):
+        return tuple(row) + (None, None) if side == 0 else (None, None) + tuple(row)
+
+    for side, row in arrivals:
+        other = 1 - side
+        found = 0
+        for h in held[other]:
+            p = pair(side, row, h[0])
+            if p[0] is None or p[0] != p[2] or not cond(p):
+                continue
+            if outer[other] and h[1] == 0:
+                out.append(("-D", pad(other, h[0])))
+            h[1] += 1
+            found += 1
+            out.append(("+I", p))
+        if not found and outer[side]:
+            out.append(("+I", pad(side, row)))
+        held[side].append([row, found])
+    return out
+
+
+def _changelog(batches: list) -> list:
+    out = []
+    for b in batches:
+        ops = b.column(OP_COLUMN).to_pylist() if OP_COLUMN in b.schema.names else [0] * b.num_rows
+        data = [b.column(n).to_pylist() for n in ["k", "v", "k2", "w"]]
+        out += [(ROW_KINDS[o], r) for o, r in zip(ops, zip(*data))]
+    return out
+
+
+ROW = st.tuples(st.one_of(st.none(), st.integers(0, 3)), st.integers(-5, 5))
+ARRIVALS = st.lists(st.tuples(st.integers(0, 1), ROW, st.booleans()), max_size=30)
+
+
+@SETTINGS
+@given(arrivals=ARRIVALS, how=st.sampled_from(HOWS), with_cond=st.booleans())
+def test_regular_join_changelog_equals_flink_model(arrivals, how, with_cond):
+    cond = Call("greater", [Col("w"), Col("v")]) if with_cond else None
+    op = StreamJoin(["k"], ["k2"], how, LS, RS, cond, incremental=True)
+    op.open(None)
+    out: list = []
+    pending: list = []  # rows of one side, cut into batches where the flag says so
+
+    def flush():
+        if pending:
+            side = pending[0][0]
+            rows = [r for _, r in pending]
+            schema = LS if side == 0 else RS
+            batch = pa.record_batch([pa.array([r[0] for r in rows], pa.int64()),
+                                     pa.array([r[1] for r in rows], pa.int64())], schema=schema)
+            out.extend(op.process_input(side, batch))
+            pending.clear()
+
+    for side, row, cut in arrivals:
+        if pending and (pending[0][0] != side or cut):
+            flush()
+        pending.append((side, row))
+    flush()
+    out += op.close()
+    want = flink_join_model([(s, r) for s, r, _ in arrivals], how,
+                            (lambda p: p[3] > p[1]) if with_cond else (lambda p: True))
+    assert _changelog(out) == want
+    # every row is held (a regular join never forgets) and counts its matches
+    assert op.held() == len(arrivals)
+
+
+def test_left_outer_join_changelog_as_pyflink_prints_it():
+    t_env = fo.TableEnvironment(mode="streaming", batch_size=1)
+    t_env.create_temporary_view("l", t_env.from_elements([(1, "x")], ["k", "a"]))
+    t_env.create_temporary_view("r", t_env.from_elements([(1, 10), (1, 11)], ["k2", "b"]))
+    res = t_env.execute_sql("SELECT k, a, b FROM l LEFT JOIN r ON k = k2")
+    # the left row arrives first (one batch per source in turn): no match yet
+    assert [(r.get_row_kind(), tuple(r)) for r in res.collect()] == [
+        ("+I", (1, "x", None)), ("-D", (1, "x", None)), ("+I", (1, "x", 10)), ("+I", (1, "x", 11))]
+    grid = res.to_string().splitlines()
+    assert grid[1].split("|")[1].strip() == "op" and grid[-1] == "4 rows in set"
+    assert [line.split("|")[1].strip() for line in grid[3:7]] == ["+I", "-D", "+I", "+I"]
+    assert "<NULL>" in grid[3] and "<NULL>" in grid[4]
+    assert _rows(res.to_arrow()) == [(1, "x", 10), (1, "x", 11)]
+
+
+# ---------------------------------------------------------------- regular joins through SQL vs DuckDB
+
+TROW = st.tuples(st.one_of(st.none(), st.integers(0, 4)), st.integers(-20, 20))
+
+
+@SETTINGS
+@given(left=st.lists(TROW, max_size=25), right=st.lists(TROW, max_size=25),
+       how=st.sampled_from(["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL OUTER JOIN"]),
+       extra=st.sampled_from(["", " AND u.y < t.y", " AND u.y > 0"]), batch=st.integers(1, 6),
+       seed=st.integers(0, 2**16), parallelism=st.sampled_from([1, 2]))
+def test_streaming_joins_final_state_equals_duckdb(left, right, how, extra, batch, seed, parallelism):
+    import duckdb
+
+    rng = np.random.default_rng(seed)
+    # arrival order: a random permutation of each table's rows
+    t = pa.table({"id": range(len(left)), "k": pa.array([r[0] for r in left], pa.int64()),
+                  "y": pa.array([r[1] for r in left], pa.int64())}).take(rng.permutation(len(left)))
+    u = pa.table({"uid": range(len(right)), "k2": pa.array([r[0] for r in right], pa.int64()),
+                  "y2": pa.array([r[1] for r in right], pa.int64())}).take(rng.permutation(len(right)))
+    t_env = fo.TableEnvironment(mode="streaming", batch_size=batch, parallelism=parallelism)
+    t_env.create_temporary_view("t", t_env.from_arrow(t))
+    t_env.create_temporary_view("u", t_env.from_arrow(u.rename_columns(["uid", "k", "y"])))
+    q = f"SELECT t.id, t.k, t.y, u.uid, u.y AS uy FROM t {how} u ON t.k = u.k{extra}"
+    res = t_env.execute_sql(q)
+    kinds = {r.get_row_kind() for r in res.collect()}
+    assert kinds <= ({"+I"} if how == "JOIN" else {"+I", "-D"})
+    con = duckdb.connect()
+    con.register("t", t)
+    con.register("u", u.rename_columns(["uid", "k", "y"]))
+    assert _rows(res.to_arrow()) == _rows(con.sql(q).to_arrow_table())
+
+
+# ---------------------------------------------------------------- interval joins
+
+def _stream(prefix: str, n: int, rng: np.random.Generator, keys: int = 40) -> pa.Table:
+    """``n`` rows 10 ms apart, up to 1 s out of order (never behind a 1 s watermark)."""
+    t = np.arange(n, dtype=np.int64) * 10 + rng.integers(0, 1000, n)
+    return pa.table({prefix + "k": rng.integers(0, keys, n), prefix + "t": pa.array(t).cast(pa.timestamp("ms")),
+                     prefix + "v": np.arange(n)})
+
+
+@pytest.fixture
+def held_rows(monkeypatch):
+    """The rows each join instance holds after every input batch."""
+    import fastops.table.operators as ops
+
+    seen: list[int] = []
+
+    class Counting(ops.StreamJoin):
+        def process_input(self, input_index, batch):
+            out = super().process_input(input_index, batch)
+            seen.append(self.held())
+            return out
+
+    monkeypatch.setattr(ops, "StreamJoin", Counting)
+    return seen
+
+
+@pytest.mark.parametrize("how", ["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN"])
+def test_interval_join_state_stays_bounded_and_matches_duckdb(how, held_rows):
+    import duckdb
+
+    rng = np.random.default_rng(7)
+    n = 15_000
+    a, b = _stream("a", n, rng), _stream("b", n, rng)
+    t_env = fo.TableEnvironment(mode="streaming", batch_size=250)
+    t_env.create_temporary_view("a", t_env.from_arrow(a, rowtime="at", watermark="1s"))
+    t_env.create_temporary_view("b", t_env.from_arrow(b, rowtime="bt", watermark="1s"))
+    q = (f"SELECT av, bv, ak FROM a {how} b ON ak = bk "
+         "AND a.at BETWEEN b.bt - INTERVAL '2' SECOND AND b.bt + INTERVAL '1' SECOND")
+    assert "IntervalJoin" in t_env.sql_query(q).explain()
+    res = t_env.execute_sql(q)
+    assert {r.get_row_kind() for r in res.collect()} == {"+I"}  # interval joins are insert-only, outer ones too
+    con = duckdb.connect()
+    con.register("a", a)
+    con.register("b", b)
+    want = con.sql(q).to_arrow_table()
+    assert _rows(res.to_arrow()) == _rows(want)
+    # a row is held about 2-3 s of event time (its bound + the 1 s watermark delay):
+    # ~300 rows a side at 100 rows/s, plus a batch in flight; 30 000 rows went through
+    assert len(held_rows) >= 2 * n // 250
+    assert max(held_rows) < 1_200, max(held_rows)
+
+
+def test_interval_join_table_api_matches_duckdb(held_rows):
+    import duckdb
+
+    rng = np.random.default_rng(3)
+    a, b = _stream("a", 3000, rng, keys=5), _stream("b", 3000, rng, keys=5)
+    t_env = fo.TableEnvironment(mode="streaming", batch_size=100)
+    ta = t_env.from_arrow(a, rowtime="at", watermark="1s")
+    tb = t_env.from_arrow(b, rowtime="bt", watermark="1s")
+    cond = ((col("ak") == col("bk")) & (col("bt") >= col("at") - lit(1).seconds)
+            & (col("bt") < col("at") + lit(2).seconds))
+    t = ta.left_outer_join(tb, cond).select(col("av"), col("bv"))
+    assert "IntervalJoin" in t.explain() and "[-1000, 2000]" in t.explain()
+    got = t.to_arrow()
+    con = duckdb.connect()
+    con.register("a", a)
+    con.register("b", b)
+    q = ("SELECT av, bv FROM a LEFT JOIN b ON ak = bk AND b.bt >= a.at - INTERVAL '1' SECOND "
+         "AND b.bt < a.at + INTERVAL '2' SECOND")
+    assert _rows(got) == _rows(con.sql(q).to_arrow_table())
+    assert max(held_rows) < 2 * 3000 // 3
+
+
+def test_interval_outer_row_is_emitted_when_the_watermark_passes_its_bound():
+    # b.t2 - a.t in [-1000, 2000]: a left row can match right rows up to t + 2000
+    op = StreamJoin(["k"], ["k2"], "full outer", pa.schema([("k", pa.int64()), ("t", pa.int64())]),
+                    pa.schema([("k2", pa.int64()), ("t2", pa.int64())]), None, (-1000, 2000), ("t", "t2"),
+                    incremental=True)
+    op.open(None)
+    assert op.process_input(0, pa.record_batch({"k": [1, 2], "t": [1000, 1000]})) == []
+    assert op.process_input(1, pa.record_batch({"k2": [1], "t2": [2500]}))[0].to_pylist() == [
+        {"k": 1, "t": 1000, "k2": 1, "t2": 2500}]
+    assert op.on_watermark(2999) == []  # right rows up to t2 = 3000 may still come
+    out = op.on_watermark(3000)
+    assert [b.to_pylist() for b in out] == [[{"k": 2, "t": 1000, "k2": None, "t2": None}]]
+    assert op.held() == 1  # the matched left row is dropped silently, the right row stays until 3500
+    assert [b.to_pylist() for b in op.on_watermark(3500)] == []
+    assert op.held() == 0
+    # a late right row: joined with what is held (nothing), emitted padded at once, not kept
+    late = op.process_input(1, pa.record_batch({"k2": [3], "t2": [100]}))
+    assert [b.to_pylist() for b in late] == [[{"k": None, "t": None, "k2": 3, "t2": 100}]]
+    assert op.held() == 0
+
+
+def test_join_state_survives_snapshot_and_restore():
+    def run(split: bool) -> list:
+        op = StreamJoin(["k"], ["k2"], "full outer", LS, RS, None, incremental=True)
+        op.open(None)
+        out = _changelog(op.process_input(0, pa.record_batch({"k": [1, 2, None], "v": [1, 2, 3]}, schema=LS)))
+        out += _changelog(op.process_input(1, pa.record_batch({"k2": [2], "w": [5]}, schema=RS)))
+        if split:
+            state = op.snapshot()
+            op = StreamJoin(["k"], ["k2"], "full outer", LS, RS, None, incremental=True)
+            op.open(None)
+            op.restore(state)
+        out += _changelog(op.process_input(1, pa.record_batch({"k2": [1, 2], "w": [6, 7]}, schema=RS)))
+        return out
+
+    assert run(True) == run(False)
+    assert ("-D", (1, 1, None, None)) in run(True)
+    assert ("-D", (2, 2, None, None)) not in run(True)[5:]  # row 2 matched before the snapshot
+
+
+def test_interval_bounds_are_read_from_the_condition():
+    t_env = fo.TableEnvironment(mode="streaming")
+    a = t_env.from_arrow(pa.table({"k": [1], "t": pa.array([0], pa.timestamp("ms"))}), rowtime="t", watermark="0s")
+    b = t_env.from_arrow(pa.table({"k2": [1], "t2": pa.array([0], pa.timestamp("ms"))}), rowtime="t2",
+                         watermark="0s")
+    plan = lambda c: a.join(b, (col("k") == col("k2")) & c).explain()  # noqa: E731
+    assert "[-5000, 5000]" in plan(col("t2").between(col("t") - lit(5).seconds, col("t") + lit(5).seconds))
+    assert "[-3000, 0]" in plan((col("t") <= col("t2") + lit(3).seconds) & (col("t2") <= col("t")))
+    assert "IntervalJoin" not in plan(col("t2") >= col("t"))  # one side unbounded: a regular join
+    assert "[0, 0]" in a.join(b, (col("k") == col("k2")) & (col("t") == col("t2"))).explain()
