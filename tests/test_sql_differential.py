@@ -114,7 +114,7 @@ GROUPS = st.sampled_from(["k", "s", "k, s"])
 AGGS = st.sampled_from([
     "COUNT(*) AS c", "COUNT(x) AS cx, SUM(x) AS sx", "MIN(y) AS mn, MAX(y) AS mx",
     "AVG(x) AS ax, SUM(y) AS sy", "COUNT(*) AS c, MAX(x) AS mx, MIN(x) AS mnx",
-    "SUM(x * 2 + y) AS e", "STDDEV_POP(x) AS sd",
+    "SUM(x * 2 + y) AS e", "STDDEV_POP(x) AS sd", "MIN(s) AS ms, MAX(s) AS xs, COUNT(s) AS cs",
 ])
 
 
@@ -141,7 +141,7 @@ def test_global_aggregate(rows, aggs, mode):
     run_both({"t": make_table(rows)}, q, q, mode)
 
 
-WINDOW_AGGS = "COUNT(*) AS c, SUM(x) AS sx, MAX(y) AS my"
+WINDOW_AGGS = "COUNT(*) AS c, SUM(x) AS sx, MAX(y) AS my, MIN(s) AS ls, MAX(s) AS hs"
 
 
 @SETTINGS

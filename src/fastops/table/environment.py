@@ -21,7 +21,7 @@ from typing import Any, Optional, Sequence
 import pyarrow as pa
 
 from fastops.table.expressions import Col
-from fastops.table.plan import PlanError, Scan, compile_plan
+from fastops.table.plan import PlanError, Scan, compile_plan, insert_only_of
 from fastops.table.table import Table, TableResult, message_result, ok_result
 from fastops.table.types import to_arrow, to_sql
 
@@ -318,9 +318,10 @@ class TableEnvironment:
     def to_data_stream(self, table: Table) -> Any:
         """The DataStream computing ``table`` (insert-only tables; event time kept
         when the table still has its time attribute)."""
-        if table._node.changelog:
+        node = insert_only_of(table._node)
+        if node.changelog:
             raise PlanError("to_data_stream needs an insert-only table; use to_changelog_stream")
-        return compile_plan(table._node, self.mode == "streaming", self.parallelism)
+        return compile_plan(node, self.mode == "streaming", self.parallelism)
 
     def to_changelog_stream(self, table: Table) -> Any:
         """The DataStream of ``table`` with an int8 ``__op`` column (0 +I, 1 -U, 2 +U, 3 -D)."""

@@ -33,6 +33,7 @@ in batch mode) windows fire at the end of input, so every row counts.
 """
 from __future__ import annotations
 
+import copy
 import itertools
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
@@ -209,6 +210,7 @@ class WindowTVF(PlanNode):
         if not (pa.types.is_timestamp(t) or pa.types.is_integer(t) or pa.types.is_date(t)):
             raise PlanError(f"window time column {window.time_col!r} has type {to_sql(t)}; "
                             "it must be a TIMESTAMP (or integer milliseconds)")
+        child = insert_only_of(child)
         if child.changelog:
             raise PlanError("a window TVF over an updating table is not supported")
         self.inputs = [child]
@@ -221,9 +223,10 @@ class WindowTVF(PlanNode):
         return f"WindowTableFunction({self.window.describe()})"
 
 
-def slot_aggregate(call: AggCall, column: Optional[str]) -> Any:
-    """The ``fastops.agg`` aggregate computing ``call`` over ``column``."""
+def slot_aggregate(call: AggCall, column: Optional[str], input_type: Optional[pa.DataType] = None) -> Any:
+    """The ``fastops.agg`` aggregate computing ``call`` over ``column`` (of ``input_type``)."""
     from fastops import agg
+    from fastops.table.aggregates import StringMinMax, is_string_like
 
     fn = call.fn
     if call.distinct:
@@ -232,6 +235,8 @@ def slot_aggregate(call: AggCall, column: Optional[str]) -> Any:
         return agg.count(column)
     if column is None:
         raise PlanError(f"{fn.upper()}(*) is not a valid aggregate")
+    if fn in ("min", "max") and is_string_like(input_type):
+        return StringMinMax(column, fn == "max")
     simple = {"sum": agg.sum, "avg": agg.mean, "min": agg.min, "max": agg.max}
     if fn in simple:
         return simple[fn](column)
@@ -276,11 +281,12 @@ class Aggregate(PlanNode):
     def __init__(self, child: PlanNode, keys: Sequence[str], aggs: Sequence[tuple[str, AggCall]],
                  window: Optional[WindowDef], streaming: bool):
         super().__init__()
-        self.inputs = [child]
         self.keys = list(keys)
         self.aggs = list(aggs)
         self.window = window
         self.streaming = streaming
+        child = insert_only_of(child)
+        self.inputs = [child]
         if child.changelog:
             raise PlanError("aggregating an updating (changelog) table is not supported; "
                             "aggregate the insert-only input instead, or use batch mode")
@@ -292,10 +298,12 @@ class Aggregate(PlanNode):
             fields += [pa.field("window_start", _TS), pa.field("window_end", _TS)]
         fields += [child.schema.field(k) for k in self.keys]
         self.slot_aggs = []
+        self.input_types = []
         for name, call in self.aggs:
             column = call.arg.col if isinstance(call.arg, Col) else None
-            a = slot_aggregate(call, column)
             t = None if column is None else child.schema.field(column).type
+            a = slot_aggregate(call, column, t)
+            self.input_types.append(t)
             fields.append(pa.field(name, agg_output_type(a, t, call)))
             self.slot_aggs.append(a)
         if not self.aggs:
@@ -305,8 +313,8 @@ class Aggregate(PlanNode):
         self.time_col = None
 
     def make_aggs(self) -> dict:
-        return {name: slot_aggregate(call, call.arg.col if isinstance(call.arg, Col) else None)
-                for name, call in self.aggs}
+        return {name: slot_aggregate(call, call.arg.col if isinstance(call.arg, Col) else None, t)
+                for (name, call), t in zip(self.aggs, self.input_types)}
 
     def label(self) -> str:
         w = f"window=[{self.window.describe()}], " if self.window is not None else ""
@@ -320,6 +328,7 @@ class Distinct(PlanNode):
 
     def __init__(self, child: PlanNode):
         super().__init__()
+        child = insert_only_of(child)
         if child.changelog:
             raise PlanError("DISTINCT over an updating (changelog) table is not supported in streaming mode")
         self.inputs = [child]
@@ -559,6 +568,30 @@ class Lateral(PlanNode):
 
     def label(self) -> str:
         return f"Correlate(invocation=[{self.call.fn.name}], select=[{', '.join(self.schema.names)}])"
+
+
+def insert_only_of(node: PlanNode) -> PlanNode:
+    """``node`` as an insert-only query if its updates all come from regular
+    streaming outer joins: those then run at end of input (bounded inputs),
+    for consumers that cannot take retractions (aggregates, DISTINCT, window
+    TVFs, ``to_data_stream``). Otherwise ``node`` itself."""
+    if not node.changelog:
+        return node
+    if isinstance(node, Join):
+        kids = node.inputs
+    elif isinstance(node, (Project, Filter, Lateral, Union)):
+        kids = [insert_only_of(c) for c in node.inputs]
+        if any(k.changelog for k in kids):
+            return node
+    else:
+        return node
+    out = copy.copy(node)
+    out.id = next(_ids)
+    out.inputs = list(kids)
+    out.changelog = False
+    if isinstance(node, Join):
+        out.incremental = False
+    return out
 
 
 # ---------------------------------------------------------------- explain

@@ -21,7 +21,7 @@ import pyarrow as pa
 from fastops.table.changelog import OP_COLUMN, ROW_KINDS, materialize
 from fastops.table.expressions import (AggCall, Alias, Cast, Col, Expr, WindowProp, as_column_expr, as_expr)
 from fastops.table.plan import (Aggregate, Distinct, Filter, Lateral, PlanError, PlanNode, Project, Sort, Union,
-                                WindowDef, compile_plan, explain_plan, join_of, to_table, window_time_expr)
+                                WindowDef, compile_plan, explain_plan, insert_only_of, join_of, to_table, window_time_expr)
 from fastops.table.printing import render
 from fastops.table.types import to_sql
 
@@ -352,6 +352,7 @@ def build_aggregate(child: PlanNode, key_exprs: Sequence[Expr], items: Sequence[
 def distinct_of(node: PlanNode, streaming: bool) -> PlanNode:
     """DISTINCT rows: a first-occurrence filter for insert-only input (append-only
     output in streaming mode too), a GROUP BY of every column otherwise."""
+    node = insert_only_of(node)
     if not node.changelog:
         return Distinct(node)
     items = [(n, Col(n)) for n in node.schema.names]
