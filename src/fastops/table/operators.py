@@ -356,20 +356,22 @@ class StreamJoin(Operator):
     def _pairs(self, side: int, new: pa.Table, held: pa.Table) -> tuple[np.ndarray, np.ndarray]:
         """Matching (row of ``new``, row of ``held``) pairs, ordered by new row then held row."""
         left, right = (new, held) if side == 0 else (held, new)
-        lcols, rcols = {}, {}
+        hcols, ncols = {}, {}  # held rows probe a hash table built on the (small) new batch
         for i, (lk, rk) in enumerate(zip(*self.keys)):
             a, b = left.column(lk), right.column(rk)
             if a.type != b.type:
                 common = _common_type(a.type, b.type)
                 a, b = a.cast(common), b.cast(common)
-            lcols[f"__lk{i}"], rcols[f"__rk{i}"] = a, b
-        lcols["__l"] = pa.array(np.arange(left.num_rows, dtype=np.int64))
-        rcols["__r"] = pa.array(np.arange(right.num_rows, dtype=np.int64))
-        j = pa.table(lcols).join(pa.table(rcols), keys=[k for k in lcols if k != "__l"],
-                                 right_keys=[k for k in rcols if k != "__r"], join_type="inner",
+            h, m = (b, a) if side == 0 else (a, b)
+            hcols[f"__hk{i}"], ncols[f"__nk{i}"] = h.combine_chunks(), m.combine_chunks()
+        hcols["__h"] = pa.array(np.arange(held.num_rows, dtype=np.int64))
+        ncols["__n"] = pa.array(np.arange(new.num_rows, dtype=np.int64))
+        j = pa.table(hcols).join(pa.table(ncols), keys=[k for k in hcols if k != "__h"],
+                                 right_keys=[k for k in ncols if k != "__n"], join_type="inner",
                                  coalesce_keys=False, use_threads=False)
-        li = j.column("__l").to_numpy().astype(np.int64, copy=False)
-        ri = j.column("__r").to_numpy().astype(np.int64, copy=False)
+        hi = j.column("__h").to_numpy().astype(np.int64, copy=False)
+        ni = j.column("__n").to_numpy().astype(np.int64, copy=False)
+        li, ri = (ni, hi) if side == 0 else (hi, ni)
         if self.condition is not None and len(li):
             pairs = _concat_columns(left.take(pa.array(li)), right.take(pa.array(ri)))
             mask = broadcast(self.condition.eval(pairs), pairs.num_rows)
