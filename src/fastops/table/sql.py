@@ -10,8 +10,9 @@ blanked. Names of user-defined functions are removed from sqlglot's function
 table for the statement, so ``split(s)`` reaches the UDF.
 
 Supported: SELECT with expressions, ``*``, WHERE, GROUP BY, HAVING, ORDER BY,
-LIMIT / OFFSET, DISTINCT, [INNER | LEFT | RIGHT | FULL] JOIN ... ON
-equalities (plus other conditions for inner joins), subqueries in FROM,
+LIMIT / OFFSET, DISTINCT, [INNER | LEFT | RIGHT | FULL] JOIN ... ON at least
+one equality between the sides plus any other condition (interval joins when
+it bounds the time attributes' difference), subqueries in FROM,
 WITH, UNION [ALL], CAST, CASE, IN, BETWEEN, LIKE, IS [NOT] NULL, string and
 math functions, UDF / UDAF calls, LATERAL TABLE(udtf(...)), the window TVFs
 ``TUMBLE``, ``HOP``, ``CUMULATE``, ``SESSION`` (positional or named
@@ -20,7 +21,7 @@ arguments) with ``GROUP BY window_start, window_end, ...``,
 
 Semantics to know: ``/`` on integers is integer division (Flink); ``AVG``
 is DOUBLE (Flink keeps the input type); a ``GROUP BY`` without a window in
-streaming mode gives a changelog.
+streaming mode gives a changelog, and so does a regular outer join.
 """
 from __future__ import annotations
 
