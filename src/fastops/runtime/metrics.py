@@ -7,7 +7,9 @@
 The true processing rate (what an autoscaler reads) is ``rows_in / busy``.
 ``cpu_s`` is the CPU time the task's thread used: busy time includes waiting
 for a core or for the GIL, CPU time does not, so the two together show whether
-a task is short of work or short of a core.
+a task is short of work or short of a core. Work a task hands to Arrow's own
+thread pool (the Parquet dataset scanner decodes there) is in its busy time
+but not in its ``cpu_s``.
 """
 from __future__ import annotations
 
