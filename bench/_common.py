@@ -6,6 +6,8 @@ Small and stable on purpose: every ``bench/bench_*.py`` may import it.
 - ``median_time(fn, repeats, setup=None)``: median wall time of ``fn()`` in seconds;
 - ``median_times(fns, repeats)``: the same for several contenders, run in
   interleaved rounds so that a noisy machine slows them alike;
+- ``median_times_cpu(fns, repeats)``: as ``median_times``, with the median CPU
+  seconds of the process (all its threads) beside each wall time;
 - ``print_table(rows, columns)``: a plain text table;
 - ``write_json(path, payload)``: results plus machine information.
 """
@@ -21,8 +23,8 @@ import sys
 import time
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
-__all__ = ["parse_args", "median_time", "median_times", "print_table", "write_json",
-           "machine_info"]
+__all__ = ["parse_args", "median_time", "median_times", "median_times_cpu", "print_table",
+           "write_json", "machine_info"]
 
 
 def parse_args(description: str, argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -72,6 +74,14 @@ def median_times(fns: Mapping[str, Callable[[], Any]], repeats: int = 5,
                  warmup: int = 1) -> dict:
     """Median wall time (s) of each ``fns[name]()``, measured in ``repeats``
     interleaved rounds (every contender once per round, in order)."""
+    return {name: wall for name, (wall, _) in median_times_cpu(fns, repeats, warmup).items()}
+
+
+def median_times_cpu(fns: Mapping[str, Callable[[], Any]], repeats: int = 5,
+                     warmup: int = 1) -> dict:
+    """``{name: (median wall s, median CPU s)}`` of each ``fns[name]()`` over
+    ``repeats`` interleaved rounds. CPU is the process's (every thread), so
+    CPU / wall is the number of cores a run kept busy."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     samples: dict = {name: [] for name in fns}
@@ -80,15 +90,18 @@ def median_times(fns: Mapping[str, Callable[[], Any]], repeats: int = 5,
             gc_was_enabled = gc.isenabled()
             gc.disable()
             try:
+                c0 = time.process_time()
                 t0 = time.perf_counter()
                 fn()
                 dt = time.perf_counter() - t0
+                dc = time.process_time() - c0
             finally:
                 if gc_was_enabled:
                     gc.enable()
             if rnd >= warmup:
-                samples[name].append(dt)
-    return {name: statistics.median(ts) for name, ts in samples.items()}
+                samples[name].append((dt, dc))
+    return {name: (statistics.median(t for t, _ in ts), statistics.median(c for _, c in ts))
+            for name, ts in samples.items()}
 
 
 def _fmt(value: Any) -> str:

@@ -269,6 +269,33 @@ def test_metrics_are_reported():
         assert {"busy_ms_per_s", "idle_ms_per_s", "backpressured_ms_per_s", "rows_in"} <= set(d)
 
 
+@pytest.mark.parametrize("threads", [True, False])
+def test_cpu_time_is_counted_per_task(threads):
+    """A task that burns a known amount of CPU shows at least that much, an
+    idle one far less, and no task more than the process used."""
+    burn_s = 0.15
+
+    def burn(b):
+        t0 = time.thread_time()
+        while time.thread_time() - t0 < burn_s / 4:
+            pass
+        return b
+
+    env = fo.StreamEnvironment(parallelism=1, threads=threads)
+    env.from_arrow(make_table(400), batch_size=100).rebalance().map(burn, name="burn") \
+        .rebalance().sink_to(lambda b: None)
+    c0 = time.process_time()
+    result = env.execute("cpu")
+    process_cpu = time.process_time() - c0
+    cpu = {name.split("[")[0]: m.cpu_s for name, m in result.metrics.items()}
+    burner = next(v for k, v in cpu.items() if "burn" in k)
+    others = [v for k, v in cpu.items() if "burn" not in k]
+    assert burner >= burn_s
+    assert all(v < burn_s / 2 for v in others)
+    assert sum(cpu.values()) <= process_cpu + 0.01
+    assert all(m.as_dict()["cpu_s"] == round(m.cpu_s, 4) for m in result.metrics.values())
+
+
 def test_file_sources_and_sinks_round_trip(tmp_path):
     table = make_table(1000)
     env = fo.StreamEnvironment(parallelism=2)

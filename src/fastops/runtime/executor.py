@@ -40,7 +40,8 @@ class JobResult:
                  f"{self.duration_s:.3f} s"]
         for m in self.metrics.values():
             lines.append(f"  {m.task}: in {m.rows_in} out {m.rows_out} busy {m.busy_ms_per_s:.0f} "
-                         f"idle {m.idle_ms_per_s:.0f} backpressured {m.backpressured_ms_per_s:.0f} ms/s")
+                         f"idle {m.idle_ms_per_s:.0f} backpressured {m.backpressured_ms_per_s:.0f} ms/s, "
+                         f"cpu {m.cpu_s:.3f} s")
         for c in self.checkpoints:
             lines.append(f"  checkpoint {c.checkpoint_id}: {c.duration_s * 1000:.1f} ms, "
                          f"alignment {c.alignment_s * 1000:.1f} ms, {c.state_bytes} bytes")
@@ -158,7 +159,9 @@ class Executor:
                     if t.finished:
                         continue
                     current = t
+                    c0 = time.thread_time()
                     progressed = t.step() or progressed
+                    t.metrics.cpu_s += time.thread_time() - c0
                 coordinator.poll()
                 self._report(tasks)
                 if not progressed:
@@ -173,6 +176,7 @@ class Executor:
         lock = threading.Lock()
 
         def body(task: Task) -> None:
+            c0 = time.thread_time()
             try:
                 task.run()
             except Cancelled:
@@ -185,6 +189,8 @@ class Executor:
                     gate = getattr(other, "gate", None)
                     if gate is not None:
                         gate.wake()
+            finally:
+                task.metrics.cpu_s += time.thread_time() - c0
 
         threads = [threading.Thread(target=body, args=(t,), name=t.name, daemon=True) for t in tasks]
         for th in threads:

@@ -5,6 +5,11 @@
 - busy: everything else (processing).
 
 The true processing rate (what an autoscaler reads) is ``rows_in / busy``.
+``cpu_s`` is the CPU time the task's thread used: busy time includes waiting
+for a core or for the GIL, CPU time does not, so the two together show whether
+a task is short of work or short of a core. Work a task hands to Arrow's own
+thread pool (the Parquet dataset scanner decodes there) is in its busy time
+but not in its ``cpu_s``.
 """
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ class TaskMetrics:
     sink_rows: int = 0  # rows written by sink operators of this task
     idle_s: float = 0.0
     backpressured_s: float = 0.0
+    cpu_s: float = 0.0  # CPU time of the thread(s) that ran this task
     watermark: Optional[int] = None
     started: float = field(default_factory=time.perf_counter)
     finished: Optional[float] = None
@@ -76,6 +82,7 @@ class TaskMetrics:
             "busy_ms_per_s": round(self.busy_ms_per_s, 1),
             "idle_ms_per_s": round(self.idle_ms_per_s, 1),
             "backpressured_ms_per_s": round(self.backpressured_ms_per_s, 1),
+            "cpu_s": round(self.cpu_s, 4),
             "watermark": self.watermark,
             "elapsed_s": round(self.elapsed_s, 4),
         }

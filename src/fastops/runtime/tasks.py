@@ -8,7 +8,7 @@ from typing import Any, Iterator, Optional
 import pyarrow as pa
 
 from fastops.operators.base import Operator, OperatorContext, Tagged
-from fastops.partitioning import partition_ids, scatter_by_ids
+from fastops.partitioning import partition
 from fastops.runtime.channels import Channel, InputGate
 from fastops.runtime.messages import (END_OF_STREAM, IDLE, MAX_WATERMARK, MIN_WATERMARK,
                                       CheckpointBarrier, EndOfStream, Idle, Watermark)
@@ -59,9 +59,11 @@ class OutputWriter:
             for ch in self.channels:
                 self._send(ch, item)
         elif self.partitioning == "hash" and n > 1:
-            ids = partition_ids(item, self.keys, n, scheme="key_group",
-                                max_parallelism=self.max_parallelism)
-            for p, part in enumerate(scatter_by_ids(item, ids, n)):
+            # one kernel pass for ids and their counts, one scatter of every
+            # column; the parts are zero-copy slices of one batch
+            parts = partition(item, self.keys, n, scheme="key_group",
+                              max_parallelism=self.max_parallelism)
+            for p, part in enumerate(parts):
                 if part.num_rows:
                     self._send(self.channels[p], part)
         elif self.partitioning == "rebalance" and n > 1:
