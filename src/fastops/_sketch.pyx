@@ -122,6 +122,54 @@ cdef extern from *:
         }
         while (j >= 0) { dst[w--] = src[j * stride]; j--; }
     }
+    /* Merge sorted x[0..nx) and y[0], y[s], ... (ny items) into out from both
+       ends at once: the front and the back are two independent dependency
+       chains, so this branchless merge runs up to twice as fast as one chain.
+       Rounds of r = min(rest of x, rest of y, half the rest) steps need no
+       bounds checks (neither end can run out within r steps, and the front
+       takes the r smallest, the back the r largest: disjoint). */
+    static inline void fastops_merge_bidir(const double* x, int64_t nx, const double* y,
+                                           int64_t ny, int64_t s, double* out) {
+        int64_t i = 0, j = 0, a = nx - 1, b = ny - 1, lo = 0, hi = nx + ny - 1, r, t;
+        for (;;) {
+            int64_t rx = a - i + 1, ry = b - j + 1;
+            r = rx < ry ? rx : ry;
+            if (r > (rx + ry) / 2) r = (rx + ry) / 2;
+            if (r == 0) break;
+            for (t = 0; t < r; t++) {
+                double xv = x[i], yv = y[j * s];
+                int ty = yv < xv;
+                out[lo++] = ty ? yv : xv;
+                j += ty;
+                i += 1 - ty;
+                double xb = x[a], yb = y[b * s];
+                int tx = xb > yb;
+                out[hi--] = tx ? xb : yb;
+                a -= tx;
+                b -= 1 - tx;
+            }
+        }
+        while (i <= a) out[lo++] = x[i++];
+        while (j <= b) { out[lo++] = y[j * s]; j++; }
+    }
+    /* Sort a[0..L) (L > 16): runs of 16 by the network, the rest by
+       fastops_sort_small, then rounds of two-ended merges through tmp
+       (room for L). Several times faster than std::sort at these sizes. */
+    static void fastops_sort_runs(double* a, int64_t L, double* tmp) {
+        int64_t full = L / 16 * 16, i, w;
+        double *src = a, *dst = tmp, *sw;
+        for (i = 0; i < full; i += 16) fastops_sort16(a + i);
+        if (L > full) fastops_sort_small(a + full, L - full);
+        for (w = 16; w < L; w *= 2) {
+            for (i = 0; i < L; i += 2 * w) {
+                int64_t n1 = L - i < w ? L - i : w;
+                int64_t n2 = L - i - n1 < w ? L - i - n1 : w;
+                fastops_merge_bidir(src + i, n1, src + i + n1, n2, 1, dst + i);
+            }
+            sw = src; src = dst; dst = sw;
+        }
+        if (src != a) memcpy(a, src, (size_t)L * sizeof(double));
+    }
     static void fastops_sort_pairs(double* v, int64_t* w, int64_t n) {
         std::vector<std::pair<double, int64_t> > tmp((size_t)n);
         for (int64_t i = 0; i < n; i++) tmp[(size_t)i] = std::make_pair(v[i], w[i]);
@@ -133,6 +181,9 @@ cdef extern from *:
     void _sort_small "fastops_sort_small"(double* a, int64_t L) noexcept nogil
     void _merge_back "fastops_merge_back"(double* dst, int64_t nd, const double* src,
                                           int64_t ns, int64_t stride) noexcept nogil
+    void _merge_bidir "fastops_merge_bidir"(const double* x, int64_t nx, const double* y,
+                                            int64_t ny, int64_t s, double* out) noexcept nogil
+    void _sort_runs "fastops_sort_runs"(double* a, int64_t L, double* tmp) noexcept nogil
     void _sort_pairs "fastops_sort_pairs"(double* v, int64_t* w, int64_t n) noexcept nogil
 
 
@@ -286,6 +337,7 @@ DEF BLOCK = 512
 DEF MAXLEV = 48
 DEF KLL_RUN = 16
 DEF PREFETCH = 16
+DEF MERGE_BUF = 2048
 
 # status codes (the Python layer maps them to exceptions)
 cdef enum:
@@ -850,10 +902,16 @@ cdef int _kll_reserve(KLLData* d, int h, int64_t need) noexcept nogil:
 cdef int _kll_merge_into(KLLData* d, int h, const double* src, int64_t cnt,
                          int64_t stride=1) noexcept nogil:
     """Merge the ``cnt`` sorted items ``src[0], src[stride], ...`` into the
-    sorted level ``h`` (from the back; ``src`` must not be level ``h``)."""
+    sorted level ``h`` (``src`` must not be level ``h``): from both ends into
+    a stack buffer when the result fits it, else in place from the back."""
+    cdef double buf[MERGE_BUF]
     if _kll_reserve(d, h, d.sz[h] + cnt) != 0:
         return ERR_NOMEM
-    _merge_back(d.lv[h], d.sz[h], src, cnt, stride)
+    if d.sz[h] + cnt <= MERGE_BUF:
+        _merge_bidir(d.lv[h], d.sz[h], src, cnt, stride, buf)
+        memcpy(d.lv[h], buf, (d.sz[h] + cnt) * sizeof(double))
+    else:
+        _merge_back(d.lv[h], d.sz[h], src, cnt, stride)
     d.sz[h] = <int32_t>(d.sz[h] + cnt)
     return 0
 
@@ -864,7 +922,8 @@ cdef int _kll_compress(KLLData* d, double* scratch) noexcept nogil:
     A compaction sorts the lowest full level (level 0 is kept unsorted until
     then), keeps one item if the count is odd, and promotes every other item
     of the rest, starting at a random offset 0/1, into the level above
-    (weights double). ``scratch`` holds at least total_cap + 1 doubles."""
+    (weights double). ``scratch`` holds at least ``_scratch_need(k)`` doubles
+    (every sketch's scratch does), room to sort level 0 by merges."""
     cdef int h, st
     cdef int64_t L, odd, pairs, j, r
     cdef double* lvl
@@ -886,8 +945,10 @@ cdef int _kll_compress(KLLData* d, double* scratch) noexcept nogil:
         if L < 2:
             return 0
         if h == 0:
-            if L <= KLL_RUN + 1:
+            if L <= 2 * KLL_RUN + 1:
                 _sort_small(lvl, L)
+            elif L <= _scratch_need(d.k):
+                _sort_runs(lvl, L, scratch)
             else:
                 sort(lvl, lvl + L)
         odd = L & 1
