@@ -1495,27 +1495,38 @@ cdef int _ssw_alloc(SSWork* w, int64_t table_items, int64_t ncand) noexcept nogi
 cdef int64_t _ss_combine(SSWork* w, uint64_t* hashes, int64_t* counts, int64_t* errs,
                          int64_t* reps, int64_t size, int64_t capacity,
                          const uint64_t* oh, const int64_t* oc, const int64_t* oe,
-                         const int64_t* orp, int64_t n2, int64_t o_min) noexcept nogil:
+                         const int64_t* orp, int64_t n2, int64_t o_min,
+                         bint disjoint=False) noexcept nogil:
     """Space-Saving combine (see ``ss_merge``); ``w`` has a table for ``size``
-    keys and room for ``size + n2`` candidates. Returns the new size."""
+    keys and room for ``size + n2`` candidates. ``disjoint``: no item of ``o``
+    is in the summary (no lookups needed). Returns the new size."""
     cdef int64_t m1 = 0, i, j, total, keep, pos, thr
     if size == capacity and size > 0:
         m1 = counts[0]
         for i in range(size):
             if counts[i] < m1:
                 m1 = counts[i]
-    memset(w.tused, 0, w.tsize)
+    if not disjoint:
+        memset(w.tused, 0, w.tsize)
     for i in range(size):
-        pos = _tbl_find(w.tkeys, w.tused, w.mask, hashes[i])
-        w.tused[pos] = 1
-        w.tkeys[pos] = hashes[i]
-        w.tval[pos] = i
+        if not disjoint:
+            pos = _tbl_find(w.tkeys, w.tused, w.mask, hashes[i])
+            w.tused[pos] = 1
+            w.tkeys[pos] = hashes[i]
+            w.tval[pos] = i
         w.ch[i] = hashes[i]
         w.cc[i] = counts[i] + o_min
         w.ce[i] = errs[i] + o_min
         w.cr[i] = reps[i]
     total = size
     for j in range(n2):
+        if disjoint:
+            w.ch[total] = oh[j]
+            w.cc[total] = oc[j] + m1
+            w.ce[total] = oe[j] + m1
+            w.cr[total] = orp[j]
+            total += 1
+            continue
         pos = _tbl_find(w.tkeys, w.tused, w.mask, oh[j])
         if w.tused[pos]:
             i = w.tval[pos]
@@ -1604,23 +1615,10 @@ def ss_merge(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
     return res
 
 
-cdef struct TabEntry:
+cdef struct Cell:
     uint64_t key
-    int64_t idx      # -1: empty
-
-
-cdef void _ss_index(TabEntry* tab, int64_t tsize, const uint64_t* hashes,
-                    int64_t size) noexcept nogil:
-    """(Re)build the open-addressing index ``hash -> entry`` of a summary."""
-    cdef uint64_t mask = <uint64_t>(tsize - 1), pos
-    cdef int64_t i
-    memset(tab, 0xFF, tsize * sizeof(TabEntry))
-    for i in range(size):
-        pos = _fmix64(hashes[i]) & mask
-        while tab[pos].idx >= 0:
-            pos = (pos + 1) & mask
-        tab[pos].key = hashes[i]
-        tab[pos].idx = i
+    int64_t cnt      # weight added by the current chunk
+    int64_t id       # -1: empty, >= 0: monitored entry, -2: new in this chunk
 
 
 def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
@@ -1632,7 +1630,12 @@ def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
     is counted exactly (hash table; weight-0 rows skipped) and combined into
     the summary as by ``ss_merge`` with ``o_min = 0``. New entries get
     ``reps = -(row + 1)`` (their first row in the batch). Returns the new size
-    or ``ERR_NEGATIVE_WEIGHT`` (summary unchanged) / ``ERR_NOMEM``."""
+    or ``ERR_NEGATIVE_WEIGHT`` (summary unchanged) / ``ERR_NOMEM``.
+
+    One open-addressing table per chunk holds the monitored items (put in
+    first) and the chunk's new items; a row costs one probe, and whether its
+    item is monitored, new or seen before in the chunk takes no branch (the
+    probe loop stops at the first cell in the common case)."""
     _check_ss(hashes, counts, errs, reps, size, capacity)
     cdef HashSrc s
     _src_init(&s, mode, a, b, valid, voff, n, seed)
@@ -1648,97 +1651,103 @@ def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
     cdef uint64_t hb2[BLOCK]
     cdef int64_t rb[BLOCK]
     cdef SSWork w
-    cdef int64_t off, cend, got, j, wt, distinct, res = size
+    cdef int64_t off, cend, got, j, i, wt, distinct, res = size
     cdef uint64_t pos, hv
     cdef uint64_t* oh = NULL
     cdef int64_t* oc = NULL
     cdef int64_t* orow = NULL
     cdef int64_t* oe = NULL
     cdef uint64_t* tpos = NULL
-    cdef TabEntry* tab = NULL
-    cdef TabEntry* e
-    cdef TabEntry* sidx = NULL     # index of the summary: hash -> entry
-    cdef uint64_t tmask, smask
-    cdef int64_t tsize = 16, ssize = 16
-    cdef bint neg = False
-    while tsize < 2 * chunk + 2:
+    cdef uint64_t* spos = NULL
+    cdef Cell* tab = NULL
+    cdef Cell* e
+    cdef uint64_t tmask
+    cdef int64_t tsize = 16
+    cdef bint neg = False, isnew
+    while tsize < 2 * (chunk + capacity) + 2:
         tsize *= 2
-    while ssize < 4 * capacity:
-        ssize *= 2
-    smask = <uint64_t>(ssize - 1)
+    tmask = <uint64_t>(tsize - 1)
     if weighted:
         with nogil:
             neg = _any_negative(wp, n)
         if neg:
             return ERR_NEGATIVE_WEIGHT
     with nogil:
-        tab = <TabEntry*>malloc(tsize * sizeof(TabEntry))
-        sidx = <TabEntry*>malloc(ssize * sizeof(TabEntry))
+        tab = <Cell*>malloc(tsize * sizeof(Cell))
         tpos = <uint64_t*>malloc((chunk + 1) * sizeof(uint64_t))
+        spos = <uint64_t*>malloc((capacity + 1) * sizeof(uint64_t))
         oh = <uint64_t*>malloc((chunk + 1) * sizeof(uint64_t))
         oc = <int64_t*>malloc((chunk + 1) * sizeof(int64_t))
         oe = <int64_t*>malloc((chunk + 1) * sizeof(int64_t))
         orow = <int64_t*>malloc((chunk + 1) * sizeof(int64_t))
-        tmask = <uint64_t>(tsize - 1)
-        if (tab == NULL or sidx == NULL or tpos == NULL or oh == NULL or oc == NULL
+        if (tab == NULL or tpos == NULL or spos == NULL or oh == NULL or oc == NULL
                 or oe == NULL or orow == NULL or _ssw_alloc(&w, capacity, capacity + chunk) != 0):
             res = ERR_NOMEM
         else:
-            memset(tab, 0xFF, tsize * sizeof(TabEntry))
+            for j in range(tsize):
+                tab[j].id = -1
+                tab[j].cnt = 0
             memset(oe, 0, (chunk + 1) * sizeof(int64_t))
             off = 0
             while off < n:
                 cend = min(off + chunk, n)
+                # the monitored items first: their rows add to their counter
+                # directly (the combine rule for an item on both sides)
+                for i in range(res):
+                    hv = hashes[i]
+                    pos = _fmix64(hv) & tmask
+                    while tab[pos].id != -1:
+                        pos = (pos + 1) & tmask
+                    tab[pos].key = hv
+                    tab[pos].id = i
+                    spos[i] = pos
                 distinct = 0
-                # rows of monitored items add to their counter directly (the
-                # combine rule for an item on both sides); the rest are
-                # counted in the chunk table and combined below
-                _ss_index(sidx, ssize, &hashes[0], res)
                 while off < cend:
                     got = _hash_block(&s, off, min(<int64_t>BLOCK, cend - off), hb, rb)
                     for j in range(got):
                         hb2[j] = _fmix64(hb[j])
                     for j in range(min(got, <int64_t>PREFETCH)):
-                        _prefetch(&sidx[hb2[j] & smask])
+                        _prefetch(&tab[hb2[j] & tmask])
                     for j in range(got):
                         if j + PREFETCH < got:
-                            _prefetch(&sidx[hb2[j + PREFETCH] & smask])
-                        wt = wp[rb[j]] if weighted else 1
-                        if wt == 0:
-                            continue
+                            _prefetch(&tab[hb2[j + PREFETCH] & tmask])
+                        if weighted:
+                            wt = wp[rb[j]]
+                            if wt == 0:
+                                continue
+                        else:
+                            wt = 1
                         hv = hb[j]
-                        pos = hb2[j] & smask
-                        e = &sidx[pos]
-                        while e.idx >= 0 and e.key != hv:
-                            pos = (pos + 1) & smask
-                            e = &sidx[pos]
-                        if e.idx >= 0:
-                            counts[e.idx] += wt
-                            continue
                         pos = hb2[j] & tmask
                         e = &tab[pos]
-                        while e.idx >= 0 and e.key != hv:
+                        while (e.id != -1) & (e.key != hv):
                             pos = (pos + 1) & tmask
                             e = &tab[pos]
-                        if e.idx >= 0:
-                            oc[e.idx] += wt
-                        else:
-                            e.key = hv
-                            e.idx = distinct
-                            tpos[distinct] = pos
-                            oh[distinct] = hv
-                            oc[distinct] = wt
-                            orow[distinct] = -(rb[j] + 1)
-                            distinct += 1
+                        isnew = e.id == -1
+                        e.key = hv
+                        e.cnt += wt
+                        e.id = -2 if isnew else e.id
+                        tpos[distinct] = pos
+                        orow[distinct] = -(rb[j] + 1)
+                        distinct += isnew
                     off += min(<int64_t>BLOCK, cend - off)
-                for j in range(distinct):      # clear only the cells used
-                    tab[tpos[j]].idx = -1
+                for i in range(res):
+                    e = &tab[spos[i]]
+                    counts[i] += e.cnt
+                    e.cnt = 0
+                    e.id = -1
+                for j in range(distinct):
+                    e = &tab[tpos[j]]
+                    oh[j] = e.key
+                    oc[j] = e.cnt
+                    e.cnt = 0
+                    e.id = -1
                 res = _ss_combine(&w, &hashes[0], &counts[0], &errs[0], &reps[0], res,
-                                  capacity, oh, oc, oe, orow, distinct, 0)
+                                  capacity, oh, oc, oe, orow, distinct, 0, True)
             _ssw_free(&w)
         free(tab)
-        free(sidx)
         free(tpos)
+        free(spos)
         free(oh)
         free(oc)
         free(oe)
