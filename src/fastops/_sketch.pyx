@@ -193,6 +193,43 @@ cdef extern from *:
 
 cdef extern from *:
     """
+    /* One row of a Space-Saving chunk: find the cell of hash hv (linear
+       probing) or the empty cell where it goes, and add wt to acc[id] of that
+       cell; a new item gets id newid. Returns 1 for a new item, its cell in
+       *pos. Written so that the only branch is the probe loop, which almost
+       always stops at the first cell: found-or-new is a 50/50 coin on heavy-
+       tailed data and would mispredict as a branch. */
+    typedef struct { uint64_t key; int64_t id; } fo_cell;
+    static inline int fo_ss_add(fo_cell* tab, uint64_t mask, uint64_t hv, int64_t wt,
+                                int64_t* acc, int64_t newid, uint64_t* pos) {
+        uint64_t p = hv & mask;
+        fo_cell* e;
+        for (;;) {
+            e = tab + p;
+            int stop = (e->key == hv) | (e->id == -1);
+            __asm__("" : "+r"(stop));     /* one branch, not two */
+            if (stop) break;
+            p = (p + 1) & mask;
+        }
+        int isnew = e->id == -1;
+        int64_t id = isnew ? newid : e->id;
+        int64_t old = acc[id];
+        e->key = hv;
+        e->id = id;
+        acc[id] = (isnew ? 0 : old) + wt;
+        *pos = p;
+        return isnew;
+    }
+    """
+    ctypedef struct Cell "fo_cell":
+        uint64_t key
+        int64_t id
+    int _ss_add "fo_ss_add"(Cell* tab, uint64_t mask, uint64_t hv, int64_t wt, int64_t* acc,
+                            int64_t newid, uint64_t* pos) noexcept nogil
+
+
+cdef extern from *:
+    """
     #include <string.h>
     /* XXH64 of a batch of strings, grouped by length. Hashing one short string
        costs a handful of multiplies, but the generic routine branches on its
@@ -338,6 +375,8 @@ DEF MAXLEV = 48
 DEF KLL_RUN = 16
 DEF PREFETCH = 16
 DEF MERGE_BUF = 2048
+DEF TABLE_LOAD = 2
+DEF HIST = 256
 
 # status codes (the Python layer maps them to exceptions)
 cdef enum:
@@ -1492,81 +1531,129 @@ cdef int _ssw_alloc(SSWork* w, int64_t table_items, int64_t ncand) noexcept nogi
     return 0
 
 
+cdef inline int64_t _ss_min(const int64_t* counts, int64_t size, int64_t capacity) noexcept nogil:
+    """The count below which an unmonitored item must lie: the summary's
+    minimum when it is full, else 0."""
+    cdef int64_t m1, i
+    if size < capacity or size == 0:
+        return 0
+    m1 = counts[0]
+    for i in range(size):
+        if counts[i] < m1:
+            m1 = counts[i]
+    return m1
+
+
+cdef int64_t _ss_select(int64_t* tmp, uint64_t* hashes, int64_t* counts, int64_t* errs,
+                        int64_t* reps, int64_t size, int64_t capacity,
+                        const uint64_t* ch, const int64_t* cc, const int64_t* ce,
+                        const int64_t* cr, int64_t n2, int64_t m1) noexcept nogil:
+    """Keep the ``capacity`` largest of the summary (``size`` entries) and of
+    ``n2`` candidates not in it, candidate ``j`` with count ``cc[j] + m1`` and
+    error ``ce[j] + m1``; ties go to the summary, then to the lower index.
+    Survivors are compacted in place (summary first, then candidates).
+    ``tmp`` has room for ``size + n2`` values. Returns the new size.
+
+    The threshold (the ``capacity``-th largest count) comes from a histogram
+    of ``[m1, m1 + HIST)`` in one pass when it lies there, as it does in the
+    steady state (counts gather just above the minimum); else from
+    ``nth_element``."""
+    cdef int64_t hist[HIST]
+    cdef int64_t i, j, t, above = 0, cum, thr, gt, ties, keep, c, total = size + n2
+    cdef uint64_t d
+    cdef bint take
+    if total <= capacity:
+        for j in range(n2):
+            hashes[size + j] = ch[j]
+            counts[size + j] = cc[j] + m1
+            errs[size + j] = ce[j] + m1
+            reps[size + j] = cr[j]
+        return total
+    memset(hist, 0, sizeof(hist))
+    for i in range(size):
+        d = <uint64_t>(counts[i] - m1)
+        if d < HIST:
+            hist[d] += 1
+        else:
+            above += 1
+    for j in range(n2):
+        d = <uint64_t>cc[j]
+        if d < HIST:
+            hist[d] += 1
+        else:
+            above += 1
+    if above < capacity:
+        cum = above
+        t = HIST - 1
+        while t > 0 and cum + hist[t] < capacity:
+            cum += hist[t]
+            t -= 1
+        thr = m1 + t
+        gt = cum
+    else:
+        for i in range(size):
+            tmp[i] = -counts[i]
+        for j in range(n2):
+            tmp[size + j] = -(cc[j] + m1)
+        nth_element(tmp, tmp + (capacity - 1), tmp + total)
+        thr = -tmp[capacity - 1]
+        gt = 0
+        for i in range(total):
+            gt += tmp[i] < -thr
+    ties = capacity - gt
+    keep = 0
+    for i in range(size):
+        c = counts[i]
+        take = c > thr or (c == thr and ties > 0)
+        ties -= c == thr and take
+        if take:
+            hashes[keep] = hashes[i]
+            counts[keep] = c
+            errs[keep] = errs[i]
+            reps[keep] = reps[i]
+            keep += 1
+    for j in range(n2):
+        c = cc[j] + m1
+        take = c > thr or (c == thr and ties > 0)
+        ties -= c == thr and take
+        if take:
+            hashes[keep] = ch[j]
+            counts[keep] = c
+            errs[keep] = ce[j] + m1
+            reps[keep] = cr[j]
+            keep += 1
+    return keep
+
+
 cdef int64_t _ss_combine(SSWork* w, uint64_t* hashes, int64_t* counts, int64_t* errs,
                          int64_t* reps, int64_t size, int64_t capacity,
                          const uint64_t* oh, const int64_t* oc, const int64_t* oe,
-                         const int64_t* orp, int64_t n2, int64_t o_min,
-                         bint disjoint=False) noexcept nogil:
+                         const int64_t* orp, int64_t n2, int64_t o_min) noexcept nogil:
     """Space-Saving combine (see ``ss_merge``); ``w`` has a table for ``size``
-    keys and room for ``size + n2`` candidates. ``disjoint``: no item of ``o``
-    is in the summary (no lookups needed). Returns the new size."""
-    cdef int64_t m1 = 0, i, j, total, keep, pos, thr
-    if size == capacity and size > 0:
-        m1 = counts[0]
-        for i in range(size):
-            if counts[i] < m1:
-                m1 = counts[i]
-    if not disjoint:
-        memset(w.tused, 0, w.tsize)
+    keys and room for ``size + n2`` candidates. Returns the new size."""
+    cdef int64_t m1 = _ss_min(counts, size, capacity), i, j, pos, nnew = 0
+    memset(w.tused, 0, w.tsize)
     for i in range(size):
-        if not disjoint:
-            pos = _tbl_find(w.tkeys, w.tused, w.mask, hashes[i])
-            w.tused[pos] = 1
-            w.tkeys[pos] = hashes[i]
-            w.tval[pos] = i
-        w.ch[i] = hashes[i]
-        w.cc[i] = counts[i] + o_min
-        w.ce[i] = errs[i] + o_min
-        w.cr[i] = reps[i]
-    total = size
+        pos = _tbl_find(w.tkeys, w.tused, w.mask, hashes[i])
+        w.tused[pos] = 1
+        w.tkeys[pos] = hashes[i]
+        w.tval[pos] = i
+        counts[i] += o_min
+        errs[i] += o_min
     for j in range(n2):
-        if disjoint:
-            w.ch[total] = oh[j]
-            w.cc[total] = oc[j] + m1
-            w.ce[total] = oe[j] + m1
-            w.cr[total] = orp[j]
-            total += 1
-            continue
         pos = _tbl_find(w.tkeys, w.tused, w.mask, oh[j])
         if w.tused[pos]:
             i = w.tval[pos]
-            w.cc[i] += oc[j] - o_min
-            w.ce[i] += oe[j] - o_min
+            counts[i] += oc[j] - o_min
+            errs[i] += oe[j] - o_min
         else:
-            w.ch[total] = oh[j]
-            w.cc[total] = oc[j] + m1
-            w.ce[total] = oe[j] + m1
-            w.cr[total] = orp[j]
-            total += 1
-    if total <= capacity:
-        for i in range(total):
-            hashes[i] = w.ch[i]
-            counts[i] = w.cc[i]
-            errs[i] = w.ce[i]
-            reps[i] = w.cr[i]
-        return total
-    for i in range(total):
-        w.tmp[i] = -w.cc[i]
-    nth_element(w.tmp, w.tmp + (capacity - 1), w.tmp + total)
-    thr = -w.tmp[capacity - 1]
-    keep = 0
-    for i in range(total):
-        if w.cc[i] > thr:
-            hashes[keep] = w.ch[i]
-            counts[keep] = w.cc[i]
-            errs[keep] = w.ce[i]
-            reps[keep] = w.cr[i]
-            keep += 1
-    for i in range(total):
-        if keep >= capacity:
-            break
-        if w.cc[i] == thr:
-            hashes[keep] = w.ch[i]
-            counts[keep] = w.cc[i]
-            errs[keep] = w.ce[i]
-            reps[keep] = w.cr[i]
-            keep += 1
-    return keep
+            w.ch[nnew] = oh[j]
+            w.cc[nnew] = oc[j]
+            w.ce[nnew] = oe[j]
+            w.cr[nnew] = orp[j]
+            nnew += 1
+    return _ss_select(w.tmp, hashes, counts, errs, reps, size, capacity,
+                      w.ch, w.cc, w.ce, w.cr, nnew, m1)
 
 
 cdef int _check_ss(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
@@ -1615,12 +1702,6 @@ def ss_merge(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
     return res
 
 
-cdef struct Cell:
-    uint64_t key
-    int64_t cnt      # weight added by the current chunk
-    int64_t id       # -1: empty, >= 0: monitored entry, -2: new in this chunk
-
-
 def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
               int64_t[::1] reps, int64_t size, int64_t capacity,
               const int64_t[::1] weights, int64_t chunk, int mode,
@@ -1648,10 +1729,9 @@ def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
         chunk = max(n, 1)
     cdef const int64_t* wp = &weights[0] if weighted else NULL
     cdef uint64_t hb[BLOCK]
-    cdef uint64_t hb2[BLOCK]
     cdef int64_t rb[BLOCK]
     cdef SSWork w
-    cdef int64_t off, cend, got, j, i, wt, distinct, res = size
+    cdef int64_t off, cend, got, j, i, wt, distinct, m1, res = size
     cdef uint64_t pos, hv
     cdef uint64_t* oh = NULL
     cdef int64_t* oc = NULL
@@ -1659,12 +1739,14 @@ def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
     cdef int64_t* oe = NULL
     cdef uint64_t* tpos = NULL
     cdef uint64_t* spos = NULL
+    cdef int64_t* acc = NULL       # weight added by the chunk, by cell id
     cdef Cell* tab = NULL
     cdef Cell* e
     cdef uint64_t tmask
     cdef int64_t tsize = 16
-    cdef bint neg = False, isnew
-    while tsize < 2 * (chunk + capacity) + 2:
+    cdef bint neg = False
+    cdef int isnew
+    while tsize < TABLE_LOAD * (chunk + capacity) + 2:
         tsize *= 2
     tmask = <uint64_t>(tsize - 1)
     if weighted:
@@ -1674,78 +1756,79 @@ def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
             return ERR_NEGATIVE_WEIGHT
     with nogil:
         tab = <Cell*>malloc(tsize * sizeof(Cell))
+        acc = <int64_t*>malloc((capacity + chunk + 1) * sizeof(int64_t))
         tpos = <uint64_t*>malloc((chunk + 1) * sizeof(uint64_t))
         spos = <uint64_t*>malloc((capacity + 1) * sizeof(uint64_t))
         oh = <uint64_t*>malloc((chunk + 1) * sizeof(uint64_t))
         oc = <int64_t*>malloc((chunk + 1) * sizeof(int64_t))
         oe = <int64_t*>malloc((chunk + 1) * sizeof(int64_t))
         orow = <int64_t*>malloc((chunk + 1) * sizeof(int64_t))
-        if (tab == NULL or tpos == NULL or spos == NULL or oh == NULL or oc == NULL
+        if (tab == NULL or acc == NULL or tpos == NULL or spos == NULL or oh == NULL or oc == NULL
                 or oe == NULL or orow == NULL or _ssw_alloc(&w, capacity, capacity + chunk) != 0):
             res = ERR_NOMEM
         else:
             for j in range(tsize):
                 tab[j].id = -1
-                tab[j].cnt = 0
             memset(oe, 0, (chunk + 1) * sizeof(int64_t))
             off = 0
             while off < n:
                 cend = min(off + chunk, n)
                 # the monitored items first: their rows add to their counter
                 # directly (the combine rule for an item on both sides)
+                for i in range(min(res, <int64_t>PREFETCH)):
+                    _prefetch(&tab[hashes[i] & tmask])
                 for i in range(res):
+                    if i + PREFETCH < res:
+                        _prefetch(&tab[hashes[i + PREFETCH] & tmask])
                     hv = hashes[i]
-                    pos = _fmix64(hv) & tmask
+                    pos = hv & tmask
                     while tab[pos].id != -1:
                         pos = (pos + 1) & tmask
                     tab[pos].key = hv
                     tab[pos].id = i
                     spos[i] = pos
+                    acc[i] = 0
                 distinct = 0
                 while off < cend:
                     got = _hash_block(&s, off, min(<int64_t>BLOCK, cend - off), hb, rb)
-                    for j in range(got):
-                        hb2[j] = _fmix64(hb[j])
                     for j in range(min(got, <int64_t>PREFETCH)):
-                        _prefetch(&tab[hb2[j] & tmask])
+                        _prefetch(&tab[hb[j] & tmask])
                     for j in range(got):
                         if j + PREFETCH < got:
-                            _prefetch(&tab[hb2[j + PREFETCH] & tmask])
+                            _prefetch(&tab[hb[j + PREFETCH] & tmask])
                         if weighted:
                             wt = wp[rb[j]]
                             if wt == 0:
                                 continue
                         else:
                             wt = 1
-                        hv = hb[j]
-                        pos = hb2[j] & tmask
-                        e = &tab[pos]
-                        while (e.id != -1) & (e.key != hv):
-                            pos = (pos + 1) & tmask
-                            e = &tab[pos]
-                        isnew = e.id == -1
-                        e.key = hv
-                        e.cnt += wt
-                        e.id = -2 if isnew else e.id
+                        # cells: (hash, id), id -1 empty, < capacity a
+                        # monitored entry, capacity + d the chunk's new item d;
+                        # XXH64 bits index the table with no further mixing
+                        isnew = _ss_add(tab, tmask, hb[j], wt, acc, capacity + distinct, &pos)
                         tpos[distinct] = pos
                         orow[distinct] = -(rb[j] + 1)
                         distinct += isnew
                     off += min(<int64_t>BLOCK, cend - off)
+                # an item new to the summary may have had up to m1 before
+                m1 = _ss_min(&counts[0], res, capacity)
                 for i in range(res):
-                    e = &tab[spos[i]]
-                    counts[i] += e.cnt
-                    e.cnt = 0
-                    e.id = -1
+                    if i + PREFETCH < res:
+                        _prefetch(&tab[spos[i + PREFETCH]])
+                    counts[i] += acc[i]
+                    tab[spos[i]].id = -1
                 for j in range(distinct):
+                    if j + PREFETCH < distinct:
+                        _prefetch(&tab[tpos[j + PREFETCH]])
                     e = &tab[tpos[j]]
                     oh[j] = e.key
-                    oc[j] = e.cnt
-                    e.cnt = 0
+                    oc[j] = acc[capacity + j]
                     e.id = -1
-                res = _ss_combine(&w, &hashes[0], &counts[0], &errs[0], &reps[0], res,
-                                  capacity, oh, oc, oe, orow, distinct, 0, True)
+                res = _ss_select(w.tmp, &hashes[0], &counts[0], &errs[0], &reps[0], res,
+                                 capacity, oh, oc, oe, orow, distinct, m1)
             _ssw_free(&w)
         free(tab)
+        free(acc)
         free(tpos)
         free(spos)
         free(oh)
