@@ -984,7 +984,7 @@ cdef int _kll_compress(KLLData* d, double* scratch) noexcept nogil:
         if L < 2:
             return 0
         if h == 0:
-            if L <= 2 * KLL_RUN + 1:
+            if L <= 33:                     # fastops_sort_small's limit
                 _sort_small(lvl, L)
             elif L <= _scratch_need(d.k):
                 _sort_runs(lvl, L, scratch)
@@ -1039,7 +1039,7 @@ cdef int _kll_add_many(KLLData* d, const double* x, int64_t n, const uint8_t* bm
     sort per run instead of per handful of items. The state after the call
     is within capacity as usual. ``scratch`` must hold
     ``_scratch_need(k) + KLL_RUN`` doubles."""
-    cdef int64_t i = 0, j, room
+    cdef int64_t i = 0, j, t, room
     cdef int st
     cdef double v, lo, hi
     cdef double* dst
@@ -1057,7 +1057,15 @@ cdef int _kll_add_many(KLLData* d, const double* x, int64_t n, const uint8_t* bm
             d.maxv = x[i]
         lo = d.minv
         hi = d.maxv
-        if bm == NULL:
+        if bm == NULL and n - i >= KLL_RUN:    # a full run, no branch per value
+            for t in range(KLL_RUN):
+                v = x[i + t]
+                dst[j] = v
+                j += v == v                     # NaN: written over, not kept
+                lo = v if v < lo else lo
+                hi = v if v > hi else hi
+            i += KLL_RUN
+        elif bm == NULL:
             while i < n and j < KLL_RUN:
                 v = x[i]
                 i += 1
