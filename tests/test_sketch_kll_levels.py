@@ -44,3 +44,18 @@ def test_large_batches_rank_error():
     pts = srt[np.linspace(1000, len(x) - 1000, 50).astype(int)]
     truth = np.searchsorted(srt, pts, side="right") / len(x)
     assert np.abs(a.ranks(pts) - truth).max() <= a.normalized_rank_error(all_ranks=True)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 5000), st.floats(0.0, 0.5), st.integers(0, 2**32))
+def test_nan_skipped_exactly(n, nan_share, seed):
+    # NaNs anywhere (full runs of 16 and the tail): the same sketch as without them
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(n)
+    with_nan = x.copy()
+    with_nan[rng.random(n) < nan_share] = np.nan
+    a, b = KLL(32, seed=3), KLL(32, seed=3)
+    a.update(with_nan)
+    b.update(with_nan[~np.isnan(with_nan)])
+    assert a.to_bytes() == b.to_bytes()
+    assert a.n == int((~np.isnan(with_nan)).sum())
