@@ -1057,16 +1057,16 @@ cdef int _kll_add_many(KLLData* d, const double* x, int64_t n, const uint8_t* bm
             d.maxv = x[i]
         lo = d.minv
         hi = d.maxv
-        if bm == NULL and n - i >= KLL_RUN:    # a full run, no branch per value
-            for t in range(KLL_RUN):
-                v = x[i + t]
-                dst[j] = v
-                j += v == v                     # NaN: written over, not kept
-                lo = v if v < lo else lo
-                hi = v if v > hi else hi
-            i += KLL_RUN
-        elif bm == NULL:
-            while i < n and j < KLL_RUN:
+        if bm == NULL:
+            if n - i >= KLL_RUN:                # no branch per value
+                for t in range(KLL_RUN):
+                    v = x[i + t]
+                    dst[j] = v
+                    j += v == v                 # NaN: written over, not kept
+                    lo = v if v < lo else lo
+                    hi = v if v > hi else hi
+                i += KLL_RUN
+            while i < n and j < KLL_RUN:        # (NaNs seen) fill the run up
                 v = x[i]
                 i += 1
                 if v != v:

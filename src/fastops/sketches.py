@@ -1020,7 +1020,7 @@ class KLL:
             r.fail("items outside [min, max] or NaN")
         levels = np.split(items, np.cumsum(sizes)[:-1]) if nlev > 1 else [items]
         for h, lv in enumerate(levels):
-            if h and np.any(np.diff(lv) < 0):
+            if h and np.any(lv[1:] < lv[:-1]):   # (diff of infinities is NaN)
                 r.fail(f"level {h} is not sorted")
         out = cls(k)
         try:
