@@ -211,14 +211,15 @@ cdef extern from *:
             if (stop) break;
             p = (p + 1) & mask;
         }
-        int isnew = e->id == -1;
-        int64_t id = isnew ? newid : e->id;
-        int64_t old = acc[id];
+        int64_t id = e->id;
+        int64_t isnew = -(int64_t)(id == -1);   /* all ones for a new item */
+        __asm__("" : "+r"(isnew));              /* selects by masks, not jumps */
+        id = (newid & isnew) | (id & ~isnew);
         e->key = hv;
         e->id = id;
-        acc[id] = (isnew ? 0 : old) + wt;
+        acc[id] = (acc[id] & ~isnew) + wt;
         *pos = p;
-        return isnew;
+        return (int)(isnew & 1);
     }
     """
     ctypedef struct Cell "fo_cell":
