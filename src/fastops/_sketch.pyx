@@ -1739,7 +1739,7 @@ def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
     cdef const int64_t* wp = &weights[0] if weighted else NULL
     cdef uint64_t hb[BLOCK]
     cdef int64_t rb[BLOCK]
-    cdef SSWork w
+    cdef int64_t* sel = NULL       # scratch of the selection
     cdef int64_t off, cend, got, j, i, wt, distinct, m1, res = size
     cdef uint64_t pos, hv
     cdef uint64_t* oh = NULL
@@ -1772,8 +1772,9 @@ def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
         oc = <int64_t*>malloc((chunk + 1) * sizeof(int64_t))
         oe = <int64_t*>malloc((chunk + 1) * sizeof(int64_t))
         orow = <int64_t*>malloc((chunk + 1) * sizeof(int64_t))
-        if (tab == NULL or acc == NULL or tpos == NULL or spos == NULL or oh == NULL or oc == NULL
-                or oe == NULL or orow == NULL or _ssw_alloc(&w, capacity, capacity + chunk) != 0):
+        sel = <int64_t*>malloc((capacity + chunk + 1) * sizeof(int64_t))
+        if (tab == NULL or acc == NULL or sel == NULL or tpos == NULL or spos == NULL
+                or oh == NULL or oc == NULL or oe == NULL or orow == NULL):
             res = ERR_NOMEM
         else:
             for j in range(tsize):
@@ -1833,9 +1834,9 @@ def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
                     oh[j] = e.key
                     oc[j] = acc[capacity + j]
                     e.id = -1
-                res = _ss_select(w.tmp, &hashes[0], &counts[0], &errs[0], &reps[0], res,
+                res = _ss_select(sel, &hashes[0], &counts[0], &errs[0], &reps[0], res,
                                  capacity, oh, oc, oe, orow, distinct, m1)
-            _ssw_free(&w)
+        free(sel)
         free(tab)
         free(acc)
         free(tpos)
