@@ -593,11 +593,14 @@ def sketch_hash(int mode, const uint8_t[::1] a, const uint8_t[::1] b,
 # ------------------------------------------------------------ HyperLogLog
 
 cdef inline void _hll_add(uint8_t* regs, int p, uint64_t h) noexcept nogil:
+    """regs[idx] = max(regs[idx], rho). Stores only on an increase, which soon
+    becomes rare (a well-predicted branch): an unconditional store would chain
+    rows that hit the same register (repeated keys) through memory."""
     cdef uint64_t idx = h >> (64 - p)
     cdef uint64_t w = (h << p) | (<uint64_t>1 << (p - 1))
     cdef uint8_t r = <uint8_t>(clz64(w) + 1)
-    cdef uint8_t old = regs[idx]
-    regs[idx] = r if r > old else old
+    if r > regs[idx]:
+        regs[idx] = r
 
 
 def hll_update(uint8_t[::1] regs, int p, int mode, const uint8_t[::1] a,
@@ -620,6 +623,10 @@ def hll_update(uint8_t[::1] regs, int p, int mode, const uint8_t[::1] a,
             for j in range(n):
                 memcpy(&v, src + 8 * j, 8)
                 _hll_add(r, p, xxh64_u64(v, seed))
+        elif s.valid == NULL and s.mode == 0:     # precomputed hashes, no nulls
+            for j in range(n):
+                memcpy(&v, src + 8 * j, 8)
+                _hll_add(r, p, v)
         else:
             start = 0
             while start < n:
