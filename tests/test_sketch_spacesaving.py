@@ -6,6 +6,8 @@ import datasketches
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fastops.sketches import SpaceSaving
 
@@ -126,3 +128,44 @@ def test_against_datasketches():
     theirs_width = np.mean([r[3] - r[2] for r in d.get_frequent_items(
         datasketches.NO_FALSE_NEGATIVES)[:20]])
     assert ours_width <= 1.5 * theirs_width + 1
+
+
+# Batch path: every chunk is counted exactly and combined into the summary;
+# the guarantees hold whatever the chunk size, ties and weights.
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 64), st.integers(1, 400), st.integers(0, 2**32),
+       st.booleans(), st.sampled_from([3, 30, 3000]))
+def test_guarantees_any_chunking(capacity, chunk, batch, seed, weighted, universe):
+    rng = np.random.default_rng(seed)
+    vals = (rng.zipf(1.3, 2000) % universe).astype(np.int64)
+    w = rng.integers(0, 4, len(vals)) if weighted else None
+    s = SpaceSaving(capacity, seed=seed % 7)
+    s._CHUNK = chunk
+    for i in range(0, len(vals), batch):
+        s.update(vals[i:i + batch], weights=None if w is None else w[i:i + batch])
+    _check_guarantees(s, vals, w)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 30), st.integers(1, 50), st.integers(0, 2**32))
+def test_merge_of_chunked_sketches(capacity, chunk, seed):
+    rng = np.random.default_rng(seed)
+    a, b = (rng.zipf(1.2, 1500) % 200).astype(np.int64), (rng.zipf(1.4, 900) % 50).astype(np.int64)
+    sa, sb = SpaceSaving(capacity), SpaceSaving(capacity)
+    sa._CHUNK = sb._CHUNK = chunk
+    sa.update(a)
+    sb.update(b)
+    sa.merge(sb)
+    _check_guarantees(sa, np.concatenate([a, b]))
+
+
+def test_many_distinct_strings_large_chunks():
+    # a heavy tail of strings: most rows are new to the summary in each chunk
+    rng = np.random.default_rng(5)
+    keys = rng.zipf(1.1, 200_000) % 100_000
+    vals = np.array([f"user-{k}" for k in keys], dtype=object)
+    s = SpaceSaving(256)
+    s.update(vals[:120_000])
+    s.update(vals[120_000:])
+    got, exact = _check_guarantees(s, vals)
+    assert len(got) == 256

@@ -29,7 +29,7 @@ from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memset
 from libcpp.algorithm cimport nth_element, sort
 
-from fastops._xxhash cimport xxh64, xxh64_u32, xxh64_u64
+from fastops._xxhash cimport xxh64_u32, xxh64_u64
 
 cdef extern from *:
     """
@@ -122,6 +122,54 @@ cdef extern from *:
         }
         while (j >= 0) { dst[w--] = src[j * stride]; j--; }
     }
+    /* Merge sorted x[0..nx) and y[0], y[s], ... (ny items) into out from both
+       ends at once: the front and the back are two independent dependency
+       chains, so this branchless merge runs up to twice as fast as one chain.
+       Rounds of r = min(rest of x, rest of y, half the rest) steps need no
+       bounds checks (neither end can run out within r steps, and the front
+       takes the r smallest, the back the r largest: disjoint). */
+    static inline void fastops_merge_bidir(const double* x, int64_t nx, const double* y,
+                                           int64_t ny, int64_t s, double* out) {
+        int64_t i = 0, j = 0, a = nx - 1, b = ny - 1, lo = 0, hi = nx + ny - 1, r, t;
+        for (;;) {
+            int64_t rx = a - i + 1, ry = b - j + 1;
+            r = rx < ry ? rx : ry;
+            if (r > (rx + ry) / 2) r = (rx + ry) / 2;
+            if (r == 0) break;
+            for (t = 0; t < r; t++) {
+                double xv = x[i], yv = y[j * s];
+                int ty = yv < xv;
+                out[lo++] = ty ? yv : xv;
+                j += ty;
+                i += 1 - ty;
+                double xb = x[a], yb = y[b * s];
+                int tx = xb > yb;
+                out[hi--] = tx ? xb : yb;
+                a -= tx;
+                b -= 1 - tx;
+            }
+        }
+        while (i <= a) out[lo++] = x[i++];
+        while (j <= b) { out[lo++] = y[j * s]; j++; }
+    }
+    /* Sort a[0..L) (L > 16): runs of 16 by the network, the rest by
+       fastops_sort_small, then rounds of two-ended merges through tmp
+       (room for L). Several times faster than std::sort at these sizes. */
+    static void fastops_sort_runs(double* a, int64_t L, double* tmp) {
+        int64_t full = L / 16 * 16, i, w;
+        double *src = a, *dst = tmp, *sw;
+        for (i = 0; i < full; i += 16) fastops_sort16(a + i);
+        if (L > full) fastops_sort_small(a + full, L - full);
+        for (w = 16; w < L; w *= 2) {
+            for (i = 0; i < L; i += 2 * w) {
+                int64_t n1 = L - i < w ? L - i : w;
+                int64_t n2 = L - i - n1 < w ? L - i - n1 : w;
+                fastops_merge_bidir(src + i, n1, src + i + n1, n2, 1, dst + i);
+            }
+            sw = src; src = dst; dst = sw;
+        }
+        if (src != a) memcpy(a, src, (size_t)L * sizeof(double));
+    }
     static void fastops_sort_pairs(double* v, int64_t* w, int64_t n) {
         std::vector<std::pair<double, int64_t> > tmp((size_t)n);
         for (int64_t i = 0; i < n; i++) tmp[(size_t)i] = std::make_pair(v[i], w[i]);
@@ -133,6 +181,9 @@ cdef extern from *:
     void _sort_small "fastops_sort_small"(double* a, int64_t L) noexcept nogil
     void _merge_back "fastops_merge_back"(double* dst, int64_t nd, const double* src,
                                           int64_t ns, int64_t stride) noexcept nogil
+    void _merge_bidir "fastops_merge_bidir"(const double* x, int64_t nx, const double* y,
+                                            int64_t ny, int64_t s, double* out) noexcept nogil
+    void _sort_runs "fastops_sort_runs"(double* a, int64_t L, double* tmp) noexcept nogil
     void _sort_pairs "fastops_sort_pairs"(double* v, int64_t* w, int64_t n) noexcept nogil
 
 
@@ -140,10 +191,193 @@ cdef extern from *:
     int __builtin_popcountll(unsigned long long) noexcept nogil
 
 
+cdef extern from *:
+    """
+    /* One row of a Space-Saving chunk: find the cell of hash hv (linear
+       probing) or the empty cell where it goes, and add wt to acc[id] of that
+       cell; a new item gets id newid. Returns 1 for a new item, its cell in
+       *pos. Written so that the only branch is the probe loop, which almost
+       always stops at the first cell: found-or-new is a 50/50 coin on heavy-
+       tailed data and would mispredict as a branch. */
+    typedef struct { uint64_t key; int64_t id; } fo_cell;
+    static inline int fo_ss_add(fo_cell* tab, uint64_t mask, uint64_t hv, int64_t wt,
+                                int64_t* acc, int64_t newid, uint64_t* pos) {
+        uint64_t p = hv & mask;
+        fo_cell* e;
+        for (;;) {
+            e = tab + p;
+            int stop = (e->key == hv) | (e->id == -1);
+            __asm__("" : "+r"(stop));     /* one branch, not two */
+            if (stop) break;
+            p = (p + 1) & mask;
+        }
+        int64_t id = e->id;
+        int64_t isnew = -(int64_t)(id == -1);   /* all ones for a new item */
+        __asm__("" : "+r"(isnew));              /* selects by masks, not jumps */
+        id = (newid & isnew) | (id & ~isnew);
+        e->key = hv;
+        e->id = id;
+        acc[id] = (acc[id] & ~isnew) + wt;
+        *pos = p;
+        return (int)(isnew & 1);
+    }
+    """
+    ctypedef struct Cell "fo_cell":
+        uint64_t key
+        int64_t id
+    int _ss_add "fo_ss_add"(Cell* tab, uint64_t mask, uint64_t hv, int64_t wt, int64_t* acc,
+                            int64_t newid, uint64_t* pos) noexcept nogil
+
+
+cdef extern from *:
+    """
+    #include <string.h>
+    /* XXH64 of a batch of strings, grouped by length. Hashing one short string
+       costs a handful of multiplies, but the generic routine branches on its
+       length three times (8-, 4- and 1-byte steps); with mixed lengths those
+       branches mispredict and dominate. So each chunk of rows is bucketed by
+       length (counting sort, lengths >= 32 share one bucket) and every bucket
+       of length L < 32 is hashed by a routine unrolled for exactly L bytes
+       (about a quarter less time for short keys of mixed lengths).
+       Same values as ``xxh64`` in ``_xxhash.pxd``: the published algorithm. */
+    #define FO_X1 0x9E3779B185EBCA87ULL
+    #define FO_X2 0xC2B2AE3D27D4EB4FULL
+    #define FO_X3 0x165667B19E3779F9ULL
+    #define FO_X4 0x85EBCA77C2B2AE63ULL
+    #define FO_X5 0x27D4EB2F165667C5ULL
+    static inline uint64_t fo_rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+    static inline uint64_t fo_round(uint64_t acc, uint64_t lane) {
+        acc += lane * FO_X2;
+        return fo_rotl(acc, 31) * FO_X1;
+    }
+    static inline uint64_t fo_avalanche(uint64_t h) {
+        h ^= h >> 33; h *= FO_X2; h ^= h >> 29; h *= FO_X3; return h ^ (h >> 32);
+    }
+    static inline uint64_t fo_xxh64_any(const uint8_t* p, size_t n, uint64_t seed) {
+        uint64_t h, v;
+        uint32_t w;
+        size_t total = n;
+        if (n >= 32) {
+            uint64_t v1 = seed + FO_X1 + FO_X2, v2 = seed + FO_X2, v3 = seed, v4 = seed - FO_X1;
+            uint64_t a, b, c, d;
+            while (n >= 32) {
+                memcpy(&a, p, 8); memcpy(&b, p + 8, 8); memcpy(&c, p + 16, 8); memcpy(&d, p + 24, 8);
+                v1 = fo_round(v1, a); v2 = fo_round(v2, b); v3 = fo_round(v3, c); v4 = fo_round(v4, d);
+                p += 32; n -= 32;
+            }
+            h = fo_rotl(v1, 1) + fo_rotl(v2, 7) + fo_rotl(v3, 12) + fo_rotl(v4, 18);
+            h = (h ^ fo_round(0, v1)) * FO_X1 + FO_X4;
+            h = (h ^ fo_round(0, v2)) * FO_X1 + FO_X4;
+            h = (h ^ fo_round(0, v3)) * FO_X1 + FO_X4;
+            h = (h ^ fo_round(0, v4)) * FO_X1 + FO_X4;
+        } else {
+            h = seed + FO_X5;
+        }
+        h += (uint64_t)total;
+        while (n >= 8) { memcpy(&v, p, 8); h ^= fo_round(0, v); h = fo_rotl(h, 27) * FO_X1 + FO_X4; p += 8; n -= 8; }
+        if (n >= 4) { memcpy(&w, p, 4); h ^= (uint64_t)w * FO_X1; h = fo_rotl(h, 23) * FO_X2 + FO_X3; p += 4; n -= 4; }
+        while (n > 0) { h ^= (uint64_t)(*p) * FO_X5; h = fo_rotl(h, 11) * FO_X1; p++; n--; }
+        return fo_avalanche(h);
+    }
+    /* XXH64 of exactly L < 32 bytes: every loop has a constant trip count. */
+    template <int L>
+    static inline uint64_t fo_xxh64_len(const uint8_t* p, uint64_t seed) {
+        uint64_t h = seed + FO_X5 + (uint64_t)L, v;
+        uint32_t w;
+        int i = 0;
+        for (; i + 8 <= L; i += 8) {
+            memcpy(&v, p + i, 8);
+            h ^= fo_round(0, v);
+            h = fo_rotl(h, 27) * FO_X1 + FO_X4;
+        }
+        if (L & 4) {
+            memcpy(&w, p + i, 4);
+            h ^= (uint64_t)w * FO_X1;
+            h = fo_rotl(h, 23) * FO_X2 + FO_X3;
+            i += 4;
+        }
+        for (; i < L; i++) {
+            h ^= (uint64_t)p[i] * FO_X5;
+            h = fo_rotl(h, 11) * FO_X1;
+        }
+        return fo_avalanche(h);
+    }
+    template <int L>
+    static void fo_hash_bucket(const uint8_t* data, const int64_t* start, const uint16_t* idx,
+                               int64_t cnt, uint64_t seed, uint64_t* out) {
+        for (int64_t k = 0; k < cnt; k++) {
+            uint16_t j = idx[k];
+            out[j] = fo_xxh64_len<L>(data + start[j], seed);
+        }
+    }
+    #define FO_STR_CHUNK 512
+    /* out[k] = XXH64 of string rows[k] (offsets ``offs`` into ``data``), k < m.
+       One pass puts each row of a chunk into the list of its length (up to 32
+       lists of at most a chunk each; only the used part is touched), then each
+       list is hashed by the routine for that length. */
+    template <typename O>
+    static void fo_hash_strings(const O* offs, const uint8_t* data, const int64_t* rows,
+                                int64_t m, uint64_t seed, uint64_t* out) {
+        uint16_t lists[33][FO_STR_CHUNK];
+        int64_t start[FO_STR_CHUNK];
+        for (int64_t base = 0; base < m; base += FO_STR_CHUNK) {
+            int64_t c = m - base < FO_STR_CHUNK ? m - base : FO_STR_CHUNK;
+            const int64_t* r = rows + base;
+            uint64_t* o = out + base;
+            uint32_t cnt[33] = {0};
+            for (int64_t k = 0; k < c; k++) {
+                int64_t s0 = (int64_t)offs[r[k]];
+                int64_t len = (int64_t)offs[r[k] + 1] - s0;
+                int b = (int)(len < 32 ? len : 32);
+                start[k] = s0;
+                lists[b][cnt[b]++] = (uint16_t)k;
+            }
+            for (int b = 0; b < 33; b++) {
+                int64_t g = cnt[b];
+                const uint16_t* grp = lists[b];
+                if (g == 0) continue;
+                switch (b) {
+    #define FO_LEN(L) case L: fo_hash_bucket<L>(data, start, grp, g, seed, o); break;
+                    FO_LEN(0) FO_LEN(1) FO_LEN(2) FO_LEN(3) FO_LEN(4) FO_LEN(5) FO_LEN(6)
+                    FO_LEN(7) FO_LEN(8) FO_LEN(9) FO_LEN(10) FO_LEN(11) FO_LEN(12) FO_LEN(13)
+                    FO_LEN(14) FO_LEN(15) FO_LEN(16) FO_LEN(17) FO_LEN(18) FO_LEN(19)
+                    FO_LEN(20) FO_LEN(21) FO_LEN(22) FO_LEN(23) FO_LEN(24) FO_LEN(25)
+                    FO_LEN(26) FO_LEN(27) FO_LEN(28) FO_LEN(29) FO_LEN(30) FO_LEN(31)
+    #undef FO_LEN
+                    default:
+                        for (int64_t k = 0; k < g; k++) {
+                            uint16_t j = grp[k];
+                            int64_t len = (int64_t)offs[r[j] + 1] - start[j];
+                            o[j] = fo_xxh64_any(data + start[j], (size_t)len, seed);
+                        }
+                }
+            }
+        }
+    }
+    static void fo_hash_strings32(const int32_t* offs, const uint8_t* data, const int64_t* rows,
+                                  int64_t m, uint64_t seed, uint64_t* out) {
+        fo_hash_strings<int32_t>(offs, data, rows, m, seed, out);
+    }
+    static void fo_hash_strings64(const int64_t* offs, const uint8_t* data, const int64_t* rows,
+                                  int64_t m, uint64_t seed, uint64_t* out) {
+        fo_hash_strings<int64_t>(offs, data, rows, m, seed, out);
+    }
+    """
+    void _hash_strings32 "fo_hash_strings32"(const int32_t* offs, const uint8_t* data,
+                                             const int64_t* rows, int64_t m, uint64_t seed,
+                                             uint64_t* out) noexcept nogil
+    void _hash_strings64 "fo_hash_strings64"(const int64_t* offs, const uint8_t* data,
+                                             const int64_t* rows, int64_t m, uint64_t seed,
+                                             uint64_t* out) noexcept nogil
+
+
 DEF BLOCK = 512
 DEF MAXLEV = 48
 DEF KLL_RUN = 16
 DEF PREFETCH = 16
+DEF MERGE_BUF = 2048
+DEF TABLE_LOAD = 2
+DEF HIST = 256
 
 # status codes (the Python layer maps them to exceptions)
 cdef enum:
@@ -287,7 +521,6 @@ cdef inline int64_t _hash_block(const HashSrc* s, int64_t start, int64_t count,
     cdef int64_t i, j = 0, end = start + count
     cdef uint64_t v
     cdef uint32_t v32
-    cdef int64_t o0, o1
     if s.valid == NULL and s.mode <= 2:       # no nulls, fixed width: tight loops
         if s.mode == 0:
             for i in range(start, end):
@@ -304,20 +537,20 @@ cdef inline int64_t _hash_block(const HashSrc* s, int64_t start, int64_t count,
         for i in range(start, end):
             rows[i - start] = i
         return count
-    if s.valid == NULL and (s.mode == 3 or s.mode == 4):   # no nulls, strings
-        if s.mode == 3:
+    if s.mode == 3 or s.mode == 4:          # strings: valid rows, then hashed by length
+        if s.valid == NULL:
             for i in range(start, end):
-                o0 = (<const int32_t*>s.a)[i]
-                o1 = (<const int32_t*>s.a)[i + 1]
-                out[i - start] = xxh64(s.b + o0, <size_t>(o1 - o0), s.seed)
+                rows[i - start] = i
+            j = count
         else:
             for i in range(start, end):
-                o0 = (<const int64_t*>s.a)[i]
-                o1 = (<const int64_t*>s.a)[i + 1]
-                out[i - start] = xxh64(s.b + o0, <size_t>(o1 - o0), s.seed)
-        for i in range(start, end):
-            rows[i - start] = i
-        return count
+                rows[j] = i
+                j += _bit(s.valid, s.voff + i)
+        if s.mode == 3:
+            _hash_strings32(<const int32_t*>s.a, s.b, rows, j, s.seed, out)
+        else:
+            _hash_strings64(<const int64_t*>s.a, s.b, rows, j, s.seed, out)
+        return j
     for i in range(start, end):
         if s.valid != NULL and not _bit(s.valid, s.voff + i):
             continue
@@ -330,14 +563,6 @@ cdef inline int64_t _hash_block(const HashSrc* s, int64_t start, int64_t count,
         elif s.mode == 2:
             memcpy(&v32, s.a + 4 * i, 4)
             out[j] = xxh64_u32(v32, s.seed)
-        elif s.mode == 3:
-            o0 = (<const int32_t*>s.a)[i]
-            o1 = (<const int32_t*>s.a)[i + 1]
-            out[j] = xxh64(s.b + o0, <size_t>(o1 - o0), s.seed)
-        elif s.mode == 4:
-            o0 = (<const int64_t*>s.a)[i]
-            o1 = (<const int64_t*>s.a)[i + 1]
-            out[j] = xxh64(s.b + o0, <size_t>(o1 - o0), s.seed)
         elif s.mode == 5:
             memcpy(&v, s.a + 8 * i, 8)
             out[j] = _hash_f64(v, s.seed)
@@ -368,11 +593,14 @@ def sketch_hash(int mode, const uint8_t[::1] a, const uint8_t[::1] b,
 # ------------------------------------------------------------ HyperLogLog
 
 cdef inline void _hll_add(uint8_t* regs, int p, uint64_t h) noexcept nogil:
+    """regs[idx] = max(regs[idx], rho). Stores only on an increase, which soon
+    becomes rare (a well-predicted branch): an unconditional store would chain
+    rows that hit the same register (repeated keys) through memory."""
     cdef uint64_t idx = h >> (64 - p)
     cdef uint64_t w = (h << p) | (<uint64_t>1 << (p - 1))
     cdef uint8_t r = <uint8_t>(clz64(w) + 1)
-    cdef uint8_t old = regs[idx]
-    regs[idx] = r if r > old else old
+    if r > regs[idx]:
+        regs[idx] = r
 
 
 def hll_update(uint8_t[::1] regs, int p, int mode, const uint8_t[::1] a,
@@ -395,6 +623,10 @@ def hll_update(uint8_t[::1] regs, int p, int mode, const uint8_t[::1] a,
             for j in range(n):
                 memcpy(&v, src + 8 * j, 8)
                 _hll_add(r, p, xxh64_u64(v, seed))
+        elif s.valid == NULL and s.mode == 0:     # precomputed hashes, no nulls
+            for j in range(n):
+                memcpy(&v, src + 8 * j, 8)
+                _hll_add(r, p, v)
         else:
             start = 0
             while start < n:
@@ -717,10 +949,16 @@ cdef int _kll_reserve(KLLData* d, int h, int64_t need) noexcept nogil:
 cdef int _kll_merge_into(KLLData* d, int h, const double* src, int64_t cnt,
                          int64_t stride=1) noexcept nogil:
     """Merge the ``cnt`` sorted items ``src[0], src[stride], ...`` into the
-    sorted level ``h`` (from the back; ``src`` must not be level ``h``)."""
+    sorted level ``h`` (``src`` must not be level ``h``): from both ends into
+    a stack buffer when the result fits it, else in place from the back."""
+    cdef double buf[MERGE_BUF]
     if _kll_reserve(d, h, d.sz[h] + cnt) != 0:
         return ERR_NOMEM
-    _merge_back(d.lv[h], d.sz[h], src, cnt, stride)
+    if d.sz[h] + cnt <= MERGE_BUF:
+        _merge_bidir(d.lv[h], d.sz[h], src, cnt, stride, buf)
+        memcpy(d.lv[h], buf, (d.sz[h] + cnt) * sizeof(double))
+    else:
+        _merge_back(d.lv[h], d.sz[h], src, cnt, stride)
     d.sz[h] = <int32_t>(d.sz[h] + cnt)
     return 0
 
@@ -731,7 +969,8 @@ cdef int _kll_compress(KLLData* d, double* scratch) noexcept nogil:
     A compaction sorts the lowest full level (level 0 is kept unsorted until
     then), keeps one item if the count is odd, and promotes every other item
     of the rest, starting at a random offset 0/1, into the level above
-    (weights double). ``scratch`` holds at least total_cap + 1 doubles."""
+    (weights double). ``scratch`` holds at least ``_scratch_need(k)`` doubles
+    (every sketch's scratch does), room to sort level 0 by merges."""
     cdef int h, st
     cdef int64_t L, odd, pairs, j, r
     cdef double* lvl
@@ -753,8 +992,10 @@ cdef int _kll_compress(KLLData* d, double* scratch) noexcept nogil:
         if L < 2:
             return 0
         if h == 0:
-            if L <= KLL_RUN + 1:
+            if L <= 33:                     # fastops_sort_small's limit
                 _sort_small(lvl, L)
+            elif L <= _scratch_need(d.k):
+                _sort_runs(lvl, L, scratch)
             else:
                 sort(lvl, lvl + L)
         odd = L & 1
@@ -806,7 +1047,7 @@ cdef int _kll_add_many(KLLData* d, const double* x, int64_t n, const uint8_t* bm
     sort per run instead of per handful of items. The state after the call
     is within capacity as usual. ``scratch`` must hold
     ``_scratch_need(k) + KLL_RUN`` doubles."""
-    cdef int64_t i = 0, j, room
+    cdef int64_t i = 0, j, t, room
     cdef int st
     cdef double v, lo, hi
     cdef double* dst
@@ -825,7 +1066,15 @@ cdef int _kll_add_many(KLLData* d, const double* x, int64_t n, const uint8_t* bm
         lo = d.minv
         hi = d.maxv
         if bm == NULL:
-            while i < n and j < KLL_RUN:
+            if n - i >= KLL_RUN:                # no branch per value
+                for t in range(KLL_RUN):
+                    v = x[i + t]
+                    dst[j] = v
+                    j += v == v                 # NaN: written over, not kept
+                    lo = v if v < lo else lo
+                    hi = v if v > hi else hi
+                i += KLL_RUN
+            while i < n and j < KLL_RUN:        # (NaNs seen) fill the run up
                 v = x[i]
                 i += 1
                 if v != v:
@@ -1298,70 +1547,129 @@ cdef int _ssw_alloc(SSWork* w, int64_t table_items, int64_t ncand) noexcept nogi
     return 0
 
 
+cdef inline int64_t _ss_min(const int64_t* counts, int64_t size, int64_t capacity) noexcept nogil:
+    """The count below which an unmonitored item must lie: the summary's
+    minimum when it is full, else 0."""
+    cdef int64_t m1, i
+    if size < capacity or size == 0:
+        return 0
+    m1 = counts[0]
+    for i in range(size):
+        if counts[i] < m1:
+            m1 = counts[i]
+    return m1
+
+
+cdef int64_t _ss_select(int64_t* tmp, uint64_t* hashes, int64_t* counts, int64_t* errs,
+                        int64_t* reps, int64_t size, int64_t capacity,
+                        const uint64_t* ch, const int64_t* cc, const int64_t* ce,
+                        const int64_t* cr, int64_t n2, int64_t m1) noexcept nogil:
+    """Keep the ``capacity`` largest of the summary (``size`` entries) and of
+    ``n2`` candidates not in it, candidate ``j`` with count ``cc[j] + m1`` and
+    error ``ce[j] + m1``; ties go to the summary, then to the lower index.
+    Survivors are compacted in place (summary first, then candidates).
+    ``tmp`` has room for ``size + n2`` values. Returns the new size.
+
+    The threshold (the ``capacity``-th largest count) comes from a histogram
+    of ``[m1, m1 + HIST)`` in one pass when it lies there, as it does in the
+    steady state (counts gather just above the minimum); else from
+    ``nth_element``."""
+    cdef int64_t hist[HIST]
+    cdef int64_t i, j, t, above = 0, cum, thr, gt, ties, keep, c, total = size + n2
+    cdef uint64_t d
+    cdef bint take
+    if total <= capacity:
+        for j in range(n2):
+            hashes[size + j] = ch[j]
+            counts[size + j] = cc[j] + m1
+            errs[size + j] = ce[j] + m1
+            reps[size + j] = cr[j]
+        return total
+    memset(hist, 0, sizeof(hist))
+    for i in range(size):
+        d = <uint64_t>(counts[i] - m1)
+        if d < HIST:
+            hist[d] += 1
+        else:
+            above += 1
+    for j in range(n2):
+        d = <uint64_t>cc[j]
+        if d < HIST:
+            hist[d] += 1
+        else:
+            above += 1
+    if above < capacity:
+        cum = above
+        t = HIST - 1
+        while t > 0 and cum + hist[t] < capacity:
+            cum += hist[t]
+            t -= 1
+        thr = m1 + t
+        gt = cum
+    else:
+        for i in range(size):
+            tmp[i] = -counts[i]
+        for j in range(n2):
+            tmp[size + j] = -(cc[j] + m1)
+        nth_element(tmp, tmp + (capacity - 1), tmp + total)
+        thr = -tmp[capacity - 1]
+        gt = 0
+        for i in range(total):
+            gt += tmp[i] < -thr
+    ties = capacity - gt
+    keep = 0
+    for i in range(size):
+        c = counts[i]
+        take = c > thr or (c == thr and ties > 0)
+        ties -= c == thr and take
+        if take:
+            hashes[keep] = hashes[i]
+            counts[keep] = c
+            errs[keep] = errs[i]
+            reps[keep] = reps[i]
+            keep += 1
+    for j in range(n2):
+        c = cc[j] + m1
+        take = c > thr or (c == thr and ties > 0)
+        ties -= c == thr and take
+        if take:
+            hashes[keep] = ch[j]
+            counts[keep] = c
+            errs[keep] = ce[j] + m1
+            reps[keep] = cr[j]
+            keep += 1
+    return keep
+
+
 cdef int64_t _ss_combine(SSWork* w, uint64_t* hashes, int64_t* counts, int64_t* errs,
                          int64_t* reps, int64_t size, int64_t capacity,
                          const uint64_t* oh, const int64_t* oc, const int64_t* oe,
                          const int64_t* orp, int64_t n2, int64_t o_min) noexcept nogil:
     """Space-Saving combine (see ``ss_merge``); ``w`` has a table for ``size``
     keys and room for ``size + n2`` candidates. Returns the new size."""
-    cdef int64_t m1 = 0, i, j, total, keep, pos, thr
-    if size == capacity and size > 0:
-        m1 = counts[0]
-        for i in range(size):
-            if counts[i] < m1:
-                m1 = counts[i]
+    cdef int64_t m1 = _ss_min(counts, size, capacity), i, j, pos, nnew = 0
     memset(w.tused, 0, w.tsize)
     for i in range(size):
         pos = _tbl_find(w.tkeys, w.tused, w.mask, hashes[i])
         w.tused[pos] = 1
         w.tkeys[pos] = hashes[i]
         w.tval[pos] = i
-        w.ch[i] = hashes[i]
-        w.cc[i] = counts[i] + o_min
-        w.ce[i] = errs[i] + o_min
-        w.cr[i] = reps[i]
-    total = size
+        counts[i] += o_min
+        errs[i] += o_min
     for j in range(n2):
         pos = _tbl_find(w.tkeys, w.tused, w.mask, oh[j])
         if w.tused[pos]:
             i = w.tval[pos]
-            w.cc[i] += oc[j] - o_min
-            w.ce[i] += oe[j] - o_min
+            counts[i] += oc[j] - o_min
+            errs[i] += oe[j] - o_min
         else:
-            w.ch[total] = oh[j]
-            w.cc[total] = oc[j] + m1
-            w.ce[total] = oe[j] + m1
-            w.cr[total] = orp[j]
-            total += 1
-    if total <= capacity:
-        for i in range(total):
-            hashes[i] = w.ch[i]
-            counts[i] = w.cc[i]
-            errs[i] = w.ce[i]
-            reps[i] = w.cr[i]
-        return total
-    for i in range(total):
-        w.tmp[i] = -w.cc[i]
-    nth_element(w.tmp, w.tmp + (capacity - 1), w.tmp + total)
-    thr = -w.tmp[capacity - 1]
-    keep = 0
-    for i in range(total):
-        if w.cc[i] > thr:
-            hashes[keep] = w.ch[i]
-            counts[keep] = w.cc[i]
-            errs[keep] = w.ce[i]
-            reps[keep] = w.cr[i]
-            keep += 1
-    for i in range(total):
-        if keep >= capacity:
-            break
-        if w.cc[i] == thr:
-            hashes[keep] = w.ch[i]
-            counts[keep] = w.cc[i]
-            errs[keep] = w.ce[i]
-            reps[keep] = w.cr[i]
-            keep += 1
-    return keep
+            w.ch[nnew] = oh[j]
+            w.cc[nnew] = oc[j]
+            w.ce[nnew] = oe[j]
+            w.cr[nnew] = orp[j]
+            nnew += 1
+    return _ss_select(w.tmp, hashes, counts, errs, reps, size, capacity,
+                      w.ch, w.cc, w.ce, w.cr, nnew, m1)
 
 
 cdef int _check_ss(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
@@ -1410,25 +1718,6 @@ def ss_merge(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
     return res
 
 
-cdef struct TabEntry:
-    uint64_t key
-    int64_t idx      # -1: empty
-
-
-cdef void _ss_index(TabEntry* tab, int64_t tsize, const uint64_t* hashes,
-                    int64_t size) noexcept nogil:
-    """(Re)build the open-addressing index ``hash -> entry`` of a summary."""
-    cdef uint64_t mask = <uint64_t>(tsize - 1), pos
-    cdef int64_t i
-    memset(tab, 0xFF, tsize * sizeof(TabEntry))
-    for i in range(size):
-        pos = _fmix64(hashes[i]) & mask
-        while tab[pos].idx >= 0:
-            pos = (pos + 1) & mask
-        tab[pos].key = hashes[i]
-        tab[pos].idx = i
-
-
 def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
               int64_t[::1] reps, int64_t size, int64_t capacity,
               const int64_t[::1] weights, int64_t chunk, int mode,
@@ -1438,7 +1727,12 @@ def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
     is counted exactly (hash table; weight-0 rows skipped) and combined into
     the summary as by ``ss_merge`` with ``o_min = 0``. New entries get
     ``reps = -(row + 1)`` (their first row in the batch). Returns the new size
-    or ``ERR_NEGATIVE_WEIGHT`` (summary unchanged) / ``ERR_NOMEM``."""
+    or ``ERR_NEGATIVE_WEIGHT`` (summary unchanged) / ``ERR_NOMEM``.
+
+    One open-addressing table per chunk holds the monitored items (put in
+    first) and the chunk's new items; a row costs one probe, and whether its
+    item is monitored, new or seen before in the chunk takes no branch (the
+    probe loop stops at the first cell in the common case)."""
     _check_ss(hashes, counts, errs, reps, size, capacity)
     cdef HashSrc s
     _src_init(&s, mode, a, b, valid, voff, n, seed)
@@ -1451,100 +1745,109 @@ def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
         chunk = max(n, 1)
     cdef const int64_t* wp = &weights[0] if weighted else NULL
     cdef uint64_t hb[BLOCK]
-    cdef uint64_t hb2[BLOCK]
     cdef int64_t rb[BLOCK]
-    cdef SSWork w
-    cdef int64_t off, cend, got, j, wt, distinct, res = size
+    cdef int64_t* sel = NULL       # scratch of the selection
+    cdef int64_t off, cend, got, j, i, wt, distinct, m1, res = size
     cdef uint64_t pos, hv
     cdef uint64_t* oh = NULL
     cdef int64_t* oc = NULL
     cdef int64_t* orow = NULL
     cdef int64_t* oe = NULL
     cdef uint64_t* tpos = NULL
-    cdef TabEntry* tab = NULL
-    cdef TabEntry* e
-    cdef TabEntry* sidx = NULL     # index of the summary: hash -> entry
-    cdef uint64_t tmask, smask
-    cdef int64_t tsize = 16, ssize = 16
+    cdef uint64_t* spos = NULL
+    cdef int64_t* acc = NULL       # weight added by the chunk, by cell id
+    cdef Cell* tab = NULL
+    cdef Cell* e
+    cdef uint64_t tmask
+    cdef int64_t tsize = 16
     cdef bint neg = False
-    while tsize < 2 * chunk + 2:
+    cdef int isnew
+    while tsize < TABLE_LOAD * (chunk + capacity) + 2:
         tsize *= 2
-    while ssize < 4 * capacity:
-        ssize *= 2
-    smask = <uint64_t>(ssize - 1)
+    tmask = <uint64_t>(tsize - 1)
     if weighted:
         with nogil:
             neg = _any_negative(wp, n)
         if neg:
             return ERR_NEGATIVE_WEIGHT
     with nogil:
-        tab = <TabEntry*>malloc(tsize * sizeof(TabEntry))
-        sidx = <TabEntry*>malloc(ssize * sizeof(TabEntry))
+        tab = <Cell*>malloc(tsize * sizeof(Cell))
+        acc = <int64_t*>malloc((capacity + chunk + 1) * sizeof(int64_t))
         tpos = <uint64_t*>malloc((chunk + 1) * sizeof(uint64_t))
+        spos = <uint64_t*>malloc((capacity + 1) * sizeof(uint64_t))
         oh = <uint64_t*>malloc((chunk + 1) * sizeof(uint64_t))
         oc = <int64_t*>malloc((chunk + 1) * sizeof(int64_t))
         oe = <int64_t*>malloc((chunk + 1) * sizeof(int64_t))
         orow = <int64_t*>malloc((chunk + 1) * sizeof(int64_t))
-        tmask = <uint64_t>(tsize - 1)
-        if (tab == NULL or sidx == NULL or tpos == NULL or oh == NULL or oc == NULL
-                or oe == NULL or orow == NULL or _ssw_alloc(&w, capacity, capacity + chunk) != 0):
+        sel = <int64_t*>malloc((capacity + chunk + 1) * sizeof(int64_t))
+        if (tab == NULL or acc == NULL or sel == NULL or tpos == NULL or spos == NULL
+                or oh == NULL or oc == NULL or oe == NULL or orow == NULL):
             res = ERR_NOMEM
         else:
-            memset(tab, 0xFF, tsize * sizeof(TabEntry))
+            for j in range(tsize):
+                tab[j].id = -1
             memset(oe, 0, (chunk + 1) * sizeof(int64_t))
             off = 0
             while off < n:
                 cend = min(off + chunk, n)
+                # the monitored items first: their rows add to their counter
+                # directly (the combine rule for an item on both sides)
+                for i in range(min(res, <int64_t>PREFETCH)):
+                    _prefetch(&tab[hashes[i] & tmask])
+                for i in range(res):
+                    if i + PREFETCH < res:
+                        _prefetch(&tab[hashes[i + PREFETCH] & tmask])
+                    hv = hashes[i]
+                    pos = hv & tmask
+                    while tab[pos].id != -1:
+                        pos = (pos + 1) & tmask
+                    tab[pos].key = hv
+                    tab[pos].id = i
+                    spos[i] = pos
+                    acc[i] = 0
                 distinct = 0
-                # rows of monitored items add to their counter directly (the
-                # combine rule for an item on both sides); the rest are
-                # counted in the chunk table and combined below
-                _ss_index(sidx, ssize, &hashes[0], res)
                 while off < cend:
                     got = _hash_block(&s, off, min(<int64_t>BLOCK, cend - off), hb, rb)
-                    for j in range(got):
-                        hb2[j] = _fmix64(hb[j])
                     for j in range(min(got, <int64_t>PREFETCH)):
-                        _prefetch(&sidx[hb2[j] & smask])
+                        _prefetch(&tab[hb[j] & tmask])
                     for j in range(got):
                         if j + PREFETCH < got:
-                            _prefetch(&sidx[hb2[j + PREFETCH] & smask])
-                        wt = wp[rb[j]] if weighted else 1
-                        if wt == 0:
-                            continue
-                        hv = hb[j]
-                        pos = hb2[j] & smask
-                        e = &sidx[pos]
-                        while e.idx >= 0 and e.key != hv:
-                            pos = (pos + 1) & smask
-                            e = &sidx[pos]
-                        if e.idx >= 0:
-                            counts[e.idx] += wt
-                            continue
-                        pos = hb2[j] & tmask
-                        e = &tab[pos]
-                        while e.idx >= 0 and e.key != hv:
-                            pos = (pos + 1) & tmask
-                            e = &tab[pos]
-                        if e.idx >= 0:
-                            oc[e.idx] += wt
+                            _prefetch(&tab[hb[j + PREFETCH] & tmask])
+                        if weighted:
+                            wt = wp[rb[j]]
+                            if wt == 0:
+                                continue
                         else:
-                            e.key = hv
-                            e.idx = distinct
-                            tpos[distinct] = pos
-                            oh[distinct] = hv
-                            oc[distinct] = wt
-                            orow[distinct] = -(rb[j] + 1)
-                            distinct += 1
+                            wt = 1
+                        # cells: (hash, id), id -1 empty, < capacity a
+                        # monitored entry, capacity + d the chunk's new item d;
+                        # XXH64 bits index the table with no further mixing
+                        isnew = _ss_add(tab, tmask, hb[j], wt, acc, capacity + distinct, &pos)
+                        tpos[distinct] = pos
+                        orow[distinct] = -(rb[j] + 1)
+                        distinct += isnew
                     off += min(<int64_t>BLOCK, cend - off)
-                for j in range(distinct):      # clear only the cells used
-                    tab[tpos[j]].idx = -1
-                res = _ss_combine(&w, &hashes[0], &counts[0], &errs[0], &reps[0], res,
-                                  capacity, oh, oc, oe, orow, distinct, 0)
-            _ssw_free(&w)
+                # an item new to the summary may have had up to m1 before
+                m1 = _ss_min(&counts[0], res, capacity)
+                for i in range(res):
+                    if i + PREFETCH < res:
+                        _prefetch(&tab[spos[i + PREFETCH]])
+                    counts[i] += acc[i]
+                    tab[spos[i]].id = -1
+                for j in range(distinct):
+                    if j + PREFETCH < distinct:
+                        _prefetch(&tab[tpos[j + PREFETCH]])
+                    e = &tab[tpos[j]]
+                    oh[j] = e.key
+                    oc[j] = acc[capacity + j]
+                    e.id = -1
+                res = _ss_select(sel, &hashes[0], &counts[0], &errs[0], &reps[0], res,
+                                 capacity, oh, oc, oe, orow, distinct, m1)
+        free(sel)
         free(tab)
-        free(sidx)
+        free(acc)
         free(tpos)
+        free(spos)
         free(oh)
         free(oc)
         free(oe)

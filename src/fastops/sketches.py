@@ -1020,7 +1020,7 @@ class KLL:
             r.fail("items outside [min, max] or NaN")
         levels = np.split(items, np.cumsum(sizes)[:-1]) if nlev > 1 else [items]
         for h, lv in enumerate(levels):
-            if h and np.any(np.diff(lv) < 0):
+            if h and np.any(lv[1:] < lv[:-1]):   # (diff of infinities is NaN)
                 r.fail(f"level {h} is not sorted")
         out = cls(k)
         try:
@@ -1056,7 +1056,11 @@ class SpaceSaving:
     the summary as in the mergeable Space-Saving of Cafaro et al.: an item's
     count is the sum of both sides, where a side that does not monitor it
     contributes its minimum counter (0 while not full) to count and error;
-    the ``capacity`` largest counts stay.
+    the ``capacity`` largest counts stay. A batch is taken ``_CHUNK`` rows at
+    a time; each chunk's exact counts form a summary with no error (minimum
+    0), so adding it is such a merge, with the summary's minimum from before
+    the chunk for the items new to it, and the bounds below carry over chunk
+    by chunk.
 
     Error bound (``W`` = total weight, weights >= 0): for every monitored
     item :math:`\mathrm{count} - \mathrm{error} \le f \le \mathrm{count}`, and
