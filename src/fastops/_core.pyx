@@ -407,6 +407,12 @@ cdef extern from *:
     uint64_t fastmod "fastops_fastmod"(uint64_t a, uint64_t hi, uint64_t lo,
                                        uint64_t d) noexcept nogil
 
+cdef extern from *:
+    """
+    #define fastops_prefetch_w(p) __builtin_prefetch((const void*)(p), 1, 3)
+    """
+    void prefetch_w "fastops_prefetch_w"(const void* p) noexcept nogil
+
 cdef enum:
     SUB_HIST_MAX = 65536   # sub-histograms only for P up to this
     OK = 0
@@ -633,9 +639,13 @@ def partition_dest(const int32_t[::1] ids, const int64_t[::1] counts,
 def scatter_words(const word_t[::1] src, const dest_t[::1] dest, word_t[::1] out):
     """out[dest[i]] = src[i] for fixed-width values. Modifies ``out``."""
     cdef Py_ssize_t i, n = dest.shape[0]
+    cdef Py_ssize_t ahead = 256 // sizeof(word_t)
+    cdef word_t* o = &out[0] if out.shape[0] > 0 else NULL
     with nogil:
         for i in range(n):
-            out[dest[i]] = src[i]
+            o[dest[i]] = src[i]
+            # each partition is a write stream: fetch its lines ahead of time
+            prefetch_w(o + dest[i] + ahead)
 
 
 def scatter_bits(const uint8_t[::1] src, int64_t src_offset, const dest_t[::1] dest,
@@ -724,6 +734,9 @@ def scatter_binary(const offset_t[::1] offsets, const uint8_t[::1] data,
             b = byte_cur[p]
             byte_cur[p] = b + length
             out_offsets[r] = <offset_t>b
+            # each partition is a write stream: fetch its lines ahead of time
+            prefetch_w(&out_offsets[0] + r + 64)
+            prefetch_w(out_base + b + 384)
             if length > 0:
                 _copy_short(out_base + b, src_base + o, <size_t>length,
                             <size_t>(byte_end[p] - b), <size_t>(src_len - o))
