@@ -528,6 +528,68 @@ def partition_lookup(const uint64_t[::1] hashes, const int32_t[::1] owner_of,
     return OK
 
 
+ctypedef fused key_t:
+    uint32_t
+    uint64_t
+
+
+def partition_fixed(const key_t[::1] values, bint is_float, uint64_t seed,
+                    uint64_t num_partitions, const int32_t[::1] owner_of,
+                    int32_t[::1] out, int64_t[::1] counts) -> int:
+    """Partition ids straight from a 4- or 8-byte key column without nulls:
+    ``hash64`` (``is_float``: of float bits) in blocks of 1024 rows kept in L1,
+    then ``partition_modulo`` (``owner_of`` empty) or ``partition_lookup`` on
+    each block, so that no array of hashes is written and read back.
+
+    ``counts`` has ``num_partitions`` entries. Modifies ``out`` and ``counts``.
+    Returns 0; raises MemoryError if memory ran out.
+    """
+    cdef Py_ssize_t i, j, m, n = values.shape[0], P = <Py_ssize_t>num_partitions, stride
+    cdef uint64_t d, mask, hi, lo
+    cdef uint64_t hbuf[1024]
+    cdef int32_t p
+    cdef int64_t* sub
+    cdef bint lookup = owner_of.shape[0] > 0
+    cdef const int32_t* own = &owner_of[0] if lookup else NULL
+    d = <uint64_t>owner_of.shape[0] if lookup else num_partitions
+    mask = d - 1
+    fastmod_init(d, &hi, &lo)
+    sub = _hist_alloc(P, &stride)
+    if sub == NULL:
+        raise MemoryError(f"histogram of {P} partitions")
+    with nogil:
+        i = 0
+        while i < n:
+            m = min(<Py_ssize_t>1024, n - i)
+            if key_t is uint64_t:
+                if is_float:
+                    _hash_f64_loop(&values[i], m, seed, hbuf)
+                else:
+                    _hash_u64_loop(&values[i], m, seed, hbuf)
+            else:
+                if is_float:
+                    _hash_f32_loop(&values[i], m, seed, hbuf)
+                else:
+                    _hash_u32_loop(&values[i], m, seed, hbuf)
+            if d & mask == 0:
+                for j in range(m):
+                    p = <int32_t>(hbuf[j] & mask)
+                    if lookup:
+                        p = own[p]
+                    out[i + j] = p
+                    sub[(j & 3) * stride + p] += 1
+            else:
+                for j in range(m):
+                    p = <int32_t>fastmod(hbuf[j], hi, lo, d)
+                    if lookup:
+                        p = own[p]
+                    out[i + j] = p
+                    sub[(j & 3) * stride + p] += 1
+            i += m
+        _hist_finish(sub, P, stride, &counts[0])
+        free(sub)
+    return OK
+
 cdef inline int32_t _ring_owner(uint64_t h, const uint64_t* points, Py_ssize_t m,
                                 const int32_t* owners, const int64_t* lut,
                                 int lut_shift) noexcept nogil:

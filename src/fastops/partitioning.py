@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.types as pat
 
 from fastops import _arrow, _core
-from fastops.hashing import hash_columns
+from fastops.hashing import _check_seed, hash_columns
 
 SCHEMES = ("hash", "key_group", "consistent")
 _LUT_BITS = 16
@@ -142,10 +142,42 @@ def ids_from_hashes(hashes: np.ndarray, num_partitions: int, scheme: str = "hash
                            virtual_nodes, seed, with_counts=False)[0]
 
 
+_EMPTY_OWNERS = np.zeros(0, dtype=np.int32)
+
+
+def _fused_ids(cols: list, num_partitions: int, scheme: str, max_parallelism: int,
+               seed: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Ids and counts in one kernel pass for the common key of one 4- or 8-byte
+    column without nulls under ``"hash"`` or ``"key_group"`` (no hash array
+    written); None when the key is anything else."""
+    if len(cols) != 1 or scheme == "consistent":
+        return None
+    arr = cols[0]
+    if isinstance(arr, pa.ChunkedArray):
+        if arr.num_chunks != 1:
+            return None
+        arr = arr.chunk(0)
+    width = _arrow.fixed_width_bytes(arr.type)
+    if width not in (4, 8) or arr.null_count or len(arr) == 0:
+        return None
+    values = _arrow.fixed_values(arr, _arrow.UINT_FOR_WIDTH[width])
+    owners = (_key_group_owners(int(num_partitions), int(max_parallelism))
+              if scheme == "key_group" else _EMPTY_OWNERS)
+    out, _ = _arrow.empty(len(values), np.int32)
+    counts = np.empty(int(num_partitions), dtype=np.int64)
+    status = _core.partition_fixed(values, pat.is_floating(arr.type), _check_seed(seed),
+                                   int(num_partitions), owners, out, counts)
+    _check_status(status, f"{scheme!r} partition ids")
+    return out, counts
+
+
 def _prepare(batch: Batch, by, num_partitions, scheme, max_parallelism, virtual_nodes, seed,
              with_counts=True):
     _check_parallelism(num_partitions, scheme, max_parallelism, virtual_nodes)
     cols, names = _key_columns(batch, by)
+    fused = _fused_ids(cols, num_partitions, scheme, max_parallelism, seed)
+    if fused is not None:
+        return fused if with_counts else (fused[0], np.empty(0, dtype=np.int64))
     hashes = hash_columns(cols, seed, names)
     return _ids_and_counts(hashes, num_partitions, scheme, max_parallelism, virtual_nodes, seed,
                            with_counts)
