@@ -748,7 +748,7 @@ def scatter_binary(const offset_t[::1] offsets, const uint8_t[::1] data,
     partition ``ids[i]``; partition p owns output rows ``starts[p]:starts[p+1]``
     (from ``partition_dest``). Two passes: bytes per partition, then place.
     ``out_offsets`` (n + 1) is filled here, starting at 0; ``out_data`` holds
-    ``offsets[n] - offsets[0]`` bytes. Short values are copied as whole 16-byte
+    ``offsets[n] - offsets[0]`` bytes. Short values are copied as whole 32-byte
     blocks where the block stays inside the source buffer and inside the
     value's own partition (the spill is overwritten by the partition's next
     values, which are written later). Modifies both outputs.
@@ -758,50 +758,49 @@ def scatter_binary(const offset_t[::1] offsets, const uint8_t[::1] data,
     cdef int64_t o, length, r, b, src_len = data.shape[0], total = 0
     cdef int64_t* sub
     cdef int64_t* work
-    cdef int64_t* row_cur
-    cdef int64_t* byte_cur
-    cdef int64_t* byte_end
+    cdef int64_t* cur
+    cdef int64_t* c
     cdef const uint8_t* src_base
     cdef uint8_t* out_base
     if n == 0:
         out_offsets[0] = 0
         return
     sub = _hist_alloc(P, &stride)
-    work = <int64_t*>malloc(<size_t>(3 * P) * sizeof(int64_t))
+    work = <int64_t*>malloc(<size_t>(5 * P) * sizeof(int64_t))
     if sub == NULL or work == NULL:
         free(sub)
         free(work)
         raise MemoryError(f"byte cursors of {P} partitions")
-    row_cur = work
-    byte_cur = work + P
-    byte_end = work + 2 * P
+    cur = work + P
     with nogil:
         for i in range(n):
             sub[(i & 3) * stride + ids[i]] += offsets[i + 1] - offsets[i]
-        _hist_finish(sub, P, stride, byte_end)        # bytes per partition
+        _hist_finish(sub, P, stride, work)            # bytes per partition
+        # cursors of partition p side by side (one cache line for all three):
+        # next row, next byte, end of its bytes
         for i in range(P):
-            row_cur[i] = starts[i]
-            byte_cur[i] = total
-            total += byte_end[i]
-            byte_end[i] = total
+            cur[4 * i] = starts[i]
+            cur[4 * i + 1] = total
+            total += work[i]
+            cur[4 * i + 2] = total
         out_offsets[n] = <offset_t>total
         src_base = &data[0] if src_len > 0 else NULL
         out_base = &out_data[0] if total > 0 else NULL
         for i in range(n):
-            p = ids[i]
+            c = cur + 4 * ids[i]
             o = offsets[i]
             length = offsets[i + 1] - o
-            r = row_cur[p]
-            row_cur[p] = r + 1
-            b = byte_cur[p]
-            byte_cur[p] = b + length
+            r = c[0]
+            c[0] = r + 1
+            b = c[1]
+            c[1] = b + length
             out_offsets[r] = <offset_t>b
             # each partition is a write stream: fetch its lines ahead of time
             prefetch_w(&out_offsets[0] + r + 64)
             prefetch_w(out_base + b + 384)
             if length > 0:
                 _copy_short(out_base + b, src_base + o, <size_t>length,
-                            <size_t>(byte_end[p] - b), <size_t>(src_len - o))
+                            <size_t>(c[2] - b), <size_t>(src_len - o))
     free(sub)
     free(work)
 
