@@ -740,7 +740,7 @@ cdef inline void _copy_short(uint8_t* dst, const uint8_t* src, size_t length,
 
 def scatter_binary(const offset_t[::1] offsets, const uint8_t[::1] data,
                    const int32_t[::1] ids, const int64_t[::1] starts,
-                   offset_t[::1] out_offsets, uint8_t[::1] out_data):
+                   offset_t[::1] out_offsets, uint8_t[::1] out_data, dest_t[::1] dest):
     """Scatter variable-width values by partition id, keeping row order.
 
     Value i (``data[offsets[i]:offsets[i+1]]``; ``offsets`` has n + 1 entries,
@@ -751,7 +751,9 @@ def scatter_binary(const offset_t[::1] offsets, const uint8_t[::1] data,
     ``offsets[n] - offsets[0]`` bytes. Short values are copied as whole 32-byte
     blocks where the block stays inside the source buffer and inside the
     value's own partition (the spill is overwritten by the partition's next
-    values, which are written later). Modifies both outputs.
+    values, which are written later). If ``dest`` has n entries it also gets
+    every row's output row, as from ``partition_dest`` (which this pass then
+    replaces). Modifies the outputs.
     """
     cdef Py_ssize_t i, n = ids.shape[0], P = starts.shape[0] - 1, stride
     cdef int32_t p
@@ -760,6 +762,7 @@ def scatter_binary(const offset_t[::1] offsets, const uint8_t[::1] data,
     cdef int64_t* work
     cdef int64_t* cur
     cdef int64_t* c
+    cdef bint with_dest = dest.shape[0] == ids.shape[0]
     cdef const uint8_t* src_base
     cdef uint8_t* out_base
     if n == 0:
@@ -792,6 +795,8 @@ def scatter_binary(const offset_t[::1] offsets, const uint8_t[::1] data,
             length = offsets[i + 1] - o
             r = c[0]
             c[0] = r + 1
+            if with_dest:
+                dest[i] = <dest_t>r
             b = c[1]
             c[1] = b + length
             out_offsets[r] = <offset_t>b
