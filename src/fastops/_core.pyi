@@ -126,4 +126,5 @@ def scatter_binary(offsets: _Offsets,      # const offset_t[::1]: n + 1, shifted
                    starts: _I64,           # const int64_t[::1]: P + 1 partition starts
                    out_offsets: _Offsets,  # offset_t[::1]: n + 1, same dtype as offsets
                    out_data: _U8,          # uint8_t[::1]: offsets[n] - offsets[0] bytes
+                   dest: _Dest,            # dest_t[::1]: n (filled: output row of each row) or 0
                    ) -> None: ...
