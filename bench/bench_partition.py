@@ -15,7 +15,9 @@ row order inside a partition:
   (the faster of NumPy copies and copies into buffers of pyarrow's memory pool).
 
 Also: two threads partitioning two batches against one thread doing both (the
-kernels release the GIL). Run ``python bench/bench_partition.py [--quick] [--json PATH]``.
+kernels release the GIL), next to the same ratio for a pure compute kernel
+(the cores the machine has free) and for the memcpy baseline (the memory
+bandwidth a second thread adds). Run ``python bench/bench_partition.py [--quick] [--json PATH]``.
 """
 from __future__ import annotations
 
@@ -157,26 +159,42 @@ def threads_ratio(batches, P, repeats):
     return times["serial"], times["parallel"]
 
 
+def _two_thread_ratio(work, repeats):
+    """(one thread running ``work(0)`` then ``work(1)``, two threads running
+    one each) median times, with long-lived worker threads."""
+    pool = ThreadPoolExecutor(max_workers=2)
+    try:
+        pool.submit(work, 0).result()
+        times = median_times({
+            "serial": lambda: [work(i) for i in (0, 1)],
+            "parallel": lambda: [f.result() for f in [pool.submit(work, i) for i in (0, 1)]],
+        }, repeats)
+    finally:
+        pool.shutdown()
+    return times["serial"], times["parallel"]
+
+
 def control_ratio(n, repeats):
     """The same two-thread ratio for a pure compute kernel (XXH64 of n int64):
     how much parallelism the machine has to give right now."""
     values = np.arange(n, dtype=np.uint64)
     outs = [np.empty_like(values), np.empty_like(values)]
-    pool = ThreadPoolExecutor(max_workers=2)
 
     def one(i):
         for _ in range(4):
             _core.hash_u64(values, 0, outs[i])
 
-    try:
-        pool.submit(one, 0).result()
-        times = median_times({
-            "serial": lambda: [one(i) for i in (0, 1)],
-            "parallel": lambda: [f.result() for f in [pool.submit(one, i) for i in (0, 1)]],
-        }, repeats)
-    finally:
-        pool.shutdown()
-    return times["serial"], times["parallel"]
+    return _two_thread_ratio(one, repeats)
+
+
+def memcpy_control_ratio(batches, repeats):
+    """The same two-thread ratio for the memcpy baseline (each thread copies
+    every buffer of its batch into pool buffers): how much memory bandwidth a
+    second thread adds right now. Partitioning moves the same bytes, so it
+    cannot scale much better than this."""
+    buffers = [[np.frombuffer(buf, dtype=np.uint8) for col in b.columns
+                for buf in col.buffers() if buf is not None] for b in batches]
+    return _two_thread_ratio(lambda i: run_memcpy_pool(buffers[i]), repeats)
 
 
 def main(argv=None):
@@ -229,9 +247,10 @@ def main(argv=None):
         t1, t2 = threads_ratio(pair, P, repeats)
         threads.append({"P": P, "1 thread ms": t1 * 1e3, "2 threads ms": t2 * 1e3,
                         "speedup": t1 / t2})
-    t1, t2 = control_ratio(8_000_000, repeats)
-    threads.append({"P": "control: hash kernel", "1 thread ms": t1 * 1e3,
-                    "2 threads ms": t2 * 1e3, "speedup": t1 / t2})
+    for label, (t1, t2) in (("control: hash kernel", control_ratio(8_000_000, repeats)),
+                            ("control: memcpy", memcpy_control_ratio(pair, repeats))):
+        threads.append({"P": label, "1 thread ms": t1 * 1e3, "2 threads ms": t2 * 1e3,
+                        "speedup": t1 / t2})
     print_table(threads, ["P", "1 thread ms", "2 threads ms", "speedup"],
                 title=f"\ntwo batches of {n:,} rows: two threads vs one thread doing both")
 

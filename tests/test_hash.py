@@ -127,6 +127,23 @@ def test_binary_lengths_around_block_sizes(n):
         assert got(pa.array([value], pa.binary()), seed) == [xxhash.xxh64_intdigest(value, seed)]
 
 
+@pytest.mark.parametrize("large", [False, True])
+@pytest.mark.parametrize("lengths", [(0, 70), (4, 21), (12, 13), (33, 34)])
+def test_binary_mixed_lengths_across_row_blocks(lengths, large):
+    """Values are hashed in blocks of rows grouped by length (lengths 0..32 each
+    with its own loop, longer ones together; a block of one length on its own
+    path): random and uniform lengths over several blocks, sliced at odd
+    offsets, against ``xxhash`` value by value."""
+    rng = np.random.default_rng(lengths[0])
+    values = [rng.integers(0, 256, k, dtype=np.uint8).tobytes()
+              for k in rng.integers(*lengths, size=2600)]
+    arr = pa.array(values, pa.large_binary() if large else pa.binary())
+    for seed in (0, 2**64 - 1):
+        for start, stop in ((0, 2600), (1, 2600), (1023, 2049), (5, 6)):
+            want = [xxhash.xxh64_intdigest(v, seed) for v in values[start:stop]]
+            assert got(arr.slice(start, stop - start), seed) == want
+
+
 def test_specific_values():
     seed = 12345
     assert got(pa.array([1], pa.int64()), seed) == [xxhash.xxh64_intdigest(struct.pack("<q", 1), seed)]

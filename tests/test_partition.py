@@ -82,6 +82,41 @@ def test_ids_match_reference(scheme, data, P, seed):
     assert ids.tolist() == ref_ids(batch, by, P, scheme, seed, maxp, vnodes)
 
 
+
+FIXED_KEY_TYPES = [pa.int32(), pa.uint32(), pa.int64(), pa.uint64(), pa.float32(),
+                   pa.float64(), pa.date32(), pa.timestamp("ms")]
+
+
+@pytest.mark.parametrize("t", FIXED_KEY_TYPES, ids=str)
+@pytest.mark.parametrize("scheme,P,maxp", [("hash", 8, 128), ("hash", 7, 128),
+                                           ("key_group", 5, 128), ("key_group", 3, 100)])
+def test_ids_of_one_fixed_width_key_without_nulls(t, scheme, P, maxp):
+    """One 4- or 8-byte key column without nulls takes the fused hash-and-id
+    kernel (blocks of 1024 rows): ids and partitions as the reference, over
+    several blocks, sliced, with -0.0 and NaN among float keys."""
+    rng = np.random.default_rng(P)
+    raw = rng.integers(-50, 50, 3000)
+    if pa.types.is_floating(t):
+        vals = raw.astype(np.float64) / 4
+        vals[::7] = -0.0
+        vals[::11] = np.nan
+        arr = pa.array(vals, t)
+    elif pa.types.is_timestamp(t):
+        arr = pa.array(raw, pa.int64()).view(t)
+    elif pa.types.is_date32(t):
+        arr = pa.array(raw.astype(np.int32), pa.int32()).view(t)
+    else:
+        arr = pa.array(np.abs(raw) if pa.types.is_unsigned_integer(t) else raw, t)
+    batch = pa.record_batch({"k": arr, "row": pa.array(range(len(arr)), pa.int64())})
+    for part in (batch, batch.slice(1000, 1500), pa.Table.from_batches([batch.slice(3)])):
+        want = ref_ids(part, ["k"], P, scheme, seed=9, maxp=maxp)
+        got = fastops.partition_ids(part, "k", P, scheme, max_parallelism=maxp, seed=9)
+        assert got.tolist() == want
+        parts = fastops.partition(part, "k", P, scheme, max_parallelism=maxp, seed=9)
+        for p, b in enumerate(parts):
+            assert b.column("row").to_pylist() == [
+                r for r, i in zip(part.column("row").to_pylist(), want) if i == p]
+
 @pytest.mark.parametrize("P", [1, 2, 3, 7, 8, 10, 64, 100, 255, 256, 1000, 2**31 - 1])
 def test_modulo_on_extreme_hashes(P):
     edge = [0, 1, 2**32 - 1, 2**32, 2**63 - 1, 2**63, 2**64 - 2, 2**64 - 1]

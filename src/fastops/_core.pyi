@@ -84,6 +84,14 @@ def partition_lookup(hashes: _U64,    # const uint64_t[::1]
                      out: _I32,       # int32_t[::1]
                      counts: _I64,    # int64_t[::1]: P entries, or 0 (no histogram)
                      ) -> int: ...    # 0
+def partition_fixed(values: Union[_U32, _U64],  # const key_t[::1]: 4- or 8-byte keys, no nulls
+                    is_float: bool,   # bint: hash as float bits (-0.0, NaN canonical)
+                    seed: int,        # uint64_t
+                    num_partitions: int,  # uint64_t
+                    owner_of: _I32,   # const int32_t[::1]: key-group owners, or empty (modulo)
+                    out: _I32,        # int32_t[::1]
+                    counts: _I64,     # int64_t[::1]: num_partitions entries
+                    ) -> int: ...     # 0
 def partition_ring(hashes: _U64,      # const uint64_t[::1]
                    points: _U64,      # const uint64_t[::1]: sorted ring points
                    owners: _I32,      # const int32_t[::1]: owner of each point
@@ -118,4 +126,5 @@ def scatter_binary(offsets: _Offsets,      # const offset_t[::1]: n + 1, shifted
                    starts: _I64,           # const int64_t[::1]: P + 1 partition starts
                    out_offsets: _Offsets,  # offset_t[::1]: n + 1, same dtype as offsets
                    out_data: _U8,          # uint8_t[::1]: offsets[n] - offsets[0] bytes
+                   dest: _Dest,            # dest_t[::1]: n (filled: output row of each row) or 0
                    ) -> None: ...

@@ -101,6 +101,150 @@ cdef extern from *:
     void _hash_f32_loop "fastops_hash_f32_loop"(const uint32_t* v, Py_ssize_t n, uint64_t seed,
                                                  uint64_t* out) noexcept nogil
 
+# Variable-width values: XXH64's control flow depends on the length (8-byte
+# steps, a 4-byte step, 0..3 single bytes), and random lengths make every one
+# of those branches mispredict. So the strings of a block of rows are first
+# grouped by exact length (a counting sort of up to 1024 row numbers, all in
+# L1), then each length up to 32 runs its own loop in which the length is a
+# compile-time constant: no data-dependent branch is left, and the hashes of
+# neighbouring strings overlap in the pipeline. Longer values take the generic
+# path. Bit-exact with ``fastops._xxhash.xxh64`` (checked against ``xxhash``).
+
+cdef extern from *:
+    """
+    #define FASTOPS_HBLOCK 1024
+    #define FASTOPS_HCLASSES 34   /* lengths 0..32, then 33 = longer */
+    static inline __attribute__((always_inline))
+    uint64_t fastops_xxh64_bytes(const uint8_t* p, size_t n, uint64_t seed) {
+        uint64_t h, k;
+        uint32_t k4;
+        size_t total = n;
+        if (n >= 32) {
+            uint64_t v1 = seed + 0x9E3779B185EBCA87ULL + 0xC2B2AE3D27D4EB4FULL;
+            uint64_t v2 = seed + 0xC2B2AE3D27D4EB4FULL, v3 = seed;
+            uint64_t v4 = seed - 0x9E3779B185EBCA87ULL, l[4];
+            while (n >= 32) {
+                memcpy(l, p, 32);
+                v1 = fastops_h_rotl(v1 + l[0] * 0xC2B2AE3D27D4EB4FULL, 31) * 0x9E3779B185EBCA87ULL;
+                v2 = fastops_h_rotl(v2 + l[1] * 0xC2B2AE3D27D4EB4FULL, 31) * 0x9E3779B185EBCA87ULL;
+                v3 = fastops_h_rotl(v3 + l[2] * 0xC2B2AE3D27D4EB4FULL, 31) * 0x9E3779B185EBCA87ULL;
+                v4 = fastops_h_rotl(v4 + l[3] * 0xC2B2AE3D27D4EB4FULL, 31) * 0x9E3779B185EBCA87ULL;
+                p += 32; n -= 32;
+            }
+            h = fastops_h_rotl(v1, 1) + fastops_h_rotl(v2, 7) + fastops_h_rotl(v3, 12)
+                + fastops_h_rotl(v4, 18);
+            h = (h ^ (fastops_h_rotl(v1 * 0xC2B2AE3D27D4EB4FULL, 31) * 0x9E3779B185EBCA87ULL))
+                * 0x9E3779B185EBCA87ULL + 0x85EBCA77C2B2AE63ULL;
+            h = (h ^ (fastops_h_rotl(v2 * 0xC2B2AE3D27D4EB4FULL, 31) * 0x9E3779B185EBCA87ULL))
+                * 0x9E3779B185EBCA87ULL + 0x85EBCA77C2B2AE63ULL;
+            h = (h ^ (fastops_h_rotl(v3 * 0xC2B2AE3D27D4EB4FULL, 31) * 0x9E3779B185EBCA87ULL))
+                * 0x9E3779B185EBCA87ULL + 0x85EBCA77C2B2AE63ULL;
+            h = (h ^ (fastops_h_rotl(v4 * 0xC2B2AE3D27D4EB4FULL, 31) * 0x9E3779B185EBCA87ULL))
+                * 0x9E3779B185EBCA87ULL + 0x85EBCA77C2B2AE63ULL;
+        } else {
+            h = seed + 0x27D4EB2F165667C5ULL;
+        }
+        h += total;
+        while (n >= 8) {
+            memcpy(&k, p, 8);
+            h ^= fastops_h_rotl(k * 0xC2B2AE3D27D4EB4FULL, 31) * 0x9E3779B185EBCA87ULL;
+            h = fastops_h_rotl(h, 27) * 0x9E3779B185EBCA87ULL + 0x85EBCA77C2B2AE63ULL;
+            p += 8; n -= 8;
+        }
+        if (n >= 4) {
+            memcpy(&k4, p, 4);
+            h ^= (uint64_t)k4 * 0x9E3779B185EBCA87ULL;
+            h = fastops_h_rotl(h, 23) * 0xC2B2AE3D27D4EB4FULL + 0x165667B19E3779F9ULL;
+            p += 4; n -= 4;
+        }
+        while (n > 0) {
+            h ^= (uint64_t)(*p) * 0x27D4EB2F165667C5ULL;
+            h = fastops_h_rotl(h, 11) * 0x9E3779B185EBCA87ULL;
+            p++; n--;
+        }
+        return fastops_h_avalanche(h);
+    }
+    static uint64_t fastops_xxh64_any(const uint8_t* p, size_t n, uint64_t seed) {
+        return fastops_xxh64_bytes(p, n, seed);
+    }
+    #define FASTOPS_HCASE(L) case L: \
+        for (; j < e; j++) \
+            hv[order[j]] = fastops_xxh64_bytes(start[j], L, seed); \
+        break;
+    /* Hash m <= FASTOPS_HBLOCK values; value i is base[off[i]:off[i+1]]. */
+    #define FASTOPS_HASH_BLOCK(NAME, OFF_T) \
+    static void NAME(const uint8_t* base, const OFF_T* off, int m, uint64_t seed, \
+                     uint64_t* out) { \
+        /* four interleaved cursors per class, so that runs of one length do \
+           not serialise on a single counter */ \
+        int pos[4 * FASTOPS_HCLASSES + 1]; \
+        uint8_t cls[FASTOPS_HBLOCK]; \
+        uint16_t order[FASTOPS_HBLOCK];        /* row numbers by class */ \
+        const uint8_t* start[FASTOPS_HBLOCK];  /* and their values' bytes */ \
+        uint64_t hv[FASTOPS_HBLOCK];           /* hashes, copied out in order */ \
+        int c, i, j, e, mixed = 0; \
+        uint8_t touch = 0; \
+        const uint8_t* q; \
+        memset(pos, 0, sizeof(pos)); \
+        for (i = 0; i < m; i++) { \
+            int64_t len = (int64_t)off[i + 1] - (int64_t)off[i]; \
+            c = len <= 32 ? (int)len : 33; \
+            cls[i] = (uint8_t)c; \
+            mixed |= c ^ cls[0]; \
+            pos[4 * c + (i & 3) + 1]++; \
+        } \
+        if (!mixed) {   /* one length: the plain loop predicts well */ \
+            for (i = 0; i < m; i++) \
+                out[i] = fastops_xxh64_bytes(base + off[i], \
+                    (size_t)((int64_t)off[i + 1] - (int64_t)off[i]), seed); \
+            return; \
+        } \
+        /* the classes visit the bytes out of order, which the hardware \
+           prefetcher does not follow: read them in order once first */ \
+        for (q = base + off[0]; q < base + off[m]; q += 64) \
+            touch |= *(volatile const uint8_t*)q; \
+        (void)touch; \
+        for (c = 0; c < 4 * FASTOPS_HCLASSES; c++) pos[c + 1] += pos[c]; \
+        for (i = 0; i < m; i++) { \
+            int k = pos[4 * cls[i] + (i & 3)]++; \
+            order[k] = (uint16_t)i; \
+            start[k] = base + off[i]; \
+        } \
+        /* pos[4c + 3] is now the end of class c */ \
+        j = 0; \
+        for (c = 0; c < FASTOPS_HCLASSES; c++) { \
+            e = pos[4 * c + 3]; \
+            if (j == e) continue; \
+            switch (c) { \
+            FASTOPS_HCASE(0) FASTOPS_HCASE(1) FASTOPS_HCASE(2) FASTOPS_HCASE(3) \
+            FASTOPS_HCASE(4) FASTOPS_HCASE(5) FASTOPS_HCASE(6) FASTOPS_HCASE(7) \
+            FASTOPS_HCASE(8) FASTOPS_HCASE(9) FASTOPS_HCASE(10) FASTOPS_HCASE(11) \
+            FASTOPS_HCASE(12) FASTOPS_HCASE(13) FASTOPS_HCASE(14) FASTOPS_HCASE(15) \
+            FASTOPS_HCASE(16) FASTOPS_HCASE(17) FASTOPS_HCASE(18) FASTOPS_HCASE(19) \
+            FASTOPS_HCASE(20) FASTOPS_HCASE(21) FASTOPS_HCASE(22) FASTOPS_HCASE(23) \
+            FASTOPS_HCASE(24) FASTOPS_HCASE(25) FASTOPS_HCASE(26) FASTOPS_HCASE(27) \
+            FASTOPS_HCASE(28) FASTOPS_HCASE(29) FASTOPS_HCASE(30) FASTOPS_HCASE(31) \
+            FASTOPS_HCASE(32) \
+            default: \
+                for (; j < e; j++) { \
+                    int r = order[j]; \
+                    hv[r] = fastops_xxh64_any(start[j], \
+                        (size_t)((int64_t)off[r + 1] - (int64_t)off[r]), seed); \
+                } \
+            } \
+        } \
+        memcpy(out, hv, (size_t)m * sizeof(uint64_t)); \
+    }
+    FASTOPS_HASH_BLOCK(fastops_hash_block32, int32_t)
+    FASTOPS_HASH_BLOCK(fastops_hash_block64, int64_t)
+    """
+    int HBLOCK "FASTOPS_HBLOCK"
+    void _hash_block32 "fastops_hash_block32"(const uint8_t* base, const int32_t* off, int m,
+                                              uint64_t seed, uint64_t* out) noexcept nogil
+    void _hash_block64 "fastops_hash_block64"(const uint8_t* base, const int64_t* off, int m,
+                                              uint64_t seed, uint64_t* out) noexcept nogil
+
+
 def hash_u64(const uint64_t[::1] values, uint64_t seed, uint64_t[::1] out):
     """out[i] = XXH64(le8(values[i]), seed). Modifies ``out``."""
     cdef Py_ssize_t n = values.shape[0]
@@ -173,7 +317,7 @@ def hash_binary(const offset_t[::1] offsets, const uint8_t[::1] data,
     ``offsets`` has ``len(out) + 1`` entries (already shifted by the array's
     offset); ``data`` is the whole data buffer.
     """
-    cdef Py_ssize_t i, n = out.shape[0]
+    cdef Py_ssize_t i, m, n = out.shape[0]
     cdef const uint8_t* base
     if data.shape[0] == 0:
         with nogil:
@@ -182,8 +326,14 @@ def hash_binary(const offset_t[::1] offsets, const uint8_t[::1] data,
         return
     base = &data[0]
     with nogil:
-        for i in range(n):
-            out[i] = xxh64(base + offsets[i], <size_t>(offsets[i + 1] - offsets[i]), seed)
+        i = 0
+        while i < n:
+            m = min(<Py_ssize_t>HBLOCK, n - i)
+            if offset_t is int32_t:
+                _hash_block32(base, &offsets[i], <int>m, seed, &out[i])
+            else:
+                _hash_block64(base, &offsets[i], <int>m, seed, &out[i])
+            i += m
 
 
 def hash_bytes(const uint8_t[::1] data, uint64_t seed) -> int:
@@ -256,6 +406,12 @@ cdef extern from *:
                                              uint64_t* lo) noexcept nogil
     uint64_t fastmod "fastops_fastmod"(uint64_t a, uint64_t hi, uint64_t lo,
                                        uint64_t d) noexcept nogil
+
+cdef extern from *:
+    """
+    #define fastops_prefetch_w(p) __builtin_prefetch((const void*)(p), 1, 3)
+    """
+    void prefetch_w "fastops_prefetch_w"(const void* p) noexcept nogil
 
 cdef enum:
     SUB_HIST_MAX = 65536   # sub-histograms only for P up to this
@@ -372,6 +528,68 @@ def partition_lookup(const uint64_t[::1] hashes, const int32_t[::1] owner_of,
     return OK
 
 
+ctypedef fused key_t:
+    uint32_t
+    uint64_t
+
+
+def partition_fixed(const key_t[::1] values, bint is_float, uint64_t seed,
+                    uint64_t num_partitions, const int32_t[::1] owner_of,
+                    int32_t[::1] out, int64_t[::1] counts) -> int:
+    """Partition ids straight from a 4- or 8-byte key column without nulls:
+    ``hash64`` (``is_float``: of float bits) in blocks of 1024 rows kept in L1,
+    then ``partition_modulo`` (``owner_of`` empty) or ``partition_lookup`` on
+    each block, so that no array of hashes is written and read back.
+
+    ``counts`` has ``num_partitions`` entries. Modifies ``out`` and ``counts``.
+    Returns 0; raises MemoryError if memory ran out.
+    """
+    cdef Py_ssize_t i, j, m, n = values.shape[0], P = <Py_ssize_t>num_partitions, stride
+    cdef uint64_t d, mask, hi, lo
+    cdef uint64_t hbuf[1024]
+    cdef int32_t p
+    cdef int64_t* sub
+    cdef bint lookup = owner_of.shape[0] > 0
+    cdef const int32_t* own = &owner_of[0] if lookup else NULL
+    d = <uint64_t>owner_of.shape[0] if lookup else num_partitions
+    mask = d - 1
+    fastmod_init(d, &hi, &lo)
+    sub = _hist_alloc(P, &stride)
+    if sub == NULL:
+        raise MemoryError(f"histogram of {P} partitions")
+    with nogil:
+        i = 0
+        while i < n:
+            m = min(<Py_ssize_t>1024, n - i)
+            if key_t is uint64_t:
+                if is_float:
+                    _hash_f64_loop(&values[i], m, seed, hbuf)
+                else:
+                    _hash_u64_loop(&values[i], m, seed, hbuf)
+            else:
+                if is_float:
+                    _hash_f32_loop(&values[i], m, seed, hbuf)
+                else:
+                    _hash_u32_loop(&values[i], m, seed, hbuf)
+            if d & mask == 0:
+                for j in range(m):
+                    p = <int32_t>(hbuf[j] & mask)
+                    if lookup:
+                        p = own[p]
+                    out[i + j] = p
+                    sub[(j & 3) * stride + p] += 1
+            else:
+                for j in range(m):
+                    p = <int32_t>fastmod(hbuf[j], hi, lo, d)
+                    if lookup:
+                        p = own[p]
+                    out[i + j] = p
+                    sub[(j & 3) * stride + p] += 1
+            i += m
+        _hist_finish(sub, P, stride, &counts[0])
+        free(sub)
+    return OK
+
 cdef inline int32_t _ring_owner(uint64_t h, const uint64_t* points, Py_ssize_t m,
                                 const int32_t* owners, const int64_t* lut,
                                 int lut_shift) noexcept nogil:
@@ -483,9 +701,13 @@ def partition_dest(const int32_t[::1] ids, const int64_t[::1] counts,
 def scatter_words(const word_t[::1] src, const dest_t[::1] dest, word_t[::1] out):
     """out[dest[i]] = src[i] for fixed-width values. Modifies ``out``."""
     cdef Py_ssize_t i, n = dest.shape[0]
+    cdef Py_ssize_t ahead = 256 // sizeof(word_t)
+    cdef word_t* o = &out[0] if out.shape[0] > 0 else NULL
     with nogil:
         for i in range(n):
-            out[dest[i]] = src[i]
+            o[dest[i]] = src[i]
+            # each partition is a write stream: fetch its lines ahead of time
+            prefetch_w(o + dest[i] + ahead)
 
 
 def scatter_bits(const uint8_t[::1] src, int64_t src_offset, const dest_t[::1] dest,
@@ -518,7 +740,7 @@ cdef inline void _copy_short(uint8_t* dst, const uint8_t* src, size_t length,
 
 def scatter_binary(const offset_t[::1] offsets, const uint8_t[::1] data,
                    const int32_t[::1] ids, const int64_t[::1] starts,
-                   offset_t[::1] out_offsets, uint8_t[::1] out_data):
+                   offset_t[::1] out_offsets, uint8_t[::1] out_data, dest_t[::1] dest):
     """Scatter variable-width values by partition id, keeping row order.
 
     Value i (``data[offsets[i]:offsets[i+1]]``; ``offsets`` has n + 1 entries,
@@ -526,56 +748,64 @@ def scatter_binary(const offset_t[::1] offsets, const uint8_t[::1] data,
     partition ``ids[i]``; partition p owns output rows ``starts[p]:starts[p+1]``
     (from ``partition_dest``). Two passes: bytes per partition, then place.
     ``out_offsets`` (n + 1) is filled here, starting at 0; ``out_data`` holds
-    ``offsets[n] - offsets[0]`` bytes. Short values are copied as whole 16-byte
+    ``offsets[n] - offsets[0]`` bytes. Short values are copied as whole 32-byte
     blocks where the block stays inside the source buffer and inside the
     value's own partition (the spill is overwritten by the partition's next
-    values, which are written later). Modifies both outputs.
+    values, which are written later). If ``dest`` has n entries it also gets
+    every row's output row, as from ``partition_dest`` (which this pass then
+    replaces). Modifies the outputs.
     """
     cdef Py_ssize_t i, n = ids.shape[0], P = starts.shape[0] - 1, stride
     cdef int32_t p
     cdef int64_t o, length, r, b, src_len = data.shape[0], total = 0
     cdef int64_t* sub
     cdef int64_t* work
-    cdef int64_t* row_cur
-    cdef int64_t* byte_cur
-    cdef int64_t* byte_end
+    cdef int64_t* cur
+    cdef int64_t* c
+    cdef bint with_dest = dest.shape[0] == ids.shape[0]
     cdef const uint8_t* src_base
     cdef uint8_t* out_base
     if n == 0:
         out_offsets[0] = 0
         return
     sub = _hist_alloc(P, &stride)
-    work = <int64_t*>malloc(<size_t>(3 * P) * sizeof(int64_t))
+    work = <int64_t*>malloc(<size_t>(5 * P) * sizeof(int64_t))
     if sub == NULL or work == NULL:
         free(sub)
         free(work)
         raise MemoryError(f"byte cursors of {P} partitions")
-    row_cur = work
-    byte_cur = work + P
-    byte_end = work + 2 * P
+    cur = work + P
     with nogil:
         for i in range(n):
             sub[(i & 3) * stride + ids[i]] += offsets[i + 1] - offsets[i]
-        _hist_finish(sub, P, stride, byte_end)        # bytes per partition
+        _hist_finish(sub, P, stride, work)            # bytes per partition
+        # cursors of partition p side by side (one cache line for all three):
+        # next row, next byte, end of its bytes
         for i in range(P):
-            row_cur[i] = starts[i]
-            byte_cur[i] = total
-            total += byte_end[i]
-            byte_end[i] = total
+            cur[4 * i] = starts[i]
+            cur[4 * i + 1] = total
+            total += work[i]
+            cur[4 * i + 2] = total
         out_offsets[n] = <offset_t>total
         src_base = &data[0] if src_len > 0 else NULL
         out_base = &out_data[0] if total > 0 else NULL
         for i in range(n):
-            p = ids[i]
+            c = cur + 4 * ids[i]
             o = offsets[i]
             length = offsets[i + 1] - o
-            r = row_cur[p]
-            row_cur[p] = r + 1
-            b = byte_cur[p]
-            byte_cur[p] = b + length
+            r = c[0]
+            c[0] = r + 1
+            if with_dest:
+                dest[i] = <dest_t>r
+            b = c[1]
+            c[1] = b + length
             out_offsets[r] = <offset_t>b
+            # each partition is a write stream: fetch its lines ahead of time
+            prefetch_w(&out_offsets[0] + r + 64)
+            prefetch_w(out_base + b + 384)
             if length > 0:
                 _copy_short(out_base + b, src_base + o, <size_t>length,
-                            <size_t>(byte_end[p] - b), <size_t>(src_len - o))
+                            <size_t>(c[2] - b), <size_t>(src_len - o))
     free(sub)
     free(work)
+

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.types as pat
 
 from fastops import _arrow, _core
-from fastops.hashing import hash_columns
+from fastops.hashing import _check_seed, hash_columns
 
 SCHEMES = ("hash", "key_group", "consistent")
 _LUT_BITS = 16
@@ -142,10 +142,42 @@ def ids_from_hashes(hashes: np.ndarray, num_partitions: int, scheme: str = "hash
                            virtual_nodes, seed, with_counts=False)[0]
 
 
+_EMPTY_OWNERS = np.zeros(0, dtype=np.int32)
+
+
+def _fused_ids(cols: list, num_partitions: int, scheme: str, max_parallelism: int,
+               seed: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Ids and counts in one kernel pass for the common key of one 4- or 8-byte
+    column without nulls under ``"hash"`` or ``"key_group"`` (no hash array
+    written); None when the key is anything else."""
+    if len(cols) != 1 or scheme == "consistent":
+        return None
+    arr = cols[0]
+    if isinstance(arr, pa.ChunkedArray):
+        if arr.num_chunks != 1:
+            return None
+        arr = arr.chunk(0)
+    width = _arrow.fixed_width_bytes(arr.type)
+    if width not in (4, 8) or arr.null_count or len(arr) == 0:
+        return None
+    values = _arrow.fixed_values(arr, _arrow.UINT_FOR_WIDTH[width])
+    owners = (_key_group_owners(int(num_partitions), int(max_parallelism))
+              if scheme == "key_group" else _EMPTY_OWNERS)
+    out, _ = _arrow.empty(len(values), np.int32)
+    counts = np.empty(int(num_partitions), dtype=np.int64)
+    status = _core.partition_fixed(values, pat.is_floating(arr.type), _check_seed(seed),
+                                   int(num_partitions), owners, out, counts)
+    _check_status(status, f"{scheme!r} partition ids")
+    return out, counts
+
+
 def _prepare(batch: Batch, by, num_partitions, scheme, max_parallelism, virtual_nodes, seed,
              with_counts=True):
     _check_parallelism(num_partitions, scheme, max_parallelism, virtual_nodes)
     cols, names = _key_columns(batch, by)
+    fused = _fused_ids(cols, num_partitions, scheme, max_parallelism, seed)
+    if fused is not None:
+        return fused if with_counts else (fused[0], np.empty(0, dtype=np.int64))
     hashes = hash_columns(cols, seed, names)
     return _ids_and_counts(hashes, num_partitions, scheme, max_parallelism, virtual_nodes, seed,
                            with_counts)
@@ -212,11 +244,33 @@ def key_group_range(index: int, num_partitions: int, max_parallelism: int = 128)
 
 # ---------------------------------------------------------------- scatter
 
+def _scatter_binary(arr: pa.Array, ids: np.ndarray, starts: np.ndarray, dest: np.ndarray,
+                    fill_dest: bool) -> pa.Array:
+    """Reorder a binary-like array by partition id. With ``fill_dest`` the same
+    pass fills ``dest`` (the placement every other column then follows);
+    otherwise ``dest`` is already filled."""
+    n = len(arr)
+    offsets, data = _arrow.binary_parts(arr)
+    out_offsets, offsets_buf = _arrow.empty(n + 1, offsets.dtype)
+    out_data, data_buf = _arrow.empty(int(offsets[-1] - offsets[0]), np.uint8)
+    _core.scatter_binary(offsets, data, ids, starts, out_offsets, out_data,
+                         dest if fill_dest else dest[:0])
+    out_valid = None
+    valid = _arrow.validity(arr)
+    if valid is not None:
+        vbuf, out_valid = _arrow.empty((n + 7) // 8, np.uint8)
+        _core.scatter_bits(valid, arr.offset, dest, vbuf)
+    return pa.Array.from_buffers(arr.type, n, [out_valid, offsets_buf, data_buf],
+                                 arr.null_count)
+
+
 def _scatter_array(arr: pa.Array, ids: np.ndarray, dest: np.ndarray, starts: np.ndarray,
                    perm: list) -> pa.Array:
     """Reorder one array so that row i lands at ``dest[i]``."""
     n = len(arr)
     t = arr.type
+    if _arrow.is_binary_like(t):
+        return _scatter_binary(arr, ids, starts, dest, False)
     valid = _arrow.validity(arr)
     out_valid = None
     if valid is not None:
@@ -233,12 +287,6 @@ def _scatter_array(arr: pa.Array, ids: np.ndarray, dest: np.ndarray, starts: np.
         bits, bits_buf = _arrow.empty((n + 7) // 8, np.uint8)
         _core.scatter_bits(_arrow.bit_values(arr), arr.offset, dest, bits)
         return pa.Array.from_buffers(t, n, [out_valid, bits_buf], null_count)
-    if _arrow.is_binary_like(t):
-        offsets, data = _arrow.binary_parts(arr)
-        out_offsets, offsets_buf = _arrow.empty(n + 1, offsets.dtype)
-        out_data, data_buf = _arrow.empty(int(offsets[-1] - offsets[0]), np.uint8)
-        _core.scatter_binary(offsets, data, ids, starts, out_offsets, out_data)
-        return pa.Array.from_buffers(t, n, [out_valid, offsets_buf, data_buf], null_count)
     # Other types (nested, decimal, dictionary): Arrow's own vectorised take.
     if not perm:
         p = np.empty(n, dtype=np.int64)
@@ -291,11 +339,21 @@ def _scatter(batch: Batch, ids: np.ndarray, counts: np.ndarray) -> list[pa.Recor
     batch = _as_batch(batch)
     n = batch.num_rows
     P = len(counts)
-    starts = np.empty(P + 1, dtype=np.int64)
+    starts = np.zeros(P + 1, dtype=np.int64)
+    np.cumsum(counts, out=starts[1:])
     dest, _ = _arrow.empty(n, np.int32 if n < 2**31 else np.int64)
-    _check_status(_core.partition_dest(ids, counts, dest, starts), "partition placement")
+    arrays: list = [None] * batch.num_columns
+    # the first binary column's scatter also places the rows (one pass less)
+    first = next((i for i, col in enumerate(batch.columns)
+                  if _arrow.is_binary_like(col.type)), None)
+    if first is not None:
+        arrays[first] = _scatter_binary(batch.column(first), ids, starts, dest, True)
+    else:
+        _check_status(_core.partition_dest(ids, counts, dest, starts), "partition placement")
     perm: list = []
-    arrays = [_scatter_array(col, ids, dest, starts, perm) for col in batch.columns]
+    for i, col in enumerate(batch.columns):
+        if arrays[i] is None:
+            arrays[i] = _scatter_array(col, ids, dest, starts, perm)
     whole = pa.RecordBatch.from_arrays(arrays, schema=batch.schema)
     bounds = starts.tolist()
     return [whole.slice(bounds[p], bounds[p + 1] - bounds[p]) for p in range(P)]
