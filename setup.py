@@ -38,6 +38,7 @@ extensions = [
     Extension(
         "fastops." + os.path.splitext(os.path.basename(path))[0],
         [path],
+        include_dirs=["src/fastops"],  # _xxh64.h
         extra_compile_args=compile_args,
         define_macros=macros,
     )

@@ -11,7 +11,8 @@ from libc.stdint cimport (int8_t, int32_t, int64_t, uint8_t, uint16_t,
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, memset
 
-from fastops._xxhash cimport xxh64, xxh64_pair, xxh64_u8, xxh64_u16
+from fastops._xxhash cimport (xxh64, xxh64_pair, xxh64_u8, xxh64_u16, xxh64_values32,
+                              xxh64_values64)
 
 ctypedef fused offset_t:
     int32_t
@@ -27,48 +28,28 @@ ctypedef fused word_t:
 # ---------------------------------------------------------------- hashing
 #
 # The 4- and 8-byte loops are the hottest code of the engine. They are also
-# written as plain C loops (the same XXH64 steps as ``fastops._xxhash``, checked
-# bit for bit by the tests) so that GCC can clone them for AVX2 and AVX-512
-# with runtime dispatch (``target_clones``: the wheel stays portable; no
+# written as plain C loops over ``_xxh64.h`` (checked bit for bit by the tests)
+# so that GCC can clone them for AVX2 and AVX-512 with runtime dispatch (``target_clones``: the wheel stays portable; no
 # ``-march`` flag). Other compilers get the plain loop.
 
 cdef extern from *:
     """
+    #include "_xxh64.h"
     #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && \
         defined(__x86_64__) && defined(__linux__)
     #define FASTOPS_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
     #else
     #define FASTOPS_CLONES
     #endif
-    static inline uint64_t fastops_h_rotl(uint64_t x, int r) {
-        return (x << r) | (x >> (64 - r));
-    }
-    static inline uint64_t fastops_h_avalanche(uint64_t h) {
-        h ^= h >> 33; h *= 0xC2B2AE3D27D4EB4FULL;
-        h ^= h >> 29; h *= 0x165667B19E3779F9ULL;
-        return h ^ (h >> 32);
-    }
-    static inline uint64_t fastops_h8(uint64_t v, uint64_t seed) {
-        uint64_t h = seed + 0x27D4EB2F165667C5ULL + 8;
-        h ^= fastops_h_rotl(v * 0xC2B2AE3D27D4EB4FULL, 31) * 0x9E3779B185EBCA87ULL;
-        h = fastops_h_rotl(h, 27) * 0x9E3779B185EBCA87ULL + 0x85EBCA77C2B2AE63ULL;
-        return fastops_h_avalanche(h);
-    }
-    static inline uint64_t fastops_h4(uint32_t v, uint64_t seed) {
-        uint64_t h = seed + 0x27D4EB2F165667C5ULL + 4;
-        h ^= (uint64_t)v * 0x9E3779B185EBCA87ULL;
-        h = fastops_h_rotl(h, 23) * 0xC2B2AE3D27D4EB4FULL + 0x165667B19E3779F9ULL;
-        return fastops_h_avalanche(h);
-    }
     FASTOPS_CLONES
     static void fastops_hash_u64_loop(const uint64_t* v, Py_ssize_t n, uint64_t seed,
                                       uint64_t* out) {
-        for (Py_ssize_t i = 0; i < n; i++) out[i] = fastops_h8(v[i], seed);
+        for (Py_ssize_t i = 0; i < n; i++) out[i] = fastops_xxh64_u64(v[i], seed);
     }
     FASTOPS_CLONES
     static void fastops_hash_u32_loop(const uint32_t* v, Py_ssize_t n, uint64_t seed,
                                       uint64_t* out) {
-        for (Py_ssize_t i = 0; i < n; i++) out[i] = fastops_h4(v[i], seed);
+        for (Py_ssize_t i = 0; i < n; i++) out[i] = fastops_xxh64_u32(v[i], seed);
     }
     /* float64 bits: -0.0 -> 0.0, every NaN -> 0x7FF8000000000000 */
     FASTOPS_CLONES
@@ -78,7 +59,7 @@ cdef extern from *:
             uint64_t b = v[i];
             b = (b << 1) == 0 ? 0 : b;
             b = (b & 0x7FFFFFFFFFFFFFFFULL) > 0x7FF0000000000000ULL ? 0x7FF8000000000000ULL : b;
-            out[i] = fastops_h8(b, seed);
+            out[i] = fastops_xxh64_u64(b, seed);
         }
     }
     FASTOPS_CLONES
@@ -88,7 +69,7 @@ cdef extern from *:
             uint32_t b = v[i];
             b = (uint32_t)(b << 1) == 0 ? 0 : b;
             b = (b & 0x7FFFFFFFU) > 0x7F800000U ? 0x7FC00000U : b;
-            out[i] = fastops_h4(b, seed);
+            out[i] = fastops_xxh64_u32(b, seed);
         }
     }
     """
@@ -100,149 +81,6 @@ cdef extern from *:
                                                  uint64_t* out) noexcept nogil
     void _hash_f32_loop "fastops_hash_f32_loop"(const uint32_t* v, Py_ssize_t n, uint64_t seed,
                                                  uint64_t* out) noexcept nogil
-
-# Variable-width values: XXH64's control flow depends on the length (8-byte
-# steps, a 4-byte step, 0..3 single bytes), and random lengths make every one
-# of those branches mispredict. So the strings of a block of rows are first
-# grouped by exact length (a counting sort of up to 1024 row numbers, all in
-# L1), then each length up to 32 runs its own loop in which the length is a
-# compile-time constant: no data-dependent branch is left, and the hashes of
-# neighbouring strings overlap in the pipeline. Longer values take the generic
-# path. Bit-exact with ``fastops._xxhash.xxh64`` (checked against ``xxhash``).
-
-cdef extern from *:
-    """
-    #define FASTOPS_HBLOCK 1024
-    #define FASTOPS_HCLASSES 34   /* lengths 0..32, then 33 = longer */
-    static inline __attribute__((always_inline))
-    uint64_t fastops_xxh64_bytes(const uint8_t* p, size_t n, uint64_t seed) {
-        uint64_t h, k;
-        uint32_t k4;
-        size_t total = n;
-        if (n >= 32) {
-            uint64_t v1 = seed + 0x9E3779B185EBCA87ULL + 0xC2B2AE3D27D4EB4FULL;
-            uint64_t v2 = seed + 0xC2B2AE3D27D4EB4FULL, v3 = seed;
-            uint64_t v4 = seed - 0x9E3779B185EBCA87ULL, l[4];
-            while (n >= 32) {
-                memcpy(l, p, 32);
-                v1 = fastops_h_rotl(v1 + l[0] * 0xC2B2AE3D27D4EB4FULL, 31) * 0x9E3779B185EBCA87ULL;
-                v2 = fastops_h_rotl(v2 + l[1] * 0xC2B2AE3D27D4EB4FULL, 31) * 0x9E3779B185EBCA87ULL;
-                v3 = fastops_h_rotl(v3 + l[2] * 0xC2B2AE3D27D4EB4FULL, 31) * 0x9E3779B185EBCA87ULL;
-                v4 = fastops_h_rotl(v4 + l[3] * 0xC2B2AE3D27D4EB4FULL, 31) * 0x9E3779B185EBCA87ULL;
-                p += 32; n -= 32;
-            }
-            h = fastops_h_rotl(v1, 1) + fastops_h_rotl(v2, 7) + fastops_h_rotl(v3, 12)
-                + fastops_h_rotl(v4, 18);
-            h = (h ^ (fastops_h_rotl(v1 * 0xC2B2AE3D27D4EB4FULL, 31) * 0x9E3779B185EBCA87ULL))
-                * 0x9E3779B185EBCA87ULL + 0x85EBCA77C2B2AE63ULL;
-            h = (h ^ (fastops_h_rotl(v2 * 0xC2B2AE3D27D4EB4FULL, 31) * 0x9E3779B185EBCA87ULL))
-                * 0x9E3779B185EBCA87ULL + 0x85EBCA77C2B2AE63ULL;
-            h = (h ^ (fastops_h_rotl(v3 * 0xC2B2AE3D27D4EB4FULL, 31) * 0x9E3779B185EBCA87ULL))
-                * 0x9E3779B185EBCA87ULL + 0x85EBCA77C2B2AE63ULL;
-            h = (h ^ (fastops_h_rotl(v4 * 0xC2B2AE3D27D4EB4FULL, 31) * 0x9E3779B185EBCA87ULL))
-                * 0x9E3779B185EBCA87ULL + 0x85EBCA77C2B2AE63ULL;
-        } else {
-            h = seed + 0x27D4EB2F165667C5ULL;
-        }
-        h += total;
-        while (n >= 8) {
-            memcpy(&k, p, 8);
-            h ^= fastops_h_rotl(k * 0xC2B2AE3D27D4EB4FULL, 31) * 0x9E3779B185EBCA87ULL;
-            h = fastops_h_rotl(h, 27) * 0x9E3779B185EBCA87ULL + 0x85EBCA77C2B2AE63ULL;
-            p += 8; n -= 8;
-        }
-        if (n >= 4) {
-            memcpy(&k4, p, 4);
-            h ^= (uint64_t)k4 * 0x9E3779B185EBCA87ULL;
-            h = fastops_h_rotl(h, 23) * 0xC2B2AE3D27D4EB4FULL + 0x165667B19E3779F9ULL;
-            p += 4; n -= 4;
-        }
-        while (n > 0) {
-            h ^= (uint64_t)(*p) * 0x27D4EB2F165667C5ULL;
-            h = fastops_h_rotl(h, 11) * 0x9E3779B185EBCA87ULL;
-            p++; n--;
-        }
-        return fastops_h_avalanche(h);
-    }
-    static uint64_t fastops_xxh64_any(const uint8_t* p, size_t n, uint64_t seed) {
-        return fastops_xxh64_bytes(p, n, seed);
-    }
-    #define FASTOPS_HCASE(L) case L: \
-        for (; j < e; j++) \
-            hv[order[j]] = fastops_xxh64_bytes(start[j], L, seed); \
-        break;
-    /* Hash m <= FASTOPS_HBLOCK values; value i is base[off[i]:off[i+1]]. */
-    #define FASTOPS_HASH_BLOCK(NAME, OFF_T) \
-    static void NAME(const uint8_t* base, const OFF_T* off, int m, uint64_t seed, \
-                     uint64_t* out) { \
-        /* four interleaved cursors per class, so that runs of one length do \
-           not serialise on a single counter */ \
-        int pos[4 * FASTOPS_HCLASSES + 1]; \
-        uint8_t cls[FASTOPS_HBLOCK]; \
-        uint16_t order[FASTOPS_HBLOCK];        /* row numbers by class */ \
-        const uint8_t* start[FASTOPS_HBLOCK];  /* and their values' bytes */ \
-        uint64_t hv[FASTOPS_HBLOCK];           /* hashes, copied out in order */ \
-        int c, i, j, e, mixed = 0; \
-        uint8_t touch = 0; \
-        const uint8_t* q; \
-        memset(pos, 0, sizeof(pos)); \
-        for (i = 0; i < m; i++) { \
-            int64_t len = (int64_t)off[i + 1] - (int64_t)off[i]; \
-            c = len <= 32 ? (int)len : 33; \
-            cls[i] = (uint8_t)c; \
-            mixed |= c ^ cls[0]; \
-            pos[4 * c + (i & 3) + 1]++; \
-        } \
-        if (!mixed) {   /* one length: the plain loop predicts well */ \
-            for (i = 0; i < m; i++) \
-                out[i] = fastops_xxh64_bytes(base + off[i], \
-                    (size_t)((int64_t)off[i + 1] - (int64_t)off[i]), seed); \
-            return; \
-        } \
-        /* the classes visit the bytes out of order, which the hardware \
-           prefetcher does not follow: read them in order once first */ \
-        for (q = base + off[0]; q < base + off[m]; q += 64) \
-            touch |= *(volatile const uint8_t*)q; \
-        (void)touch; \
-        for (c = 0; c < 4 * FASTOPS_HCLASSES; c++) pos[c + 1] += pos[c]; \
-        for (i = 0; i < m; i++) { \
-            int k = pos[4 * cls[i] + (i & 3)]++; \
-            order[k] = (uint16_t)i; \
-            start[k] = base + off[i]; \
-        } \
-        /* pos[4c + 3] is now the end of class c */ \
-        j = 0; \
-        for (c = 0; c < FASTOPS_HCLASSES; c++) { \
-            e = pos[4 * c + 3]; \
-            if (j == e) continue; \
-            switch (c) { \
-            FASTOPS_HCASE(0) FASTOPS_HCASE(1) FASTOPS_HCASE(2) FASTOPS_HCASE(3) \
-            FASTOPS_HCASE(4) FASTOPS_HCASE(5) FASTOPS_HCASE(6) FASTOPS_HCASE(7) \
-            FASTOPS_HCASE(8) FASTOPS_HCASE(9) FASTOPS_HCASE(10) FASTOPS_HCASE(11) \
-            FASTOPS_HCASE(12) FASTOPS_HCASE(13) FASTOPS_HCASE(14) FASTOPS_HCASE(15) \
-            FASTOPS_HCASE(16) FASTOPS_HCASE(17) FASTOPS_HCASE(18) FASTOPS_HCASE(19) \
-            FASTOPS_HCASE(20) FASTOPS_HCASE(21) FASTOPS_HCASE(22) FASTOPS_HCASE(23) \
-            FASTOPS_HCASE(24) FASTOPS_HCASE(25) FASTOPS_HCASE(26) FASTOPS_HCASE(27) \
-            FASTOPS_HCASE(28) FASTOPS_HCASE(29) FASTOPS_HCASE(30) FASTOPS_HCASE(31) \
-            FASTOPS_HCASE(32) \
-            default: \
-                for (; j < e; j++) { \
-                    int r = order[j]; \
-                    hv[r] = fastops_xxh64_any(start[j], \
-                        (size_t)((int64_t)off[r + 1] - (int64_t)off[r]), seed); \
-                } \
-            } \
-        } \
-        memcpy(out, hv, (size_t)m * sizeof(uint64_t)); \
-    }
-    FASTOPS_HASH_BLOCK(fastops_hash_block32, int32_t)
-    FASTOPS_HASH_BLOCK(fastops_hash_block64, int64_t)
-    """
-    int HBLOCK "FASTOPS_HBLOCK"
-    void _hash_block32 "fastops_hash_block32"(const uint8_t* base, const int32_t* off, int m,
-                                              uint64_t seed, uint64_t* out) noexcept nogil
-    void _hash_block64 "fastops_hash_block64"(const uint8_t* base, const int64_t* off, int m,
-                                              uint64_t seed, uint64_t* out) noexcept nogil
 
 
 def hash_u64(const uint64_t[::1] values, uint64_t seed, uint64_t[::1] out):
@@ -317,23 +155,15 @@ def hash_binary(const offset_t[::1] offsets, const uint8_t[::1] data,
     ``offsets`` has ``len(out) + 1`` entries (already shifted by the array's
     offset); ``data`` is the whole data buffer.
     """
-    cdef Py_ssize_t i, m, n = out.shape[0]
-    cdef const uint8_t* base
-    if data.shape[0] == 0:
-        with nogil:
-            for i in range(n):
-                out[i] = xxh64(NULL, 0, seed)
+    cdef Py_ssize_t n = out.shape[0]
+    cdef const uint8_t* base = &data[0] if data.shape[0] > 0 else NULL
+    if n == 0:
         return
-    base = &data[0]
     with nogil:
-        i = 0
-        while i < n:
-            m = min(<Py_ssize_t>HBLOCK, n - i)
-            if offset_t is int32_t:
-                _hash_block32(base, &offsets[i], <int>m, seed, &out[i])
-            else:
-                _hash_block64(base, &offsets[i], <int>m, seed, &out[i])
-            i += m
+        if offset_t is int32_t:
+            xxh64_values32(base, &offsets[0], n, seed, &out[0])
+        else:
+            xxh64_values64(base, &offsets[0], n, seed, &out[0])
 
 
 def hash_bytes(const uint8_t[::1] data, uint64_t seed) -> int:

@@ -29,7 +29,7 @@ from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memset
 from libcpp.algorithm cimport nth_element, sort
 
-from fastops._xxhash cimport xxh64_u32, xxh64_u64
+from fastops._xxhash cimport xxh64_u32, xxh64_u64, xxh64_values32, xxh64_values64
 
 cdef extern from *:
     """
@@ -229,148 +229,6 @@ cdef extern from *:
                             int64_t newid, uint64_t* pos) noexcept nogil
 
 
-cdef extern from *:
-    """
-    #include <string.h>
-    /* XXH64 of a batch of strings, grouped by length. Hashing one short string
-       costs a handful of multiplies, but the generic routine branches on its
-       length three times (8-, 4- and 1-byte steps); with mixed lengths those
-       branches mispredict and dominate. So each chunk of rows is bucketed by
-       length (counting sort, lengths >= 32 share one bucket) and every bucket
-       of length L < 32 is hashed by a routine unrolled for exactly L bytes
-       (about a quarter less time for short keys of mixed lengths).
-       Same values as ``xxh64`` in ``_xxhash.pxd``: the published algorithm. */
-    #define FO_X1 0x9E3779B185EBCA87ULL
-    #define FO_X2 0xC2B2AE3D27D4EB4FULL
-    #define FO_X3 0x165667B19E3779F9ULL
-    #define FO_X4 0x85EBCA77C2B2AE63ULL
-    #define FO_X5 0x27D4EB2F165667C5ULL
-    static inline uint64_t fo_rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-    static inline uint64_t fo_round(uint64_t acc, uint64_t lane) {
-        acc += lane * FO_X2;
-        return fo_rotl(acc, 31) * FO_X1;
-    }
-    static inline uint64_t fo_avalanche(uint64_t h) {
-        h ^= h >> 33; h *= FO_X2; h ^= h >> 29; h *= FO_X3; return h ^ (h >> 32);
-    }
-    static inline uint64_t fo_xxh64_any(const uint8_t* p, size_t n, uint64_t seed) {
-        uint64_t h, v;
-        uint32_t w;
-        size_t total = n;
-        if (n >= 32) {
-            uint64_t v1 = seed + FO_X1 + FO_X2, v2 = seed + FO_X2, v3 = seed, v4 = seed - FO_X1;
-            uint64_t a, b, c, d;
-            while (n >= 32) {
-                memcpy(&a, p, 8); memcpy(&b, p + 8, 8); memcpy(&c, p + 16, 8); memcpy(&d, p + 24, 8);
-                v1 = fo_round(v1, a); v2 = fo_round(v2, b); v3 = fo_round(v3, c); v4 = fo_round(v4, d);
-                p += 32; n -= 32;
-            }
-            h = fo_rotl(v1, 1) + fo_rotl(v2, 7) + fo_rotl(v3, 12) + fo_rotl(v4, 18);
-            h = (h ^ fo_round(0, v1)) * FO_X1 + FO_X4;
-            h = (h ^ fo_round(0, v2)) * FO_X1 + FO_X4;
-            h = (h ^ fo_round(0, v3)) * FO_X1 + FO_X4;
-            h = (h ^ fo_round(0, v4)) * FO_X1 + FO_X4;
-        } else {
-            h = seed + FO_X5;
-        }
-        h += (uint64_t)total;
-        while (n >= 8) { memcpy(&v, p, 8); h ^= fo_round(0, v); h = fo_rotl(h, 27) * FO_X1 + FO_X4; p += 8; n -= 8; }
-        if (n >= 4) { memcpy(&w, p, 4); h ^= (uint64_t)w * FO_X1; h = fo_rotl(h, 23) * FO_X2 + FO_X3; p += 4; n -= 4; }
-        while (n > 0) { h ^= (uint64_t)(*p) * FO_X5; h = fo_rotl(h, 11) * FO_X1; p++; n--; }
-        return fo_avalanche(h);
-    }
-    /* XXH64 of exactly L < 32 bytes: every loop has a constant trip count. */
-    template <int L>
-    static inline uint64_t fo_xxh64_len(const uint8_t* p, uint64_t seed) {
-        uint64_t h = seed + FO_X5 + (uint64_t)L, v;
-        uint32_t w;
-        int i = 0;
-        for (; i + 8 <= L; i += 8) {
-            memcpy(&v, p + i, 8);
-            h ^= fo_round(0, v);
-            h = fo_rotl(h, 27) * FO_X1 + FO_X4;
-        }
-        if (L & 4) {
-            memcpy(&w, p + i, 4);
-            h ^= (uint64_t)w * FO_X1;
-            h = fo_rotl(h, 23) * FO_X2 + FO_X3;
-            i += 4;
-        }
-        for (; i < L; i++) {
-            h ^= (uint64_t)p[i] * FO_X5;
-            h = fo_rotl(h, 11) * FO_X1;
-        }
-        return fo_avalanche(h);
-    }
-    template <int L>
-    static void fo_hash_bucket(const uint8_t* data, const int64_t* start, const uint16_t* idx,
-                               int64_t cnt, uint64_t seed, uint64_t* out) {
-        for (int64_t k = 0; k < cnt; k++) {
-            uint16_t j = idx[k];
-            out[j] = fo_xxh64_len<L>(data + start[j], seed);
-        }
-    }
-    #define FO_STR_CHUNK 512
-    /* out[k] = XXH64 of string rows[k] (offsets ``offs`` into ``data``), k < m.
-       One pass puts each row of a chunk into the list of its length (up to 32
-       lists of at most a chunk each; only the used part is touched), then each
-       list is hashed by the routine for that length. */
-    template <typename O>
-    static void fo_hash_strings(const O* offs, const uint8_t* data, const int64_t* rows,
-                                int64_t m, uint64_t seed, uint64_t* out) {
-        uint16_t lists[33][FO_STR_CHUNK];
-        int64_t start[FO_STR_CHUNK];
-        for (int64_t base = 0; base < m; base += FO_STR_CHUNK) {
-            int64_t c = m - base < FO_STR_CHUNK ? m - base : FO_STR_CHUNK;
-            const int64_t* r = rows + base;
-            uint64_t* o = out + base;
-            uint32_t cnt[33] = {0};
-            for (int64_t k = 0; k < c; k++) {
-                int64_t s0 = (int64_t)offs[r[k]];
-                int64_t len = (int64_t)offs[r[k] + 1] - s0;
-                int b = (int)(len < 32 ? len : 32);
-                start[k] = s0;
-                lists[b][cnt[b]++] = (uint16_t)k;
-            }
-            for (int b = 0; b < 33; b++) {
-                int64_t g = cnt[b];
-                const uint16_t* grp = lists[b];
-                if (g == 0) continue;
-                switch (b) {
-    #define FO_LEN(L) case L: fo_hash_bucket<L>(data, start, grp, g, seed, o); break;
-                    FO_LEN(0) FO_LEN(1) FO_LEN(2) FO_LEN(3) FO_LEN(4) FO_LEN(5) FO_LEN(6)
-                    FO_LEN(7) FO_LEN(8) FO_LEN(9) FO_LEN(10) FO_LEN(11) FO_LEN(12) FO_LEN(13)
-                    FO_LEN(14) FO_LEN(15) FO_LEN(16) FO_LEN(17) FO_LEN(18) FO_LEN(19)
-                    FO_LEN(20) FO_LEN(21) FO_LEN(22) FO_LEN(23) FO_LEN(24) FO_LEN(25)
-                    FO_LEN(26) FO_LEN(27) FO_LEN(28) FO_LEN(29) FO_LEN(30) FO_LEN(31)
-    #undef FO_LEN
-                    default:
-                        for (int64_t k = 0; k < g; k++) {
-                            uint16_t j = grp[k];
-                            int64_t len = (int64_t)offs[r[j] + 1] - start[j];
-                            o[j] = fo_xxh64_any(data + start[j], (size_t)len, seed);
-                        }
-                }
-            }
-        }
-    }
-    static void fo_hash_strings32(const int32_t* offs, const uint8_t* data, const int64_t* rows,
-                                  int64_t m, uint64_t seed, uint64_t* out) {
-        fo_hash_strings<int32_t>(offs, data, rows, m, seed, out);
-    }
-    static void fo_hash_strings64(const int64_t* offs, const uint8_t* data, const int64_t* rows,
-                                  int64_t m, uint64_t seed, uint64_t* out) {
-        fo_hash_strings<int64_t>(offs, data, rows, m, seed, out);
-    }
-    """
-    void _hash_strings32 "fo_hash_strings32"(const int32_t* offs, const uint8_t* data,
-                                             const int64_t* rows, int64_t m, uint64_t seed,
-                                             uint64_t* out) noexcept nogil
-    void _hash_strings64 "fo_hash_strings64"(const int64_t* offs, const uint8_t* data,
-                                             const int64_t* rows, int64_t m, uint64_t seed,
-                                             uint64_t* out) noexcept nogil
-
-
 DEF BLOCK = 512
 DEF MAXLEV = 48
 DEF KLL_RUN = 16
@@ -537,19 +395,19 @@ cdef inline int64_t _hash_block(const HashSrc* s, int64_t start, int64_t count,
         for i in range(start, end):
             rows[i - start] = i
         return count
-    if s.mode == 3 or s.mode == 4:          # strings: valid rows, then hashed by length
+    if s.mode == 3 or s.mode == 4:          # strings: all hashed by length, then the valid kept
+        if s.mode == 3:
+            xxh64_values32(s.b, <const int32_t*>s.a + start, count, s.seed, out)
+        else:
+            xxh64_values64(s.b, <const int64_t*>s.a + start, count, s.seed, out)
         if s.valid == NULL:
             for i in range(start, end):
                 rows[i - start] = i
-            j = count
-        else:
-            for i in range(start, end):
-                rows[j] = i
-                j += _bit(s.valid, s.voff + i)
-        if s.mode == 3:
-            _hash_strings32(<const int32_t*>s.a, s.b, rows, j, s.seed, out)
-        else:
-            _hash_strings64(<const int64_t*>s.a, s.b, rows, j, s.seed, out)
+            return count
+        for i in range(start, end):
+            out[j] = out[i - start]
+            rows[j] = i
+            j += <int64_t>_bit(s.valid, s.voff + i)
         return j
     for i in range(start, end):
         if s.valid != NULL and not _bit(s.valid, s.voff + i):

@@ -1,0 +1,210 @@
+/* XXH64 (Yann Collet's published algorithm): the one implementation every
+ * fastops kernel module hashes with (through ``fastops/_xxhash.pxd``).
+ *
+ * All reads are little-endian via memcpy (unaligned-safe); fastops refuses to
+ * import on big-endian hosts, so the hash of a value is the same everywhere and
+ * can be stored in checkpoints and sketches. Plain C, also valid C++.
+ */
+#ifndef FASTOPS_XXH64_H
+#define FASTOPS_XXH64_H
+
+#include <stdint.h>
+#include <string.h>
+
+#define FASTOPS_P1 0x9E3779B185EBCA87ULL
+#define FASTOPS_P2 0xC2B2AE3D27D4EB4FULL
+#define FASTOPS_P3 0x165667B19E3779F9ULL
+#define FASTOPS_P4 0x85EBCA77C2B2AE63ULL
+#define FASTOPS_P5 0x27D4EB2F165667C5ULL
+
+#if defined(__GNUC__)
+#define FASTOPS_ALWAYS_INLINE static inline __attribute__((always_inline))
+#else
+#define FASTOPS_ALWAYS_INLINE static inline
+#endif
+
+static inline uint64_t fastops_rotl64(uint64_t x, int r) {
+    return (x << r) | (x >> (64 - r));
+}
+
+static inline uint64_t fastops_xxh_round(uint64_t acc, uint64_t lane) {
+    return fastops_rotl64(acc + lane * FASTOPS_P2, 31) * FASTOPS_P1;
+}
+
+static inline uint64_t fastops_xxh_merge(uint64_t h, uint64_t v) {
+    return (h ^ fastops_xxh_round(0, v)) * FASTOPS_P1 + FASTOPS_P4;
+}
+
+static inline uint64_t fastops_xxh_avalanche(uint64_t h) {
+    h ^= h >> 33; h *= FASTOPS_P2;
+    h ^= h >> 29; h *= FASTOPS_P3;
+    return h ^ (h >> 32);
+}
+
+/* The steps of the tail: one 8-byte lane, one 4-byte lane, one byte. */
+static inline uint64_t fastops_xxh_step8(uint64_t h, uint64_t k) {
+    return fastops_rotl64(h ^ fastops_xxh_round(0, k), 27) * FASTOPS_P1 + FASTOPS_P4;
+}
+
+static inline uint64_t fastops_xxh_step4(uint64_t h, uint32_t k) {
+    return fastops_rotl64(h ^ ((uint64_t)k * FASTOPS_P1), 23) * FASTOPS_P2 + FASTOPS_P3;
+}
+
+static inline uint64_t fastops_xxh_step1(uint64_t h, uint8_t k) {
+    return fastops_rotl64(h ^ ((uint64_t)k * FASTOPS_P5), 11) * FASTOPS_P1;
+}
+
+/* XXH64 of the n bytes at p. */
+FASTOPS_ALWAYS_INLINE uint64_t fastops_xxh64(const uint8_t* p, size_t n, uint64_t seed) {
+    uint64_t h, k;
+    uint32_t k4;
+    size_t total = n;
+    if (n >= 32) {
+        uint64_t v1 = seed + FASTOPS_P1 + FASTOPS_P2, v2 = seed + FASTOPS_P2;
+        uint64_t v3 = seed, v4 = seed - FASTOPS_P1, l[4];
+        while (n >= 32) {
+            memcpy(l, p, 32);
+            v1 = fastops_xxh_round(v1, l[0]);
+            v2 = fastops_xxh_round(v2, l[1]);
+            v3 = fastops_xxh_round(v3, l[2]);
+            v4 = fastops_xxh_round(v4, l[3]);
+            p += 32; n -= 32;
+        }
+        h = fastops_rotl64(v1, 1) + fastops_rotl64(v2, 7) + fastops_rotl64(v3, 12)
+            + fastops_rotl64(v4, 18);
+        h = fastops_xxh_merge(h, v1);
+        h = fastops_xxh_merge(h, v2);
+        h = fastops_xxh_merge(h, v3);
+        h = fastops_xxh_merge(h, v4);
+    } else {
+        h = seed + FASTOPS_P5;
+    }
+    h += total;
+    while (n >= 8) { memcpy(&k, p, 8); h = fastops_xxh_step8(h, k); p += 8; n -= 8; }
+    if (n >= 4) { memcpy(&k4, p, 4); h = fastops_xxh_step4(h, k4); p += 4; n -= 4; }
+    while (n > 0) { h = fastops_xxh_step1(h, *p); p++; n--; }
+    return fastops_xxh_avalanche(h);
+}
+
+/* Specialised for fixed-width values (their little-endian bytes). */
+static inline uint64_t fastops_xxh64_u64(uint64_t v, uint64_t seed) {
+    return fastops_xxh_avalanche(fastops_xxh_step8(seed + FASTOPS_P5 + 8, v));
+}
+
+static inline uint64_t fastops_xxh64_u32(uint32_t v, uint64_t seed) {
+    return fastops_xxh_avalanche(fastops_xxh_step4(seed + FASTOPS_P5 + 4, v));
+}
+
+static inline uint64_t fastops_xxh64_u16(uint32_t v, uint64_t seed) {
+    uint64_t h = fastops_xxh_step1(seed + FASTOPS_P5 + 2, (uint8_t)(v & 0xFF));
+    return fastops_xxh_avalanche(fastops_xxh_step1(h, (uint8_t)((v >> 8) & 0xFF)));
+}
+
+static inline uint64_t fastops_xxh64_u8(uint32_t v, uint64_t seed) {
+    return fastops_xxh_avalanche(fastops_xxh_step1(seed + FASTOPS_P5 + 1, (uint8_t)(v & 0xFF)));
+}
+
+/* XXH64 of the 16 bytes le(a) || le(b): how column hashes combine. */
+static inline uint64_t fastops_xxh64_pair(uint64_t a, uint64_t b, uint64_t seed) {
+    uint64_t h = fastops_xxh_step8(seed + FASTOPS_P5 + 16, a);
+    return fastops_xxh_avalanche(fastops_xxh_step8(h, b));
+}
+
+/* Variable-width values. XXH64's control flow depends on the length (8-byte
+ * steps, a 4-byte step, 0..3 single bytes), and random lengths make every one
+ * of those branches mispredict. So the values of a block of rows are first
+ * grouped by exact length (a counting sort of up to 1024 row numbers, all in
+ * L1), then each length up to 32 runs its own loop in which the length is a
+ * compile-time constant: no data-dependent branch is left, and the hashes of
+ * neighbouring values overlap in the pipeline. Longer values take the generic
+ * path. */
+#define FASTOPS_HBLOCK 1024
+#define FASTOPS_HCLASSES 34   /* lengths 0..32, then 33 = longer */
+#define FASTOPS_HCASE(L) case L: \
+    for (; j < e; j++) hv[order[j]] = fastops_xxh64(start[j], L, seed); \
+    break;
+/* out[i] = XXH64(base[off[i]:off[i+1]]) for i < m <= FASTOPS_HBLOCK. */
+#define FASTOPS_HASH_BLOCK(NAME, OFF_T) \
+static void NAME(const uint8_t* base, const OFF_T* off, int m, uint64_t seed, \
+                 uint64_t* out) { \
+    /* four interleaved cursors per class, so that runs of one length do \
+       not serialise on a single counter */ \
+    int pos[4 * FASTOPS_HCLASSES + 1]; \
+    uint8_t cls[FASTOPS_HBLOCK]; \
+    uint16_t order[FASTOPS_HBLOCK];        /* row numbers by class */ \
+    const uint8_t* start[FASTOPS_HBLOCK];  /* and their values' bytes */ \
+    uint64_t hv[FASTOPS_HBLOCK];           /* hashes, copied out in order */ \
+    int c, i, j, e, mixed = 0; \
+    uint8_t touch = 0; \
+    const uint8_t* q; \
+    if (m <= 0) return; \
+    memset(pos, 0, sizeof(pos)); \
+    for (i = 0; i < m; i++) { \
+        int64_t len = (int64_t)off[i + 1] - (int64_t)off[i]; \
+        c = len <= 32 ? (int)len : 33; \
+        cls[i] = (uint8_t)c; \
+        mixed |= c ^ cls[0]; \
+        pos[4 * c + (i & 3) + 1]++; \
+    } \
+    if (!mixed) {   /* one length: the plain loop predicts well */ \
+        for (i = 0; i < m; i++) \
+            out[i] = fastops_xxh64(base + off[i], \
+                (size_t)((int64_t)off[i + 1] - (int64_t)off[i]), seed); \
+        return; \
+    } \
+    /* the classes visit the bytes out of order, which the hardware \
+       prefetcher does not follow: read them in order once first */ \
+    for (q = base + off[0]; q < base + off[m]; q += 64) \
+        touch |= *(volatile const uint8_t*)q; \
+    (void)touch; \
+    for (c = 0; c < 4 * FASTOPS_HCLASSES; c++) pos[c + 1] += pos[c]; \
+    for (i = 0; i < m; i++) { \
+        int k = pos[4 * cls[i] + (i & 3)]++; \
+        order[k] = (uint16_t)i; \
+        start[k] = base + off[i]; \
+    } \
+    /* pos[4c + 3] is now the end of class c */ \
+    j = 0; \
+    for (c = 0; c < FASTOPS_HCLASSES; c++) { \
+        e = pos[4 * c + 3]; \
+        if (j == e) continue; \
+        switch (c) { \
+        FASTOPS_HCASE(0) FASTOPS_HCASE(1) FASTOPS_HCASE(2) FASTOPS_HCASE(3) \
+        FASTOPS_HCASE(4) FASTOPS_HCASE(5) FASTOPS_HCASE(6) FASTOPS_HCASE(7) \
+        FASTOPS_HCASE(8) FASTOPS_HCASE(9) FASTOPS_HCASE(10) FASTOPS_HCASE(11) \
+        FASTOPS_HCASE(12) FASTOPS_HCASE(13) FASTOPS_HCASE(14) FASTOPS_HCASE(15) \
+        FASTOPS_HCASE(16) FASTOPS_HCASE(17) FASTOPS_HCASE(18) FASTOPS_HCASE(19) \
+        FASTOPS_HCASE(20) FASTOPS_HCASE(21) FASTOPS_HCASE(22) FASTOPS_HCASE(23) \
+        FASTOPS_HCASE(24) FASTOPS_HCASE(25) FASTOPS_HCASE(26) FASTOPS_HCASE(27) \
+        FASTOPS_HCASE(28) FASTOPS_HCASE(29) FASTOPS_HCASE(30) FASTOPS_HCASE(31) \
+        FASTOPS_HCASE(32) \
+        default: \
+            for (; j < e; j++) { \
+                int r = order[j]; \
+                hv[r] = fastops_xxh64(start[j], \
+                    (size_t)((int64_t)off[r + 1] - (int64_t)off[r]), seed); \
+            } \
+        } \
+    } \
+    memcpy(out, hv, (size_t)m * sizeof(uint64_t)); \
+}
+FASTOPS_HASH_BLOCK(fastops_xxh64_block32, int32_t)
+FASTOPS_HASH_BLOCK(fastops_xxh64_block64, int64_t)
+
+/* out[i] = XXH64(base[off[i]:off[i+1]]) for i < n, block by block. ``base``
+ * may be NULL only when every value is empty. */
+#define FASTOPS_HASH_VALUES(NAME, BLOCK, OFF_T) \
+static void NAME(const uint8_t* base, const OFF_T* off, int64_t n, uint64_t seed, \
+                 uint64_t* out) { \
+    static const uint8_t empty = 0; \
+    int64_t i, m; \
+    if (base == NULL) base = &empty; \
+    for (i = 0; i < n; i += m) { \
+        m = n - i < FASTOPS_HBLOCK ? n - i : FASTOPS_HBLOCK; \
+        BLOCK(base, off + i, (int)m, seed, out + i); \
+    } \
+}
+FASTOPS_HASH_VALUES(fastops_xxh64_values32, fastops_xxh64_block32, int32_t)
+FASTOPS_HASH_VALUES(fastops_xxh64_values64, fastops_xxh64_block64, int64_t)
+
+#endif
