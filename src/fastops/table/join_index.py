@@ -134,14 +134,27 @@ class KeyedRows:
 
     Rows must be added in increasing row number; ``find`` returns each query
     row's matches in increasing row number. Negative key ids are not stored.
+    A run with at least a quarter as many entries as key ids also keeps CSR
+    offsets (first entry of each key id), so probing it is a gather instead
+    of a binary search.
     """
 
     def __init__(self) -> None:
-        self.runs: list[tuple[np.ndarray, np.ndarray]] = []  # (sorted key ids, row numbers)
+        # (sorted key ids, row numbers, offsets per key id or None)
+        self.runs: list[tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]] = []
         self.touched = 0
 
     def __len__(self) -> int:
-        return sum(len(k) for k, _ in self.runs)
+        return sum(len(r[0]) for r in self.runs)
+
+    @staticmethod
+    def _run(keys: np.ndarray, rows: np.ndarray) -> tuple:
+        nkeys = int(keys[-1]) + 1
+        offsets = None
+        if 4 * len(keys) >= nkeys:
+            offsets = np.zeros(nkeys + 1, np.int64)
+            np.cumsum(np.bincount(keys, minlength=nkeys), out=offsets[1:])
+        return keys, rows, offsets
 
     def add(self, keys: np.ndarray, rows: np.ndarray) -> None:
         """Index ``rows`` (above every row added before) under ``keys``."""
@@ -151,37 +164,48 @@ class KeyedRows:
         if len(keys) == 0:
             return
         order = np.argsort(keys, kind="stable")
-        self.runs.append((keys[order], rows[order]))
+        keys, rows = keys[order], rows[order]
         self.touched += len(keys)
-        while len(self.runs) > 1 and len(self.runs[-2][0]) <= len(self.runs[-1][0]):
-            (k1, r1), (k2, r2) = self.runs[-2], self.runs[-1]
-            k, r = np.concatenate([k1, k2]), np.concatenate([r1, r2])
+        while self.runs and len(self.runs[-1][0]) <= len(keys):
+            k1, r1, _ = self.runs.pop()
+            k, r = np.concatenate([k1, keys]), np.concatenate([r1, rows])
             order = np.argsort(k, kind="stable")  # two sorted runs: a linear merge
-            self.runs[-2:] = [(k[order], r[order])]
+            keys, rows = k[order], r[order]
             self.touched += len(k)
+        self.runs.append(self._run(keys, rows))
 
     def find(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(query index, row number) of every stored row under ``keys[i]``,
         grouped by query index, rows increasing within a query."""
-        qs, rs = [], []
-        for rk, rr in self.runs:
-            lo = np.searchsorted(rk, keys, "left")
-            cnt = np.searchsorted(rk, keys, "right") - lo
-            total = int(cnt.sum())
-            self.touched += len(keys) + total
-            if total == 0:
-                continue
-            q = np.repeat(np.arange(len(keys), dtype=np.int64), cnt)
-            pos = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt) + np.arange(total, dtype=np.int64)
-            qs.append(q)
-            rs.append(rr[pos])
-        if not qs:
+        if not self.runs or len(keys) == 0:
             return _EMPTY, _EMPTY
-        if len(qs) == 1:
-            return qs[0], rs[0]
-        q, r = np.concatenate(qs), np.concatenate(rs)
-        order = np.argsort(q, kind="stable")  # runs hold increasing row ranges
-        return q[order], r[order]
+        q = np.where(keys < 0, np.iinfo(np.int64).max - 1, keys)  # null keys: beyond every run
+        los, cnts = [], []
+        for rk, _, offsets in self.runs:
+            if offsets is not None:
+                last = len(offsets) - 1
+                lo = offsets[np.minimum(q, last)]
+                cnt = offsets[np.minimum(q + 1, last)] - lo
+            else:
+                lo = np.searchsorted(rk, q, "left")
+                cnt = np.searchsorted(rk, q, "right") - lo
+            los.append(lo)
+            cnts.append(cnt)
+        cnt = np.vstack(cnts)  # (run, query): matches of each query in each run
+        per_query = cnt.sum(axis=0)
+        total = int(per_query.sum())
+        self.touched += len(self.runs) * len(keys) + total
+        if total == 0:
+            return _EMPTY, _EMPTY
+        # a query's matches: run after run (runs hold increasing row ranges)
+        at = np.cumsum(cnt, axis=0) - cnt + (np.cumsum(per_query) - per_query)
+        rows = np.empty(total, np.int64)
+        for (_, rr, _), lo, c, a in zip(self.runs, los, cnt, at):
+            m = int(c.sum())
+            if m:
+                within = np.arange(m, dtype=np.int64) - np.repeat(np.cumsum(c) - c, c)
+                rows[np.repeat(a, c) + within] = rr[np.repeat(lo, c) + within]
+        return np.repeat(np.arange(len(keys), dtype=np.int64), per_query), rows
 
 
 class HeldRows:
