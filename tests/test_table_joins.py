@@ -405,3 +405,32 @@ def test_streaming_join_work_per_batch_does_not_grow_with_rows_held():
     # every held row would touch 64k rows on average here
     assert big < 2 * small, (small, big)
     assert big < 128_000 / 8, big
+
+
+def test_interval_join_with_ever_new_keys_keeps_few_key_ids_and_matches_duckdb():
+    import duckdb
+
+    rng = np.random.default_rng(5)
+    n, batch = 40_000, 250
+    ls = pa.schema([("k", pa.int64()), ("t", pa.int64()), ("v", pa.int64())])
+    rs = pa.schema([("k2", pa.int64()), ("t2", pa.int64()), ("w", pa.int64())])
+    # row i: time in [10 i, 10 i + 500), key i // 4: 10 000 keys, each live for ~1 s
+    a = pa.table([np.arange(n) // 4, np.arange(n) * 10 + rng.integers(0, 500, n), np.arange(n)], schema=ls)
+    b = pa.table([np.arange(n) // 4, np.arange(n) * 10 + rng.integers(0, 500, n), np.arange(n)], schema=rs)
+    op = StreamJoin(["k"], ["k2"], "full outer", ls, rs, None, (-1000, 1000), ("t", "t2"), incremental=True)
+    op.open(None)
+    out, ids, held = [], [], []
+    for i in range(0, n, batch):
+        out += op.process_input(0, a.slice(i, batch).to_batches()[0])
+        out += op.process_input(1, b.slice(i, batch).to_batches()[0])
+        out += op.on_watermark((i + batch) * 10 - 1)  # no later row has a time below this
+        ids.append(op.key_ids.num_ids)
+        held.append(op.held())
+    out += op.close()
+    assert max(held) < 1_000 and max(ids) < 3_000, (max(held), max(ids))
+    con = duckdb.connect()
+    con.register("a", a)
+    con.register("b", b)
+    want = con.sql("SELECT k, t, v, k2, t2, w FROM a FULL JOIN b ON k = k2 AND t2 - t BETWEEN -1000 AND 1000")
+    got = pa.Table.from_batches(out).select(["k", "t", "v", "k2", "t2", "w"])
+    assert _rows(got) == _rows(want.to_arrow_table())
