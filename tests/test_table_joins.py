@@ -434,3 +434,28 @@ def test_interval_join_with_ever_new_keys_keeps_few_key_ids_and_matches_duckdb()
     want = con.sql("SELECT k, t, v, k2, t2, w FROM a FULL JOIN b ON k = k2 AND t2 - t BETWEEN -1000 AND 1000")
     got = pa.Table.from_batches(out).select(["k", "t", "v", "k2", "t2", "w"])
     assert _rows(got) == _rows(want.to_arrow_table())
+
+
+@pytest.mark.parametrize("mode", ["streaming", "batch"])
+def test_joins_on_multi_column_keys_of_mixed_types_match_duckdb(mode):
+    import decimal
+
+    import duckdb
+
+    rng = np.random.default_rng(4)
+    n = 60
+    dec = lambda: pa.array([decimal.Decimal(int(x)) / 4 for x in rng.integers(0, 4, n)], pa.decimal128(10, 2))  # noqa: E731
+    t = pa.table({"id": range(n), "s": [None if i % 7 == 0 else f"k{i % 5}" for i in range(n)],
+                  "i": pa.array(rng.integers(0, 3, n), pa.int32()), "d": dec()})
+    u = pa.table({"uid": range(n), "s2": [None if i % 6 == 0 else f"k{i % 4}" for i in range(n)],
+                  "i2": pa.array(rng.integers(0, 3, n), pa.int64()), "d2": dec()})
+    con = duckdb.connect()
+    con.register("t", t)
+    con.register("u", u)
+    for q in ["SELECT id, uid FROM t LEFT JOIN u ON s = s2 AND i = i2",  # string (nulls) + int32 = int64
+              "SELECT id, uid FROM t FULL JOIN u ON d = d2 AND s = s2",  # decimal
+              "SELECT id, uid FROM t JOIN u ON i = i2 AND uid > id"]:
+        t_env = fo.TableEnvironment(mode=mode, batch_size=7)
+        t_env.create_temporary_view("t", t_env.from_arrow(t))
+        t_env.create_temporary_view("u", t_env.from_arrow(u))
+        assert _rows(t_env.sql_query(q).to_arrow()) == _rows(con.sql(q).to_arrow_table()), q

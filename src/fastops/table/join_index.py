@@ -180,15 +180,21 @@ class KeyedRows:
         if not self.runs or len(keys) == 0:
             return _EMPTY, _EMPTY
         q = np.where(keys < 0, np.iinfo(np.int64).max - 1, keys)  # null keys: beyond every run
+        order = None
         los, cnts = [], []
         for rk, _, offsets in self.runs:
             if offsets is not None:
                 last = len(offsets) - 1
                 lo = offsets[np.minimum(q, last)]
                 cnt = offsets[np.minimum(q + 1, last)] - lo
-            else:
-                lo = np.searchsorted(rk, q, "left")
-                cnt = np.searchsorted(rk, q, "right") - lo
+            else:  # binary searches, for the queries in order (each starts where the last ended)
+                if order is None:
+                    order = np.argsort(q)
+                    sq = q[order]
+                lo, cnt = np.empty_like(q), np.empty_like(q)
+                lo[order] = np.searchsorted(rk, sq, "left")
+                cnt[order] = np.searchsorted(rk, sq, "right")
+                cnt -= lo
             los.append(lo)
             cnts.append(cnt)
         cnt = np.vstack(cnts)  # (run, query): matches of each query in each run
@@ -339,9 +345,7 @@ class JoinSide:
 
     def count_matches(self, rows: np.ndarray) -> None:
         """One more match for each entry of ``rows`` (repeats count again)."""
-        if len(rows):
-            u, c = np.unique(rows, return_counts=True)
-            self.matched.buf[u] += c
+        np.add.at(self.matched.buf, rows, 1)
 
     def retire(self, rows: np.ndarray) -> None:
         """Drop live ``rows`` from the join (they stay stored until compaction)."""
