@@ -114,6 +114,31 @@ def test_regular_join_changelog_equals_flink_model(arrivals, how, with_cond):
     assert op.held() == len(arrivals)
 
 
+@SETTINGS
+@given(arrivals=ARRIVALS, how=st.sampled_from(HOWS), restore_at=st.integers(0, 8))
+def test_regular_join_changelog_is_unchanged_by_snapshot_and_restore(arrivals, how, restore_at):
+    """Resume invariance: a snapshot after the ``restore_at``-th batch, restored
+    into a new operator (its key index rebuilt from the held rows), gives
+    the changelog of the model."""
+    op = StreamJoin(["k"], ["k2"], how, LS, RS, None, incremental=True)
+    op.open(None)
+    out: list = []
+    batches = 0
+    for side, row, cut in arrivals:
+        batch = pa.record_batch([pa.array([row[0]], pa.int64()), pa.array([row[1]], pa.int64())],
+                                schema=LS if side == 0 else RS)
+        out.extend(op.process_input(side, batch))
+        batches += 1
+        if batches == restore_at or cut:
+            state = op.snapshot()
+            op = StreamJoin(["k"], ["k2"], how, LS, RS, None, incremental=True)
+            op.open(None)
+            op.restore(state)
+    want = flink_join_model([(s, r) for s, r, _ in arrivals], how, lambda p: True)
+    assert _changelog(out) == want
+    assert op.held() == len(arrivals)
+
+
 def test_left_outer_join_changelog_as_pyflink_prints_it():
     t_env = fo.TableEnvironment(mode="streaming", batch_size=1)
     t_env.create_temporary_view("l", t_env.from_elements([(1, "x")], ["k", "a"]))
@@ -407,7 +432,8 @@ def test_streaming_join_work_per_batch_does_not_grow_with_rows_held():
     assert big < 128_000 / 8, big
 
 
-def test_interval_join_with_ever_new_keys_keeps_few_key_ids_and_matches_duckdb():
+@pytest.mark.parametrize("restore_every", [0, 37])
+def test_interval_join_with_ever_new_keys_keeps_few_key_ids_and_matches_duckdb(restore_every):
     import duckdb
 
     rng = np.random.default_rng(5)
@@ -417,12 +443,21 @@ def test_interval_join_with_ever_new_keys_keeps_few_key_ids_and_matches_duckdb()
     # row i: time in [10 i, 10 i + 500), key i // 4: 10 000 keys, each live for ~1 s
     a = pa.table([np.arange(n) // 4, np.arange(n) * 10 + rng.integers(0, 500, n), np.arange(n)], schema=ls)
     b = pa.table([np.arange(n) // 4, np.arange(n) * 10 + rng.integers(0, 500, n), np.arange(n)], schema=rs)
-    op = StreamJoin(["k"], ["k2"], "full outer", ls, rs, None, (-1000, 1000), ("t", "t2"), incremental=True)
-    op.open(None)
+
+    def fresh() -> StreamJoin:
+        op = StreamJoin(["k"], ["k2"], "full outer", ls, rs, None, (-1000, 1000), ("t", "t2"), incremental=True)
+        op.open(None)
+        return op
+
+    op = fresh()
     out, ids, held = [], [], []
-    for i in range(0, n, batch):
+    for j, i in enumerate(range(0, n, batch)):
         out += op.process_input(0, a.slice(i, batch).to_batches()[0])
         out += op.process_input(1, b.slice(i, batch).to_batches()[0])
+        if restore_every and j % restore_every == 0:  # state taken before the watermark retires rows
+            state = op.snapshot()
+            op = fresh()
+            op.restore(state)
         out += op.on_watermark((i + batch) * 10 - 1)  # no later row has a time below this
         ids.append(op.key_ids.num_ids)
         held.append(op.held())
