@@ -23,6 +23,7 @@ operator's count of rows / index entries touched per batch.
 """
 from __future__ import annotations
 
+import gc
 import os
 import statistics
 import sys
@@ -120,7 +121,11 @@ def main(argv=None) -> None:
                 "duckdb": lambda: con.sql(q).fetch_arrow_table(),
             }, repeats=repeats)
             per_batch: list = []
-            run_streaming(how, feed, per_batch)
+            gc.disable()  # as while timing above
+            try:
+                run_streaming(how, feed, per_batch)
+            finally:
+                gc.enable()
             quarter = max(len(per_batch) // 4, 1)
             first, last = per_batch[:quarter], per_batch[-quarter:]
             rows.append({
@@ -129,8 +134,8 @@ def main(argv=None) -> None:
                 "streaming/duckdb": times["streaming"] / times["duckdb"],
                 "batch_ms_first": 1e3 * statistics.median(t for t, _ in first),
                 "batch_ms_last": 1e3 * statistics.median(t for t, _ in last),
-                "touched_first": statistics.median(w for _, w in first),
-                "touched_last": statistics.median(w for _, w in last),
+                "touched_first": int(statistics.median(w for _, w in first)),
+                "touched_last": int(statistics.median(w for _, w in last)),
             })
             print_table(rows[-1:], list(rows[-1]))
     cols = ["join", "N", "result_rows", "streaming_s", "at_end_s", "duckdb_s", "streaming/duckdb",

@@ -10,8 +10,9 @@ the rows held. Three pieces:
 - :class:`KeyedRows`: key id -> held row numbers, as sorted runs (key id, row)
   merged geometrically (a run is merged into the one before it while that one
   is not bigger), so there are ``O(log n)`` runs and each row is moved
-  ``O(log n)`` times in all. A probe is ``searchsorted`` over each run, then
-  ``repeat`` / ``take``: ``O(batch log n + matches)``.
+  ``O(log n)`` times in all. A probe looks each key up in every run (CSR
+  offsets by key id in the big runs, ``searchsorted`` in the small ones),
+  then ``repeat`` / ``take``: ``O(batch log n + matches)``.
 - :class:`HeldRows`: the rows themselves as Arrow batches, concatenated under
   the same geometric rule, so appending is amortised ``O(batch log n)`` and
   taking ``k`` rows costs ``O(k)`` plus one slice per chunk.
@@ -156,6 +157,9 @@ class KeyedRows:
             np.cumsum(np.bincount(keys, minlength=nkeys), out=offsets[1:])
         return keys, rows, offsets
 
+    def clear(self) -> None:
+        self.runs = []
+
     def add(self, keys: np.ndarray, rows: np.ndarray) -> None:
         """Index ``rows`` (above every row added before) under ``keys``."""
         keep = keys >= 0
@@ -265,6 +269,15 @@ class HeldRows:
         indices = pa.array(pos, mask=~valid) if not valid.all() else pa.array(pos)
         return list(taken.take(indices).columns)
 
+    def keep(self, idx: np.ndarray) -> None:
+        """Keep only rows ``idx`` (increasing), renumbered from 0, as one chunk."""
+        self.touched += self.num_rows
+        table = self.to_table()
+        self.chunks, self.num_rows = [], 0
+        if len(idx):
+            kept = table.take(pa.array(idx)).combine_chunks()
+            self.append(pa.RecordBatch.from_arrays([c.chunk(0) for c in kept.columns], schema=kept.schema))
+
     def to_table(self) -> Optional[pa.Table]:
         if self.schema is None:
             return None
@@ -361,21 +374,12 @@ class JoinSide:
         """Keep only the live rows (renumbered in order); ``ids``: their new key
         ids (after :meth:`JoinKeys.shrink`), else the current ones."""
         keep = np.flatnonzero(self.alive.values)
-        table = self.rows.to_table()
-        self.rows.touched += self.num_rows
-        rows = HeldRows(self.rows.schema)
-        rows.touched = self.rows.touched
-        if len(keep) and table is not None:
-            rows.append(table.take(pa.array(keep)).combine_chunks().to_batches()[0])
-        self.rows = rows
-        new_ids = self.ids.values[keep] if ids is None else ids
-        self.ids.reset(new_ids)
+        self.rows.keep(keep)
+        self.ids.reset(self.ids.values[keep] if ids is None else ids)
         self.matched.reset(self.matched.values[keep])
         self.ts.reset(self.ts.values[keep])
         self.alive.reset(np.ones(len(keep), bool))
-        touched = self.index.touched
-        self.index = KeyedRows()
-        self.index.touched = touched
+        self.index.clear()
         self.index.add(self.ids.values, np.arange(len(keep), dtype=np.int64))
         self.live = len(keep)
 
