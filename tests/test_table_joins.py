@@ -479,7 +479,10 @@ def test_joins_on_multi_column_keys_of_mixed_types_match_duckdb(mode):
 
     rng = np.random.default_rng(4)
     n = 60
-    dec = lambda: pa.array([decimal.Decimal(int(x)) / 4 for x in rng.integers(0, 4, n)], pa.decimal128(10, 2))  # noqa: E731
+
+    def dec() -> pa.Array:
+        return pa.array([decimal.Decimal(int(x)) / 4 for x in rng.integers(0, 4, n)], pa.decimal128(10, 2))
+
     t = pa.table({"id": range(n), "s": [None if i % 7 == 0 else f"k{i % 5}" for i in range(n)],
                   "i": pa.array(rng.integers(0, 3, n), pa.int32()), "d": dec()})
     u = pa.table({"uid": range(n), "s2": [None if i % 6 == 0 else f"k{i % 4}" for i in range(n)],

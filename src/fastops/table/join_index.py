@@ -251,16 +251,14 @@ class HeldRows:
             taken = self.chunks[0].select(names)
         else:
             starts = np.cumsum([0] + [c.num_rows for c in self.chunks])
-            chunk = np.searchsorted(starts, idx, "right") - 1
-            order = np.flatnonzero(valid)
-            order = order[np.argsort(chunk[order], kind="stable")]
-            bounds = np.searchsorted(chunk[order], np.arange(len(self.chunks) + 1), "left")
-            pieces = []
+            chunk = np.searchsorted(starts, idx, "right") - 1  # -1 for null indices
+            pieces, order = [], []
             for c in range(len(self.chunks)):
-                a, b = bounds[c], bounds[c + 1]
-                if b > a:
-                    local = idx[order[a:b]] - starts[c]
-                    pieces.append(self.chunks[c].select(names).take(pa.array(local)))
+                sel = np.flatnonzero(chunk == c)
+                if len(sel):
+                    pieces.append(self.chunks[c].select(names).take(pa.array(idx[sel] - starts[c])))
+                    order.append(sel)
+            order = np.concatenate(order) if order else _EMPTY
             pos = np.full(len(idx), -1, np.int64)
             pos[order] = np.arange(len(order), dtype=np.int64)
             taken = pa.concat_batches(pieces) if pieces else self.chunks[0].select(names).slice(0, 0)

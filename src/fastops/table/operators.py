@@ -391,20 +391,25 @@ class StreamJoin(Operator):
         if not self.changelog:
             return self._output(*_by_side(side, new, held.rows, ni, oi))
         # events per new row i, in order: [-D pad+held j, +I i+j] per pair, or +I i+pad
-        k = np.arange(len(ni))
-        first = np.zeros(len(ni), dtype=bool)
+        first = np.zeros(len(ni), dtype=bool)  # the pair is the first match of its held row
         if self.outer[other] and len(oi):
-            _, at = np.unique(oi, return_index=True)
-            first[at] = True
-            first &= held.matched.values[oi] == 0
+            cand = np.flatnonzero(held.matched.values[oi] == 0)
+            _, at = np.unique(oi[cand], return_index=True)
+            first[cand[at]] = True
         lone = np.flatnonzero(counts == 0) if self.outer[side] else np.zeros(0, np.int64)
-        ev_new = np.concatenate([np.full(int(first.sum()), -1), ni, lone])
-        ev_old = np.concatenate([oi[first], oi, np.full(len(lone), -1)])
-        ev_op = np.concatenate([np.full(int(first.sum()), 3), np.zeros(len(ni) + len(lone), np.int64)])
-        row = np.concatenate([ni[first], ni, lone])
-        seq = np.concatenate([2 * k[first], 2 * k + 1, np.zeros(len(lone), np.int64)])
-        order = np.lexsort((seq, row))
-        ev_new, ev_old, ev_op = ev_new[order], ev_old[order], ev_op[order]
+        # each pair takes 1 or 2 slots, each lone row 1; slots follow the new rows
+        width = np.concatenate([1 + first, np.ones(len(lone), np.int64)])
+        order = np.argsort(np.concatenate([ni, lone]), kind="stable")  # two sorted runs
+        at = np.empty(len(order), np.int64)
+        at[order] = np.cumsum(width[order]) - width[order]
+        pair_at, lone_at = at[:len(ni)], at[len(ni):]
+        total = len(ni) + int(first.sum()) + len(lone)
+        ev_new, ev_old = np.empty(total, np.int64), np.empty(total, np.int64)
+        ev_op = np.zeros(total, np.int64)
+        d = pair_at[first]
+        ev_new[d], ev_old[d], ev_op[d] = -1, oi[first], 3
+        ev_new[pair_at + first], ev_old[pair_at + first] = ni, oi
+        ev_new[lone_at], ev_old[lone_at] = lone, -1
         return self._output(*_by_side(side, new, held.rows, ev_new, ev_old), ops=ev_op)
 
     def _padded(self, side: int, rows, idx: np.ndarray) -> list:
