@@ -112,13 +112,13 @@ def main(argv=None) -> None:
         con.register("r", right)
         for name, (how, sql) in HOW.items():
             q = f"SELECT * FROM l {sql} r ON k = k2"
-            want = con.sql(q).fetch_arrow_table().num_rows
+            want = con.sql(q).to_arrow_table().num_rows
             got = {"streaming": run_streaming(how, feed), "at end": run_at_end(how, feed)}
             assert all(v == want for v in got.values()), (name, n, got, want)
             times = median_times({
                 "streaming": lambda: run_streaming(how, feed),
                 "at end": lambda: run_at_end(how, feed),
-                "duckdb": lambda: con.sql(q).fetch_arrow_table(),
+                "duckdb": lambda: con.sql(q).to_arrow_table(),
             }, repeats=repeats)
             per_batch: list = []
             gc.disable()  # as while timing above
