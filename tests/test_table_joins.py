@@ -350,7 +350,7 @@ STEP = st.tuples(st.integers(0, 1), st.lists(KEYROW, max_size=12), st.integers(0
 @given(steps=st.lists(STEP, max_size=25))
 def test_join_index_finds_what_a_naive_scan_finds(steps):
     """Batches arrive on either side; each probes the other side's live rows,
-    is held, then rows up to a random time are retired. Probes, match counts
+    is held, then rows up to a random time expire. Probes, match counts
     and live rows equal a scan of a plain list, through compactions and key
     id shrinks."""
     from fastops.table.join_index import JoinKeys, JoinSide
@@ -383,10 +383,11 @@ def test_join_index_finds_what_a_naive_scan_finds(steps):
             held[4] += sum(held[0] in g for g in got)
         sides[side].add(batch, kid, np.zeros(len(rows), np.int64), ts)
         model[side].extend([i, r, t, True, 0] for i, r, t in zip(ids.tolist(), rows, ts.tolist()))
-        # retire rows up to a time, then compact as the join does
+        # expire rows up to a time, then compact as the join does
         for s, m in zip(sides, model):
-            gone = np.flatnonzero(s.alive.values & (s.ts.values <= horizon))
-            s.retire(gone)
+            gone = s.expire(horizon)
+            assert (s.rows.take(gone, ["id"])[0].to_pylist() if len(gone) else []) == [
+                h[0] for h in m if h[3] and h[2] <= horizon]
             for held in m:
                 held[3] = held[3] and held[2] > horizon
         if action == 0:
@@ -454,7 +455,7 @@ def test_interval_join_with_ever_new_keys_keeps_few_key_ids_and_matches_duckdb(r
     for j, i in enumerate(range(0, n, batch)):
         out += op.process_input(0, a.slice(i, batch).to_batches()[0])
         out += op.process_input(1, b.slice(i, batch).to_batches()[0])
-        if restore_every and j % restore_every == 0:  # state taken before the watermark retires rows
+        if restore_every and j % restore_every == 0:  # state taken before the watermark expires rows
             state = op.snapshot()
             op = fresh()
             op.restore(state)

@@ -18,10 +18,12 @@ the rows held. Three pieces:
   taking ``k`` rows costs ``O(k)`` plus one slice per chunk.
 
 :class:`JoinSide` puts them together with per-row match counts and event
-times for one input. Rows can be retired (interval joins): they stay in place
-with a liveness flag, and the side is compacted (rebuilt from its live rows)
-once the retired rows outnumber the live ones, which costs amortised
-``O(log n)`` per retired row. ``touched`` counts the index entries, rows and
+times for one input. Rows expire (interval joins) through a
+:class:`TimeQueue` (sorted runs of (time, row) with a cursor each, so an
+expiry does not scan the rows held); an expired row stays in place with a
+liveness flag, and the side is compacted (rebuilt from its live rows) once
+the expired rows outnumber the live ones, which costs amortised ``O(log n)``
+per expired row. ``touched`` counts the index entries, rows and
 keys each piece has read or moved, so tests can check the work per batch.
 """
 from __future__ import annotations
@@ -35,7 +37,7 @@ import pyarrow.types as pat
 
 from fastops.keys import KeyTable
 
-__all__ = ["JoinKeys", "KeyedRows", "HeldRows", "JoinSide"]
+__all__ = ["JoinKeys", "KeyedRows", "TimeQueue", "HeldRows", "JoinSide"]
 
 _EMPTY = np.zeros(0, np.int64)
 
@@ -282,6 +284,49 @@ class HeldRows:
         return pa.Table.from_batches(self.chunks, schema=self.schema)
 
 
+class TimeQueue:
+    """Row numbers by event time, popped as the watermark passes them.
+
+    Sorted runs (time, row) merged geometrically as in :class:`KeyedRows`;
+    each run has a cursor below which its rows were popped (watermarks only
+    grow), so a pop costs ``O(runs log n + rows popped)``, not a scan of the
+    rows held.
+    """
+
+    def __init__(self) -> None:
+        self.runs: list[list] = []  # [sorted times, row numbers, cursor]
+        self.touched = 0
+
+    def add(self, times: np.ndarray, rows: np.ndarray) -> None:
+        if len(times) == 0:
+            return
+        order = np.argsort(times, kind="stable")
+        times, rows = times[order], rows[order]
+        self.touched += len(times)
+        while self.runs and len(self.runs[-1][0]) - self.runs[-1][2] <= len(times):
+            t1, r1, c = self.runs.pop()
+            t, r = np.concatenate([t1[c:], times]), np.concatenate([r1[c:], rows])
+            order = np.argsort(t, kind="stable")  # two sorted runs: a linear merge
+            times, rows = t[order], r[order]
+            self.touched += len(t)
+        self.runs.append([times, rows, 0])
+
+    def pop(self, upto: int) -> np.ndarray:
+        """The rows with time ``<= upto`` not popped before, in increasing row number."""
+        out = []
+        for run in self.runs:
+            end = int(np.searchsorted(run[0], upto, "right"))
+            self.touched += 1 + max(end - run[2], 0)
+            if end > run[2]:
+                out.append(run[1][run[2]:end])
+                run[2] = end
+        self.runs = [run for run in self.runs if run[2] < len(run[0])]
+        return np.sort(np.concatenate(out)) if out else _EMPTY
+
+    def clear(self) -> None:
+        self.runs = []
+
+
 class _Column:
     """A growable NumPy array (capacity doubles)."""
 
@@ -320,15 +365,17 @@ class JoinSide:
         self.ts = _Column(np.int64)
         self.alive = _Column(bool)
         self.index = KeyedRows()
+        self.expiry = TimeQueue()  # rows added with a time, by time
+        self.timed = False  # rows come with times (interval joins)
         self.live = 0
 
     @property
     def touched(self) -> int:
-        return self.rows.touched + self.index.touched
+        return self.rows.touched + self.index.touched + self.expiry.touched
 
     @property
     def num_rows(self) -> int:
-        """Rows stored, retired ones included (row numbers run below this)."""
+        """Rows stored, expired ones included (row numbers run below this)."""
         return self.ids.n
 
     def add(self, batch: pa.RecordBatch, ids: np.ndarray, matched: np.ndarray,
@@ -343,7 +390,11 @@ class JoinSide:
         self.matched.extend(matched)
         self.ts.extend(np.zeros(n, np.int64) if ts is None else ts)
         self.alive.extend(np.ones(n, bool))
-        self.index.add(ids, np.arange(start, start + n, dtype=np.int64))
+        rows = np.arange(start, start + n, dtype=np.int64)
+        self.index.add(ids, rows)
+        if ts is not None:
+            self.timed = True
+            self.expiry.add(ts, rows)
         self.live += n
 
     def find(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -358,12 +409,13 @@ class JoinSide:
         """One more match for each entry of ``rows`` (repeats count again)."""
         np.add.at(self.matched.buf, rows, 1)
 
-    def retire(self, rows: np.ndarray) -> None:
-        """Drop live ``rows`` from the join (they stay stored until compaction)."""
-        if len(rows) == 0:
-            return
+    def expire(self, upto: int) -> np.ndarray:
+        """Retire the live rows with time ``<= upto`` (kept stored until
+        compaction); returns them, in increasing row number."""
+        rows = self.expiry.pop(upto)
         self.alive.buf[rows] = False
         self.live -= len(rows)
+        return rows
 
     def needs_compaction(self) -> bool:
         return self.num_rows - self.live > self.live
@@ -377,8 +429,12 @@ class JoinSide:
         self.matched.reset(self.matched.values[keep])
         self.ts.reset(self.ts.values[keep])
         self.alive.reset(np.ones(len(keep), bool))
+        rows = np.arange(len(keep), dtype=np.int64)
         self.index.clear()
-        self.index.add(self.ids.values, np.arange(len(keep), dtype=np.int64))
+        self.index.add(self.ids.values, rows)
+        if self.timed:
+            self.expiry.clear()
+            self.expiry.add(self.ts.values, rows)
         self.live = len(keep)
 
     def live_ids(self) -> np.ndarray:

@@ -328,15 +328,14 @@ class StreamJoin(Operator):
             s = self.sides[side]
             if s.live == 0:
                 continue
-            gone = np.flatnonzero(s.alive.values & (s.ts.values + self.reach[side] <= t_ms))
+            gone = s.expire(t_ms - self.reach[side])
             if self.outer[side] and len(gone):
                 out += self._padded(side, s.rows, gone[s.matched.values[gone] == 0])
-            s.retire(gone)
         self._compact()
         return out
 
     def _compact(self) -> None:
-        """Rebuild a side once its retired rows outnumber its live ones, and
+        """Rebuild a side once its expired rows outnumber its live ones, and
         both sides with fresh key ids once most key ids belong to no held row."""
         a, b = self.sides
         if self.key_ids.num_ids > 2 * (a.live + b.live) + 1024:
