@@ -63,10 +63,13 @@ class JoinKeys:
         The type each key column is compared in (both inputs cast to it).
         A ``null``-typed key matches nothing; no key columns at all puts
         every row under id 0 (a cross join).
+    names
+        How to name each key in error messages (e.g. ``"k = k2"``).
     """
 
-    def __init__(self, types: Sequence[pa.DataType]):
+    def __init__(self, types: Sequence[pa.DataType], names: Optional[Sequence[str]] = None):
         self.types = list(types)
+        self.names = [f"key{i}" for i in range(len(self.types))] if names is None else list(names)
         self.never = any(pat.is_null(t) for t in self.types)
         self._storage = [_key_storage(t) for t in self.types]
         self.table = self._new_table()
@@ -75,7 +78,7 @@ class JoinKeys:
     def _new_table(self) -> Optional[KeyTable]:
         if self.never or not self.types:
             return None
-        return KeyTable([f"key{i}" for i in range(len(self.types))], types=self._storage)
+        return KeyTable(self.names, types=self._storage)
 
     @property
     def num_ids(self) -> int:

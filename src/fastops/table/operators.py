@@ -268,7 +268,7 @@ class StreamJoin(Operator):
         self._reset()
 
     def _reset(self) -> None:
-        self.key_ids = JoinKeys(self.key_types)
+        self.key_ids = JoinKeys(self.key_types, [f"{a} = {b}" for a, b in zip(*self.keys)])
         self.sides = (JoinSide(), JoinSide())  # streaming: held rows, indexed by key
         self.pending: tuple[list, list] = ([], [])  # at end of input: the input batches
         self.watermark = MIN_WATERMARK
