@@ -498,3 +498,11 @@ def test_joins_on_multi_column_keys_of_mixed_types_match_duckdb(mode):
         t_env.create_temporary_view("t", t_env.from_arrow(t))
         t_env.create_temporary_view("u", t_env.from_arrow(u))
         assert _rows(t_env.sql_query(q).to_arrow()) == _rows(con.sql(q).to_arrow_table()), q
+
+
+def test_join_on_keys_of_an_unsupported_type_names_them():
+    ls = pa.schema([("k", pa.list_(pa.int64())), ("v", pa.int64())])
+    rs = pa.schema([("k2", pa.list_(pa.int64())), ("w", pa.int64())])
+    op = StreamJoin(["k"], ["k2"], "inner", ls, rs, None, incremental=True)
+    with pytest.raises(TypeError, match=r"'k = k2' has unsupported type list"):
+        op.open(None)
