@@ -43,12 +43,15 @@ _EMPTY = np.zeros(0, np.int64)
 
 
 def _key_storage(t: pa.DataType) -> pa.DataType:
-    """The type a key column is grouped in: its own, or (decimals) its text,
-    which is exact for one decimal type."""
+    """The type a key column is grouped in: its own, or one the key table
+    takes with the same equality (a decimal's text is exact for one decimal
+    type)."""
     if pat.is_dictionary(t):
         t = t.value_type
     if pat.is_decimal(t):
         return pa.string()
+    if pat.is_fixed_size_binary(t):
+        return pa.binary()
     if pat.is_floating(t) and t.bit_width == 16:
         return pa.float32()
     return t
