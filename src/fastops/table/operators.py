@@ -17,6 +17,7 @@ from fastops.messages import MAX_WATERMARK, MIN_WATERMARK
 from fastops.operators.base import Operator
 from fastops.table.changelog import OP_COLUMN, _ipc, _unipc, materialize
 from fastops.table.expressions import Expr, broadcast
+from fastops.table.join_index import HeldRows, JoinKeys, JoinSide
 
 __all__ = ["EvalOperator", "FinalAggregate", "DistinctRows", "GatherSort", "StreamJoin", "WindowAssign", "CumulateExpand",
            "LateralExpand", "evaluate_items"]
@@ -234,6 +235,10 @@ class StreamJoin(Operator):
       insert-only. A row arriving when it can no longer match future rows is
       joined with what is held and not kept (Flink's behaviour for late rows).
 
+    Each side's held rows are indexed by key
+    (:class:`~fastops.table.join_index.JoinSide`), so a batch costs
+    amortised ``O(batch log n + matches)``, not ``O(rows held)``.
+
     Otherwise (batch mode, updating inputs) both sides are held and joined
     once at end of input, the changelogs applied first.
     """
@@ -246,6 +251,8 @@ class StreamJoin(Operator):
         self.how = how
         self.outer = _HOW[how]
         self.schemas = (left_schema, right_schema)
+        self.key_types = [_common_type(left_schema.field(a).type, right_schema.field(b).type)
+                          for a, b in zip(*self.keys)]
         self.condition = condition
         self.bounds = bounds if incremental else None
         self.times = times
@@ -258,14 +265,27 @@ class StreamJoin(Operator):
 
     def open(self, ctx) -> None:
         super().open(ctx)
-        self.rows: list[Optional[pa.Table]] = [None, None]
-        self.matched = [np.zeros(0, np.int64), np.zeros(0, np.int64)]  # matches found per held row
-        self.ts = [np.zeros(0, np.int64), np.zeros(0, np.int64)]  # event time per held row (interval)
+        self._reset()
+
+    def _reset(self) -> None:
+        self.key_ids = JoinKeys(self.key_types, [f"{a} = {b}" for a, b in zip(*self.keys)])
+        self.sides = (JoinSide(), JoinSide())  # streaming: held rows, indexed by key
+        self.pending: tuple[list, list] = ([], [])  # at end of input: the input batches
         self.watermark = MIN_WATERMARK
 
     def held(self) -> int:
         """Rows held in state (both sides)."""
-        return sum(0 if t is None else t.num_rows for t in self.rows)
+        if not self.incremental:
+            return sum(b.num_rows for p in self.pending for b in p)
+        return self.sides[0].live + self.sides[1].live
+
+    def touched(self) -> int:
+        """Keys, index entries and held rows read or moved so far: the work of
+        matching, which per batch must not grow with the rows held."""
+        return self.key_ids.touched + self.sides[0].touched + self.sides[1].touched
+
+    def _ids(self, side: int, rows) -> np.ndarray:
+        return self.key_ids.ids([rows.column(k) for k in self.keys[side]])
 
     # -- input --------------------------------------------------------------------------
     def process_input(self, input_index: int, batch: pa.RecordBatch) -> list:
@@ -273,44 +293,29 @@ class StreamJoin(Operator):
         if batch.num_rows == 0:
             return []
         if not self.incremental:
-            self._hold(side, pa.Table.from_batches([batch]), np.zeros(batch.num_rows, np.int64))
+            self.pending[side].append(batch)
             return []
         other = 1 - side
-        new = pa.Table.from_batches([batch])
-        n = new.num_rows
-        held = self.rows[other]
-        if held is not None and held.num_rows:
-            ni, oi = self._pairs(side, new, held)
-        else:
-            ni = oi = np.zeros(0, np.int64)
+        n = batch.num_rows
+        ids = self._ids(side, batch)
+        held = self.sides[other]
+        ni, oi = self._pairs(side, batch, ids, held)
         counts = np.bincount(ni, minlength=n).astype(np.int64)
-        out = self._emit(side, new, held, ni, oi, counts)
-        if len(oi):
-            self.matched[other] += np.bincount(oi, minlength=len(self.matched[other]))
-        keep = np.ones(n, dtype=bool)
-        ts = np.zeros(0, np.int64)
+        out = self._emit(side, batch, held, ni, oi, counts)
+        held.count_matches(oi)
+        ts = keep = None
         if self.bounds is not None:
             ts = _ms(batch, self.times[side])
-            keep = ts + self.reach[side] > self.watermark
-            if self.outer[side] and not keep.all():  # can match nothing later: padded now if unmatched
-                out += self._padded(side, new, np.flatnonzero(~keep & (counts == 0)))
-        if keep.all():
-            self._hold(side, new, counts, ts)
-        elif keep.any():
-            k = np.flatnonzero(keep)
-            self._hold(side, new.take(pa.array(k)), counts[k], ts[k])
+            alive = ts + self.reach[side] > self.watermark
+            if not alive.all():  # can match nothing later: padded now if unmatched, not kept
+                if self.outer[side]:
+                    out += self._padded(side, batch, np.flatnonzero(~alive & (counts == 0)))
+                keep = np.flatnonzero(alive)
+        if keep is None:
+            self.sides[side].add(batch, ids, counts, ts)
+        elif len(keep):
+            self.sides[side].add(batch.take(pa.array(keep)), ids[keep], counts[keep], ts[keep])
         return out
-
-    def _hold(self, side: int, rows: pa.Table, matched: np.ndarray, ts: Optional[np.ndarray] = None) -> None:
-        cur = self.rows[side]
-        if cur is None or cur.num_rows == 0:
-            self.rows[side] = rows
-        else:
-            t = pa.concat_tables([cur, rows.cast(cur.schema)])
-            self.rows[side] = t.combine_chunks() if t.column(0).num_chunks > 64 else t
-        self.matched[side] = np.concatenate([self.matched[side], matched])
-        if ts is not None:
-            self.ts[side] = np.concatenate([self.ts[side], ts])
 
     def on_watermark(self, t_ms: int) -> list:
         if t_ms <= self.watermark:
@@ -320,31 +325,41 @@ class StreamJoin(Operator):
             return []
         out: list = []
         for side in (0, 1):
-            rows = self.rows[side]
-            if rows is None or rows.num_rows == 0:
+            s = self.sides[side]
+            if s.live == 0:
                 continue
-            gone = self.ts[side] + self.reach[side] <= t_ms
-            if not gone.any():
-                continue
-            if self.outer[side]:
-                out += self._padded(side, rows, np.flatnonzero(gone & (self.matched[side] == 0)))
-            keep = np.flatnonzero(~gone)
-            self.rows[side] = rows.take(pa.array(keep)).combine_chunks()
-            self.matched[side] = self.matched[side][keep]
-            self.ts[side] = self.ts[side][keep]
+            gone = s.expire(t_ms - self.reach[side])
+            if self.outer[side] and len(gone):
+                out += self._padded(side, s.rows, gone[s.matched.values[gone] == 0])
+        self._compact()
         return out
+
+    def _compact(self) -> None:
+        """Rebuild a side once its expired rows outnumber its live ones, and
+        both sides with fresh key ids once most key ids belong to no held row."""
+        a, b = self.sides
+        if self.key_ids.num_ids > 2 * (a.live + b.live) + 1024:
+            ids = self.key_ids.shrink([a.live_ids(), b.live_ids()])
+            a.compact(ids[0])
+            b.compact(ids[1])
+            return
+        for s in self.sides:
+            if s.needs_compaction():
+                s.compact()
 
     def close(self) -> list:
         if self.incremental:
             return self.on_watermark(MAX_WATERMARK) if self.bounds is not None else []
-        left, right = (materialize(t) if t is not None else None for t in self.rows)
+        left, right = (materialize(_table(p)) if p else None for p in self.pending)
         if left is None or left.num_rows == 0:
             if not self.outer[1] or right is None:
                 return []
             return self._padded(1, right, np.arange(right.num_rows))
         li = ri = np.zeros(0, np.int64)
         if right is not None and right.num_rows:
-            li, ri = self._pairs(0, left, right)
+            held = JoinSide()
+            held.add(_one_batch(right), self._ids(1, right), np.zeros(right.num_rows, np.int64))
+            li, ri = self._pairs(0, left, self._ids(0, left), held)
         out = self._output(left, right, li, ri)
         if self.outer[0]:
             out += self._padded(0, left, np.setdiff1d(np.arange(left.num_rows), li))
@@ -353,60 +368,50 @@ class StreamJoin(Operator):
         return out
 
     # -- matching -----------------------------------------------------------------------
-    def _pairs(self, side: int, new: pa.Table, held: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    def _pairs(self, side: int, new, new_ids: np.ndarray, held: JoinSide) -> tuple[np.ndarray, np.ndarray]:
         """Matching (row of ``new``, row of ``held``) pairs, ordered by new row then held row."""
-        left, right = (new, held) if side == 0 else (held, new)
-        hcols, ncols = {}, {}  # held rows probe a hash table built on the (small) new batch
-        for i, (lk, rk) in enumerate(zip(*self.keys)):
-            a, b = left.column(lk), right.column(rk)
-            if a.type != b.type:
-                common = _common_type(a.type, b.type)
-                a, b = a.cast(common), b.cast(common)
-            h, m = (b, a) if side == 0 else (a, b)
-            hcols[f"__hk{i}"], ncols[f"__nk{i}"] = h.combine_chunks(), m.combine_chunks()
-        hcols["__h"] = pa.array(np.arange(held.num_rows, dtype=np.int64))
-        ncols["__n"] = pa.array(np.arange(new.num_rows, dtype=np.int64))
-        j = pa.table(hcols).join(pa.table(ncols), keys=[k for k in hcols if k != "__h"],
-                                 right_keys=[k for k in ncols if k != "__n"], join_type="inner",
-                                 coalesce_keys=False, use_threads=False)
-        hi = j.column("__h").to_numpy().astype(np.int64, copy=False)
-        ni = j.column("__n").to_numpy().astype(np.int64, copy=False)
-        li, ri = (ni, hi) if side == 0 else (hi, ni)
-        if self.condition is not None and len(li):
-            pairs = _concat_columns(left.take(pa.array(li)), right.take(pa.array(ri)))
+        ni, oi = held.find(new_ids)
+        if self.condition is not None and len(ni):
+            li, ri = (ni, oi) if side == 0 else (oi, ni)
+            lt, rt = (new, held.rows) if side == 0 else (held.rows, new)
+            cols = _take(lt, self.schemas[0], li) + _take(rt, self.schemas[1], ri)
+            pairs = pa.RecordBatch.from_arrays(cols, names=self.schemas[0].names + self.schemas[1].names)
             mask = broadcast(self.condition.eval(pairs), pairs.num_rows)
             ok = pc.fill_null(mask, False).to_numpy(zero_copy_only=False)
-            li, ri = li[ok], ri[ok]
-        ni, oi = (li, ri) if side == 0 else (ri, li)
-        order = np.lexsort((oi, ni))
-        return ni[order], oi[order]
+            ni, oi = ni[ok], oi[ok]
+        return ni, oi
 
     # -- output -------------------------------------------------------------------------
-    def _emit(self, side: int, new: pa.Table, held: Optional[pa.Table], ni: np.ndarray, oi: np.ndarray,
+    def _emit(self, side: int, new: pa.RecordBatch, held: JoinSide, ni: np.ndarray, oi: np.ndarray,
               counts: np.ndarray) -> list:
         """What a new batch of ``side`` emits: its pairs, and (regular outer join)
         its unmatched rows padded, and ``-D`` for held rows matched the first time."""
         other = 1 - side
         if not self.changelog:
-            return self._output(*_by_side(side, new, held, ni, oi))
+            return self._output(*_by_side(side, new, held.rows, ni, oi))
         # events per new row i, in order: [-D pad+held j, +I i+j] per pair, or +I i+pad
-        k = np.arange(len(ni))
-        first = np.zeros(len(ni), dtype=bool)
+        first = np.zeros(len(ni), dtype=bool)  # the pair is the first match of its held row
         if self.outer[other] and len(oi):
-            _, at = np.unique(oi, return_index=True)
-            first[at] = True
-            first &= self.matched[other][oi] == 0
+            cand = np.flatnonzero(held.matched.values[oi] == 0)
+            _, at = np.unique(oi[cand], return_index=True)
+            first[cand[at]] = True
         lone = np.flatnonzero(counts == 0) if self.outer[side] else np.zeros(0, np.int64)
-        ev_new = np.concatenate([np.full(int(first.sum()), -1), ni, lone])
-        ev_old = np.concatenate([oi[first], oi, np.full(len(lone), -1)])
-        ev_op = np.concatenate([np.full(int(first.sum()), 3), np.zeros(len(ni) + len(lone), np.int64)])
-        row = np.concatenate([ni[first], ni, lone])
-        seq = np.concatenate([2 * k[first], 2 * k + 1, np.zeros(len(lone), np.int64)])
-        order = np.lexsort((seq, row))
-        ev_new, ev_old, ev_op = ev_new[order], ev_old[order], ev_op[order]
-        return self._output(*_by_side(side, new, held, ev_new, ev_old), ops=ev_op)
+        # each pair takes 1 or 2 slots, each lone row 1; slots follow the new rows
+        width = np.concatenate([1 + first, np.ones(len(lone), np.int64)])
+        order = np.argsort(np.concatenate([ni, lone]), kind="stable")  # two sorted runs
+        at = np.empty(len(order), np.int64)
+        at[order] = np.cumsum(width[order]) - width[order]
+        pair_at, lone_at = at[:len(ni)], at[len(ni):]
+        total = len(ni) + int(first.sum()) + len(lone)
+        ev_new, ev_old = np.empty(total, np.int64), np.empty(total, np.int64)
+        ev_op = np.zeros(total, np.int64)
+        d = pair_at[first]
+        ev_new[d], ev_old[d], ev_op[d] = -1, oi[first], 3
+        ev_new[pair_at + first], ev_old[pair_at + first] = ni, oi
+        ev_new[lone_at], ev_old[lone_at] = lone, -1
+        return self._output(*_by_side(side, new, held.rows, ev_new, ev_old), ops=ev_op)
 
-    def _padded(self, side: int, rows: pa.Table, idx: np.ndarray) -> list:
+    def _padded(self, side: int, rows, idx: np.ndarray) -> list:
         """``rows[idx]`` of ``side`` with nulls for the other side (``+I``)."""
         if len(idx) == 0:
             return []
@@ -415,8 +420,7 @@ class StreamJoin(Operator):
         lt, rt = (rows, None) if side == 0 else (None, rows)
         return self._output(lt, rt, li, ri, ops=np.zeros(len(idx), np.int64) if self.changelog else None)
 
-    def _output(self, left: Optional[pa.Table], right: Optional[pa.Table], li: np.ndarray, ri: np.ndarray,
-                ops: Optional[np.ndarray] = None) -> list:
+    def _output(self, left, right, li: np.ndarray, ri: np.ndarray, ops: Optional[np.ndarray] = None) -> list:
         """Rows ``left[li] ++ right[ri]`` (index -1: nulls), with row kinds ``ops`` if given."""
         if len(li) == 0:
             return []
@@ -431,19 +435,30 @@ class StreamJoin(Operator):
     def snapshot(self) -> Optional[bytes]:
         parts = [struct.pack("<q", self.watermark)]
         for side in (0, 1):
-            t = self.rows[side]
+            if not self.incremental:
+                t = _table(self.pending[side]) if self.pending[side] else None
+                matched = None if t is None else np.zeros(t.num_rows, np.int64)
+            else:
+                s = self.sides[side]
+                t = s.rows.to_table()
+                live = np.flatnonzero(s.alive.values)
+                if t is not None and len(live) < t.num_rows:
+                    t = t.take(pa.array(live))
+                matched = s.matched.values[live]
             if t is None:
                 parts.append(b"")
                 continue
-            t = t.append_column("__matched", pa.array(self.matched[side]))
+            t = t.append_column("__matched", pa.array(matched))
             if self.bounds is not None:
-                t = t.append_column("__ts", pa.array(self.ts[side]))
+                t = t.append_column("__ts", pa.array(self.sides[side].ts.values[live]))
             parts.append(_ipc(t))
         return b"".join(struct.pack("<Q", len(p)) + p for p in parts)
 
     def restore(self, state: Optional[bytes]) -> None:
+        """Load a snapshot; the key index is rebuilt from the held rows."""
         if state is None:
             return
+        self._reset()
         parts, i = [], 0
         while i < len(state):
             (n,) = struct.unpack_from("<Q", state, i)
@@ -454,29 +469,43 @@ class StreamJoin(Operator):
             if not data:
                 continue
             t = _unipc(data)
-            self.matched[side] = t.column("__matched").to_numpy().astype(np.int64)
-            if "__ts" in t.schema.names:
-                self.ts[side] = t.column("__ts").to_numpy().astype(np.int64)
-            self.rows[side] = t.drop_columns([c for c in ("__matched", "__ts") if c in t.schema.names])
+            matched = t.column("__matched").to_numpy().astype(np.int64)
+            ts = t.column("__ts").to_numpy().astype(np.int64) if "__ts" in t.schema.names else None
+            t = t.drop_columns([c for c in ("__matched", "__ts") if c in t.schema.names])
+            if t.num_rows == 0:
+                continue
+            if not self.incremental:
+                self.pending[side].append(_one_batch(t))
+            else:
+                self.sides[side].add(_one_batch(t), self._ids(side, t), matched, ts)
 
 
-def _by_side(side: int, new: pa.Table, held: Optional[pa.Table], ni: np.ndarray, oi: np.ndarray) -> tuple:
-    """(left table, right table, left indices, right indices) of pairs (new, held)."""
+def _table(batches: list) -> pa.Table:
+    """Batches as one table, in the schema of the first."""
+    schema = batches[0].schema
+    return pa.Table.from_batches([b if b.schema == schema else b.cast(schema) for b in batches])
+
+
+def _one_batch(t: pa.Table) -> pa.RecordBatch:
+    """A non-empty table as one record batch."""
+    return pa.RecordBatch.from_arrays([c.combine_chunks() for c in t.columns], schema=t.schema)
+
+
+def _by_side(side: int, new, held, ni: np.ndarray, oi: np.ndarray) -> tuple:
+    """(left rows, right rows, left indices, right indices) of pairs (new, held)."""
     return (new, held, ni, oi) if side == 0 else (held, new, oi, ni)
 
 
-def _take(t: Optional[pa.Table], schema: pa.Schema, idx: np.ndarray) -> list:
-    """The columns of ``t`` at ``idx`` (-1 gives null)."""
-    if t is None or t.num_rows == 0:
+def _take(rows, schema: pa.Schema, idx: np.ndarray) -> list:
+    """The columns of ``rows`` (a table, batch or :class:`HeldRows`) at ``idx`` (-1 gives null)."""
+    if rows is None or rows.num_rows == 0:
         return [pa.nulls(len(idx), f.type) for f in schema]
+    if isinstance(rows, HeldRows):
+        return rows.take(idx, schema.names)
     indices = pa.array(idx, mask=idx < 0) if (idx < 0).any() else pa.array(idx)
-    taken = t.select(schema.names).take(indices)
-    return [c.combine_chunks() if c.num_chunks != 1 else c.chunk(0) for c in taken.columns]
-
-
-def _concat_columns(a: pa.Table, b: pa.Table) -> pa.RecordBatch:
-    cols = [c.combine_chunks() for c in a.columns] + [c.combine_chunks() for c in b.columns]
-    return pa.RecordBatch.from_arrays(cols, names=a.schema.names + b.schema.names)
+    taken = rows.select(schema.names).take(indices)
+    return [c if isinstance(c, pa.Array) else c.combine_chunks() if c.num_chunks != 1 else c.chunk(0)
+            for c in taken.columns]
 
 
 def _common_type(a: pa.DataType, b: pa.DataType) -> pa.DataType:

@@ -1,0 +1,447 @@
+"""The state of a streaming join, probed without rescanning what is held.
+
+A regular join holds every row of both inputs for ever, so a new batch must
+find its matches in time that depends on the batch and its matches, not on
+the rows held. Three pieces:
+
+- :class:`JoinKeys`: the key columns of a row -> a dense key id (one id space
+  for both inputs, exact equality by :class:`~fastops.keys.KeyTable`); a row
+  with a null in any key column gets ``-1`` and matches nothing, as in SQL.
+- :class:`KeyedRows`: key id -> held row numbers, as sorted runs (key id, row)
+  merged geometrically (a run is merged into the one before it while that one
+  is not bigger), so there are ``O(log n)`` runs and each row is moved
+  ``O(log n)`` times in all. A probe looks each key up in every run (CSR
+  offsets by key id in the big runs, ``searchsorted`` in the small ones),
+  then ``repeat`` / ``take``: ``O(batch log n + matches)``.
+- :class:`HeldRows`: the rows themselves as Arrow batches, concatenated under
+  the same geometric rule, so appending is amortised ``O(batch log n)`` and
+  taking ``k`` rows costs ``O(k)`` plus one slice per chunk.
+
+:class:`JoinSide` puts them together with per-row match counts and event
+times for one input. Rows expire (interval joins) through a
+:class:`TimeQueue` (sorted runs of (time, row) with a cursor each, so an
+expiry does not scan the rows held); an expired row stays in place with a
+liveness flag, and the side is compacted (rebuilt from its live rows) once
+the expired rows outnumber the live ones, which costs amortised ``O(log n)``
+per expired row. ``touched`` counts the index entries, rows and
+keys each piece has read or moved, so tests can check the work per batch.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence, Union
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.types as pat
+
+from fastops.keys import KeyTable
+
+__all__ = ["JoinKeys", "KeyedRows", "TimeQueue", "HeldRows", "JoinSide"]
+
+_EMPTY = np.zeros(0, np.int64)
+
+
+def _key_storage(t: pa.DataType) -> pa.DataType:
+    """The type a key column is grouped in: its own, or one the key table
+    takes with the same equality (a decimal's text is exact for one decimal
+    type)."""
+    if pat.is_dictionary(t):
+        t = t.value_type
+    if pat.is_decimal(t):
+        return pa.string()
+    if pat.is_fixed_size_binary(t):
+        return pa.binary()
+    if pat.is_floating(t) and t.bit_width == 16:
+        return pa.float32()
+    return t
+
+
+class JoinKeys:
+    """Dense key ids for the rows of both join inputs (see module docs).
+
+    Parameters
+    ----------
+    types
+        The type each key column is compared in (both inputs cast to it).
+        A ``null``-typed key matches nothing; no key columns at all puts
+        every row under id 0 (a cross join).
+    names
+        How to name each key in error messages (e.g. ``"k = k2"``).
+    """
+
+    def __init__(self, types: Sequence[pa.DataType], names: Optional[Sequence[str]] = None):
+        self.types = list(types)
+        self.names = [f"key{i}" for i in range(len(self.types))] if names is None else list(names)
+        self.never = any(pat.is_null(t) for t in self.types)
+        self._storage = [_key_storage(t) for t in self.types]
+        self.table = self._new_table()
+        self.touched = 0
+
+    def _new_table(self) -> Optional[KeyTable]:
+        if self.never or not self.types:
+            return None
+        return KeyTable(self.names, types=self._storage)
+
+    @property
+    def num_ids(self) -> int:
+        if self.table is None:
+            return 0 if self.never else 1
+        return self.table.num_groups
+
+    def ids(self, columns: Sequence[Union[pa.Array, pa.ChunkedArray]]) -> np.ndarray:
+        """Key id (int64) of every row of ``columns``; ``-1`` where a key is null."""
+        if len(columns) != len(self.types):
+            raise ValueError(f"expected {len(self.types)} key columns, got {len(columns)}")
+        n = len(columns[0]) if columns else 0
+        self.touched += n
+        if self.never:
+            return np.full(n, -1, np.int64)
+        if self.table is None:
+            return np.zeros(n, np.int64)
+        cols = []
+        valid = None
+        for c, t, s in zip(columns, self.types, self._storage):
+            if isinstance(c, pa.ChunkedArray):
+                c = c.combine_chunks() if c.num_chunks != 1 else c.chunk(0)
+            if pat.is_dictionary(c.type):
+                c = c.dictionary_decode()
+            if c.type != t:
+                c = c.cast(t)
+            if c.type != s:
+                c = c.cast(s)
+            if c.null_count:
+                v = c.is_valid()
+                valid = v if valid is None else pc.and_(valid, v)
+            cols.append(c)
+        if valid is None:
+            return self.table.lookup_or_insert(cols)
+        sel = np.flatnonzero(valid.to_numpy(zero_copy_only=False))
+        out = np.full(n, -1, np.int64)
+        if len(sel):
+            at = pa.array(sel)
+            out[sel] = self.table.lookup_or_insert([c.take(at) for c in cols])
+        return out
+
+    def shrink(self, in_use: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Start a new id space holding only the keys of ``in_use`` (arrays of
+        ids); returns those arrays in new ids. Frees the keys no held row has."""
+        if self.table is None:
+            return [a.copy() for a in in_use]
+        old = self.table
+        used = np.unique(np.concatenate([a[a >= 0] for a in in_use] + [_EMPTY]))
+        self.table = self._new_table()
+        lut = np.full(old.num_groups + 1, -1, np.int64)  # lut[-1] (the last slot) keeps -1
+        if len(used):
+            lut[used] = self.table.lookup_or_insert(old.keys(used))
+        self.touched += len(used) + sum(len(a) for a in in_use)
+        return [lut[a] for a in in_use]
+
+
+class KeyedRows:
+    """Key id -> row numbers, as sorted runs merged geometrically (see module docs).
+
+    Rows must be added in increasing row number; ``find`` returns each query
+    row's matches in increasing row number. Negative key ids are not stored.
+    A run with at least a quarter as many entries as key ids also keeps CSR
+    offsets (first entry of each key id), so probing it is a gather instead
+    of a binary search.
+    """
+
+    def __init__(self) -> None:
+        # (sorted key ids, row numbers, offsets per key id or None)
+        self.runs: list[tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]] = []
+        self.touched = 0
+
+    def __len__(self) -> int:
+        return sum(len(r[0]) for r in self.runs)
+
+    @staticmethod
+    def _run(keys: np.ndarray, rows: np.ndarray) -> tuple:
+        nkeys = int(keys[-1]) + 1
+        offsets = None
+        if 4 * len(keys) >= nkeys:
+            offsets = np.zeros(nkeys + 1, np.int64)
+            np.cumsum(np.bincount(keys, minlength=nkeys), out=offsets[1:])
+        return keys, rows, offsets
+
+    def clear(self) -> None:
+        self.runs = []
+
+    def add(self, keys: np.ndarray, rows: np.ndarray) -> None:
+        """Index ``rows`` (above every row added before) under ``keys``."""
+        keep = keys >= 0
+        if not keep.all():
+            keys, rows = keys[keep], rows[keep]
+        if len(keys) == 0:
+            return
+        order = np.argsort(keys, kind="stable")
+        keys, rows = keys[order], rows[order]
+        self.touched += len(keys)
+        while self.runs and len(self.runs[-1][0]) <= len(keys):
+            k1, r1, _ = self.runs.pop()
+            k, r = np.concatenate([k1, keys]), np.concatenate([r1, rows])
+            order = np.argsort(k, kind="stable")  # two sorted runs: a linear merge
+            keys, rows = k[order], r[order]
+            self.touched += len(k)
+        self.runs.append(self._run(keys, rows))
+
+    def find(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(query index, row number) of every stored row under ``keys[i]``,
+        grouped by query index, rows increasing within a query."""
+        if not self.runs or len(keys) == 0:
+            return _EMPTY, _EMPTY
+        q = np.where(keys < 0, np.iinfo(np.int64).max - 1, keys)  # null keys: beyond every run
+        order = None
+        los, cnts = [], []
+        for rk, _, offsets in self.runs:
+            if offsets is not None:
+                last = len(offsets) - 1
+                lo = offsets[np.minimum(q, last)]
+                cnt = offsets[np.minimum(q + 1, last)] - lo
+            else:  # binary searches, for the queries in order (each starts where the last ended)
+                if order is None:
+                    order = np.argsort(q)
+                    sq = q[order]
+                lo, cnt = np.empty_like(q), np.empty_like(q)
+                lo[order] = np.searchsorted(rk, sq, "left")
+                cnt[order] = np.searchsorted(rk, sq, "right")
+                cnt -= lo
+            los.append(lo)
+            cnts.append(cnt)
+        cnt = np.vstack(cnts)  # (run, query): matches of each query in each run
+        per_query = cnt.sum(axis=0)
+        total = int(per_query.sum())
+        self.touched += len(self.runs) * len(keys) + total
+        if total == 0:
+            return _EMPTY, _EMPTY
+        # a query's matches: run after run (runs hold increasing row ranges)
+        at = np.cumsum(cnt, axis=0) - cnt + (np.cumsum(per_query) - per_query)
+        rows = np.empty(total, np.int64)
+        for (_, rr, _), lo, c, a in zip(self.runs, los, cnt, at):
+            m = int(c.sum())
+            if m:
+                within = np.arange(m, dtype=np.int64) - np.repeat(np.cumsum(c) - c, c)
+                rows[np.repeat(a, c) + within] = rr[np.repeat(lo, c) + within]
+        return np.repeat(np.arange(len(keys), dtype=np.int64), per_query), rows
+
+
+class HeldRows:
+    """Rows appended in batches, stored as ``O(log n)`` chunks (see module docs)."""
+
+    def __init__(self, schema: Optional[pa.Schema] = None) -> None:
+        self.schema = schema
+        self.chunks: list[pa.RecordBatch] = []
+        self.num_rows = 0
+        self.touched = 0
+
+    def append(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        if self.schema is None:
+            self.schema = batch.schema
+        elif batch.schema != self.schema:
+            batch = batch.select(self.schema.names).cast(self.schema)
+        self.chunks.append(batch)
+        self.num_rows += batch.num_rows
+        while len(self.chunks) > 1 and self.chunks[-2].num_rows <= self.chunks[-1].num_rows:
+            merged = pa.concat_batches(self.chunks[-2:])
+            self.chunks[-2:] = [merged]
+            self.touched += merged.num_rows
+
+    def take(self, idx: np.ndarray, names: Optional[Sequence[str]] = None) -> list[pa.Array]:
+        """Columns ``names`` (all if None) at rows ``idx``; index -1 gives null."""
+        names = list(self.schema.names) if names is None else list(names)
+        valid = idx >= 0
+        self.touched += len(idx) + len(self.chunks)
+        if len(self.chunks) == 1:
+            pos = idx
+            taken = self.chunks[0].select(names)
+        else:
+            starts = np.cumsum([0] + [c.num_rows for c in self.chunks])
+            chunk = np.searchsorted(starts, idx, "right") - 1  # -1 for null indices
+            pieces, order = [], []
+            for c in range(len(self.chunks)):
+                sel = np.flatnonzero(chunk == c)
+                if len(sel):
+                    pieces.append(self.chunks[c].select(names).take(pa.array(idx[sel] - starts[c])))
+                    order.append(sel)
+            order = np.concatenate(order) if order else _EMPTY
+            pos = np.full(len(idx), -1, np.int64)
+            pos[order] = np.arange(len(order), dtype=np.int64)
+            taken = pa.concat_batches(pieces) if pieces else self.chunks[0].select(names).slice(0, 0)
+            if len(pieces) == 1 and valid.all() and np.array_equal(pos, np.arange(len(idx))):
+                return list(taken.columns)
+        indices = pa.array(pos, mask=~valid) if not valid.all() else pa.array(pos)
+        return list(taken.take(indices).columns)
+
+    def keep(self, idx: np.ndarray) -> None:
+        """Keep only rows ``idx`` (increasing), renumbered from 0, as one chunk."""
+        self.touched += self.num_rows
+        table = self.to_table()
+        self.chunks, self.num_rows = [], 0
+        if len(idx):
+            kept = table.take(pa.array(idx)).combine_chunks()
+            self.append(pa.RecordBatch.from_arrays([c.chunk(0) for c in kept.columns], schema=kept.schema))
+
+    def to_table(self) -> Optional[pa.Table]:
+        if self.schema is None:
+            return None
+        return pa.Table.from_batches(self.chunks, schema=self.schema)
+
+
+class TimeQueue:
+    """Row numbers by event time, popped as the watermark passes them.
+
+    Sorted runs (time, row) merged geometrically as in :class:`KeyedRows`;
+    each run has a cursor below which its rows were popped (watermarks only
+    grow), so a pop costs ``O(runs log n + rows popped)``, not a scan of the
+    rows held.
+    """
+
+    def __init__(self) -> None:
+        self.runs: list[list] = []  # [sorted times, row numbers, cursor]
+        self.touched = 0
+
+    def add(self, times: np.ndarray, rows: np.ndarray) -> None:
+        if len(times) == 0:
+            return
+        order = np.argsort(times, kind="stable")
+        times, rows = times[order], rows[order]
+        self.touched += len(times)
+        while self.runs and len(self.runs[-1][0]) - self.runs[-1][2] <= len(times):
+            t1, r1, c = self.runs.pop()
+            t, r = np.concatenate([t1[c:], times]), np.concatenate([r1[c:], rows])
+            order = np.argsort(t, kind="stable")  # two sorted runs: a linear merge
+            times, rows = t[order], r[order]
+            self.touched += len(t)
+        self.runs.append([times, rows, 0])
+
+    def pop(self, upto: int) -> np.ndarray:
+        """The rows with time ``<= upto`` not popped before, in increasing row number."""
+        out = []
+        for run in self.runs:
+            end = int(np.searchsorted(run[0], upto, "right"))
+            self.touched += 1 + max(end - run[2], 0)
+            if end > run[2]:
+                out.append(run[1][run[2]:end])
+                run[2] = end
+        self.runs = [run for run in self.runs if run[2] < len(run[0])]
+        return np.sort(np.concatenate(out)) if out else _EMPTY
+
+    def clear(self) -> None:
+        self.runs = []
+
+
+class _Column:
+    """A growable NumPy array (capacity doubles)."""
+
+    def __init__(self, dtype) -> None:
+        self.buf = np.zeros(16, dtype)
+        self.n = 0
+
+    @property
+    def values(self) -> np.ndarray:
+        return self.buf[:self.n]
+
+    def extend(self, a: np.ndarray) -> None:
+        need = self.n + len(a)
+        if need > len(self.buf):
+            buf = np.zeros(max(need, 2 * len(self.buf)), self.buf.dtype)
+            buf[:self.n] = self.values
+            self.buf = buf
+        self.buf[self.n:need] = a
+        self.n = need
+
+    def reset(self, a: np.ndarray) -> None:
+        self.buf = np.zeros(max(16, len(a)), self.buf.dtype)
+        self.n = 0
+        self.extend(a)
+
+
+class JoinSide:
+    """The held rows of one join input (see module docs): the rows, and per
+    row its key id, its number of matches so far, its event time, and whether
+    it is live; an index from key id to live rows."""
+
+    def __init__(self) -> None:
+        self.rows = HeldRows()
+        self.ids = _Column(np.int64)
+        self.matched = _Column(np.int64)
+        self.ts = _Column(np.int64)
+        self.alive = _Column(bool)
+        self.index = KeyedRows()
+        self.expiry = TimeQueue()  # rows added with a time, by time
+        self.timed = False  # rows come with times (interval joins)
+        self.live = 0
+
+    @property
+    def touched(self) -> int:
+        return self.rows.touched + self.index.touched + self.expiry.touched
+
+    @property
+    def num_rows(self) -> int:
+        """Rows stored, expired ones included (row numbers run below this)."""
+        return self.ids.n
+
+    def add(self, batch: pa.RecordBatch, ids: np.ndarray, matched: np.ndarray,
+            ts: Optional[np.ndarray] = None) -> None:
+        """Hold the rows of ``batch`` with key ids ``ids`` and match counts ``matched``."""
+        n = batch.num_rows
+        if n == 0:
+            return
+        start = self.num_rows
+        self.rows.append(batch)
+        self.ids.extend(ids)
+        self.matched.extend(matched)
+        self.ts.extend(np.zeros(n, np.int64) if ts is None else ts)
+        self.alive.extend(np.ones(n, bool))
+        rows = np.arange(start, start + n, dtype=np.int64)
+        self.index.add(ids, rows)
+        if ts is not None:
+            self.timed = True
+            self.expiry.add(ts, rows)
+        self.live += n
+
+    def find(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(query index, row number) of every live row under ``ids[i]``, by query then row."""
+        q, r = self.index.find(ids)
+        if self.live < self.num_rows and len(r):
+            ok = self.alive.values[r]
+            q, r = q[ok], r[ok]
+        return q, r
+
+    def count_matches(self, rows: np.ndarray) -> None:
+        """One more match for each entry of ``rows`` (repeats count again)."""
+        np.add.at(self.matched.buf, rows, 1)
+
+    def expire(self, upto: int) -> np.ndarray:
+        """Retire the live rows with time ``<= upto`` (kept stored until
+        compaction); returns them, in increasing row number."""
+        rows = self.expiry.pop(upto)
+        self.alive.buf[rows] = False
+        self.live -= len(rows)
+        return rows
+
+    def needs_compaction(self) -> bool:
+        return self.num_rows - self.live > self.live
+
+    def compact(self, ids: Optional[np.ndarray] = None) -> None:
+        """Keep only the live rows (renumbered in order); ``ids``: their new key
+        ids (after :meth:`JoinKeys.shrink`), else the current ones."""
+        keep = np.flatnonzero(self.alive.values)
+        self.rows.keep(keep)
+        self.ids.reset(self.ids.values[keep] if ids is None else ids)
+        self.matched.reset(self.matched.values[keep])
+        self.ts.reset(self.ts.values[keep])
+        self.alive.reset(np.ones(len(keep), bool))
+        rows = np.arange(len(keep), dtype=np.int64)
+        self.index.clear()
+        self.index.add(self.ids.values, rows)
+        if self.timed:
+            self.expiry.clear()
+            self.expiry.add(self.ts.values, rows)
+        self.live = len(keep)
+
+    def live_ids(self) -> np.ndarray:
+        return self.ids.values[self.alive.values] if self.live < self.num_rows else self.ids.values
