@@ -30,7 +30,7 @@ from typing import Any, Optional, Sequence
 
 __all__ = ["Workload", "Report", "discover", "normalise", "run", "summary_table", "write_chart"]
 
-SUITE_ORDER = ("partition", "window", "sketch", "pipeline", "checkpoint", "sql")
+SUITE_ORDER = ("partition", "window", "sketch", "pipeline", "checkpoint", "sql", "join")
 TIMEOUT_S = {"quick": 300, "full": 3600}
 
 
