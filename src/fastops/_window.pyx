@@ -683,150 +683,129 @@ def agg_firstlast(const int64_t[::1] slots, const num_t[::1] vals, const uint8_t
             r[0] += 1
 
 
-# merges: rec[dst[i]] <- rec[dst[i]] (+) rec[src[i]], in order
+# merges: drec[dst[i]] <- drec[dst[i]] (+) srec[src[i]], in order. ``drec`` and
+# ``srec`` may be the same array (merging slots of one state) or not (merging
+# slots into a separate, zeroed record per output row).
 
-def merge_count(const int64_t[::1] dst, const int64_t[::1] src, int64_t[:, ::1] rec):
-    cdef Py_ssize_t i, n = dst.shape[0]
-    cdef int64_t F = rec.shape[1]
-    cdef int64_t* w = &rec[0, 0]
-    with nogil:
-        for i in range(n):
-            w[dst[i] * F] += w[src[i] * F]
-
-
-def merge_sum_f64(const int64_t[::1] dst, const int64_t[::1] src, int64_t[:, ::1] rec):
-    cdef Py_ssize_t i, n = dst.shape[0]
-    cdef int64_t F = rec.shape[1]
-    cdef int64_t* w = &rec[0, 0]
-    cdef int64_t* a
-    cdef int64_t* b
-    cdef double* fa
-    cdef double* fb
-    with nogil:
-        for i in range(n):
-            if i + PF < n:
-                prefetch(w + dst[i + PF] * F)
-                prefetch(w + src[i + PF] * F)
-            a = w + dst[i] * F
-            b = w + src[i] * F
-            if b[0] == 0:
-                continue
-            fa = <double*>a
-            fb = <double*>b
-            if a[0] == 0:
-                fa[1] = fb[1]
-                fa[2] = fb[2]
-            else:
-                _two_sum(&fa[1], &fa[2], fb[1])
-                fa[2] += fb[2]
-            a[0] += b[0]
+cdef inline void _merge_sum_f64(int64_t* a, const int64_t* b) noexcept nogil:
+    cdef double* fa = <double*>a
+    cdef const double* fb = <const double*>b
+    if a[0] == 0:
+        fa[1] = fb[1]
+        fa[2] = fb[2]
+    else:
+        _two_sum(&fa[1], &fa[2], fb[1])
+        fa[2] += fb[2]
+    a[0] += b[0]
 
 
-def merge_sum_i64(const int64_t[::1] dst, const int64_t[::1] src, int64_t[:, ::1] rec):
-    cdef Py_ssize_t i, n = dst.shape[0]
-    cdef int64_t F = rec.shape[1]
-    cdef int64_t* w = &rec[0, 0]
-    cdef int64_t* a
-    cdef int64_t* b
-    with nogil:
-        for i in range(n):
-            if i + PF < n:
-                prefetch(w + dst[i + PF] * F)
-                prefetch(w + src[i + PF] * F)
-            a = w + dst[i] * F
-            b = w + src[i] * F
-            if b[0] == 0:
-                continue
-            if a[0] == 0:
-                a[1] = b[1]
-            else:
-                a[1] = <int64_t>(<uint64_t>a[1] + <uint64_t>b[1])
-            a[0] += b[0]
+cdef inline void _merge_sum_i64(int64_t* a, const int64_t* b) noexcept nogil:
+    if a[0] == 0:
+        a[1] = b[1]
+    else:
+        a[1] = <int64_t>(<uint64_t>a[1] + <uint64_t>b[1])
+    a[0] += b[0]
 
 
-def merge_minmax(const int64_t[::1] dst, const int64_t[::1] src, bint is_max,
-                 int64_t[:, ::1] rec, num_t kind):
-    """``kind`` only selects the value type (0 or 0.0)."""
-    cdef Py_ssize_t i, n = dst.shape[0]
-    cdef int64_t F = rec.shape[1]
-    cdef int64_t* w = &rec[0, 0]
-    cdef int64_t* a
-    cdef int64_t* b
-    cdef num_t* va
-    cdef num_t* vb
-    with nogil:
-        for i in range(n):
-            if i + PF < n:
-                prefetch(w + dst[i + PF] * F)
-                prefetch(w + src[i + PF] * F)
-            a = w + dst[i] * F
-            b = w + src[i] * F
-            if b[0] == 0:
-                continue
-            va = <num_t*>a
-            vb = <num_t*>b
-            if a[0] == 0 or (vb[1] > va[1] if is_max else vb[1] < va[1]):
-                va[1] = vb[1]
-            a[0] += b[0]
-
-
-def merge_welford(const int64_t[::1] dst, const int64_t[::1] src, int64_t[:, ::1] rec):
+cdef inline void _merge_welford(int64_t* a, const int64_t* b) noexcept nogil:
     """Chan et al.'s pairwise combination of (count, mean, M2)."""
-    cdef Py_ssize_t i, n = dst.shape[0]
-    cdef int64_t F = rec.shape[1]
-    cdef int64_t* w = &rec[0, 0]
-    cdef int64_t* a
-    cdef int64_t* b
-    cdef double* fa
-    cdef double* fb
+    cdef double* fa = <double*>a
+    cdef const double* fb = <const double*>b
     cdef double na, nb, nt, delta
-    with nogil:
-        for i in range(n):
-            if i + PF < n:
-                prefetch(w + dst[i + PF] * F)
-                prefetch(w + src[i + PF] * F)
-            a = w + dst[i] * F
-            b = w + src[i] * F
-            if b[0] == 0:
-                continue
-            fa = <double*>a
-            fb = <double*>b
-            if a[0] == 0:
-                fa[1] = fb[1]
-                fa[2] = fb[2]
-                a[0] = b[0]
-                continue
-            na = <double>a[0]
-            nb = <double>b[0]
-            nt = na + nb
-            delta = fb[1] - fa[1]
-            fa[1] += delta * (nb / nt)
-            fa[2] += fb[2] + delta * delta * (na * nb / nt)
-            a[0] += b[0]
+    if a[0] == 0:
+        fa[1] = fb[1]
+        fa[2] = fb[2]
+        a[0] = b[0]
+        return
+    na = <double>a[0]
+    nb = <double>b[0]
+    nt = na + nb
+    delta = fb[1] - fa[1]
+    fa[1] += delta * (nb / nt)
+    fa[2] += fb[2] + delta * delta * (na * nb / nt)
+    a[0] += b[0]
 
 
-def merge_firstlast(const int64_t[::1] dst, const int64_t[::1] src, bint is_last,
-                    int64_t[:, ::1] rec):
-    """Merge in order: ``src`` counts as the later rows on ties. Values are
-    copied as raw 8-byte words, so this serves every value type."""
+cdef inline void _merge_firstlast(int64_t* a, const int64_t* b, bint is_last) noexcept nogil:
+    """``b`` counts as the later rows on ties; values are raw 8-byte words."""
+    if a[0] == 0 or (b[2] >= a[2] if is_last else b[2] < a[2]):
+        a[1] = b[1]
+        a[2] = b[2]
+    a[0] += b[0]
+
+
+cdef int _check_merge(const int64_t[::1] dst, const int64_t[::1] src, int64_t[:, ::1] drec,
+                      const int64_t[:, ::1] srec) except -1:
+    if dst.shape[0] != src.shape[0]:
+        raise ValueError(f"merge: {dst.shape[0]} destinations but {src.shape[0]} sources")
+    if drec.shape[1] != srec.shape[1]:
+        raise ValueError(f"merge: records of {drec.shape[1]} and {srec.shape[1]} words")
+    return 0
+
+
+# ``op``: 0 count, 1 sum f64, 2 sum i64, 3 max i64, 4 min i64, 5 max f64, 6 min f64,
+# 7 welford, 8 first, 9 last
+cdef inline void _merge_one(int op, int64_t* a, const int64_t* b) noexcept nogil:
+    if op == 0:
+        a[0] += b[0]
+    elif op == 1:
+        _merge_sum_f64(a, b)
+    elif op == 2:
+        _merge_sum_i64(a, b)
+    elif op == 3:
+        if a[0] == 0 or b[1] > a[1]:
+            a[1] = b[1]
+        a[0] += b[0]
+    elif op == 4:
+        if a[0] == 0 or b[1] < a[1]:
+            a[1] = b[1]
+        a[0] += b[0]
+    elif op == 5:
+        if a[0] == 0 or (<const double*>b)[1] > (<double*>a)[1]:
+            a[1] = b[1]
+        a[0] += b[0]
+    elif op == 6:
+        if a[0] == 0 or (<const double*>b)[1] < (<double*>a)[1]:
+            a[1] = b[1]
+        a[0] += b[0]
+    elif op == 7:
+        _merge_welford(a, b)
+    elif op == 8:
+        _merge_firstlast(a, b, False)
+    else:
+        _merge_firstlast(a, b, True)
+
+
+MERGE_OPS = {"count": 0, "sum_f64": 1, "sum_i64": 2, "max_i64": 3, "min_i64": 4,
+             "max_f64": 5, "min_f64": 6, "welford": 7, "first": 8, "last": 9}
+
+
+def merge_records(int op, const int64_t[::1] dst, const int64_t[::1] src, int64_t[:, ::1] drec,
+                  const int64_t[:, ::1] srec):
+    """drec[dst[i]] <- drec[dst[i]] (+) srec[src[i]] for each i in order; ``op``
+    (a value of ``MERGE_OPS``) names the aggregate. Empty sources are skipped.
+    Slot ids must be in range. Modifies ``drec``."""
     cdef Py_ssize_t i, n = dst.shape[0]
-    cdef int64_t F = rec.shape[1]
-    cdef int64_t* w = &rec[0, 0]
-    cdef int64_t* a
-    cdef int64_t* b
+    cdef int64_t F
+    cdef int64_t* w
+    cdef const int64_t* sw
+    cdef const int64_t* b
+    if not 0 <= op <= 9:
+        raise ValueError(f"merge: unknown op {op}")
+    _check_merge(dst, src, drec, srec)
+    if n == 0:
+        return
+    F = drec.shape[1]
+    w = &drec[0, 0]
+    sw = &srec[0, 0]
     with nogil:
         for i in range(n):
             if i + PF < n:
                 prefetch(w + dst[i + PF] * F)
-                prefetch(w + src[i + PF] * F)
-            a = w + dst[i] * F
-            b = w + src[i] * F
-            if b[0] == 0:
-                continue
-            if a[0] == 0 or (b[2] >= a[2] if is_last else b[2] < a[2]):
-                a[1] = b[1]
-                a[2] = b[2]
-            a[0] += b[0]
+                prefetch(sw + src[i + PF] * F)
+            b = sw + src[i] * F
+            if b[0] != 0:
+                _merge_one(op, w + dst[i] * F, b)
 
 
 def gather_fields(const int64_t[:, ::1] rec, const int64_t[::1] fields, const int64_t[::1] slots,

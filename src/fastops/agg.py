@@ -88,6 +88,28 @@ class SlotAggregate:
         """One value per slot of ``slots``, in order."""
         raise NotImplementedError
 
+    def combine(self, state: Any, rows: np.ndarray, src: np.ndarray, nrows: int,
+                top: int) -> tuple[Any, pa.Array]:
+        """Results of ``nrows`` output rows; row ``r`` merges the slots
+        ``src[i]`` with ``rows[i] == r`` in order (sliding windows: a window
+        from its panes). Slots ``top, top + 1, ...`` (beyond every live slot)
+        may serve as scratch and are left empty. Returns ``(state, results)``.
+
+        This default merges rows of several slots into scratch slots with
+        ``merge`` and reads rows of one slot directly.
+        """
+        result_slots = np.empty(nrows, dtype=np.int64)
+        dst = np.empty(len(rows), dtype=np.int64)
+        msrc = np.empty(len(rows), dtype=np.int64)
+        m, nm = _window.pairs_plan(rows, src, nrows, top, np.empty(nrows, dtype=np.int64),
+                                   result_slots, dst, msrc)
+        if nm:
+            state = self.merge(state, dst[:nm], msrc[:nm])
+        out = self.result(state, result_slots)
+        if m:
+            state = self.reset(state, np.arange(top, top + m, dtype=np.int64))
+        return state, out
+
     def reset(self, state: Any, slots: np.ndarray) -> Any:
         """Empty ``slots`` (purged) so they can be reused."""
         raise NotImplementedError
@@ -140,9 +162,12 @@ class Columns:
     def __getitem__(self, k: str) -> np.ndarray:
         return self.rec.view(self.spec[k])[:, self.names.index(k)]
 
-    def gather(self, slots: np.ndarray, names: list[str]) -> tuple[list[np.ndarray], Optional[np.ndarray]]:
-        """Fields ``names`` of ``slots`` (one kernel pass) and the null mask
-        (``cnt == 0``; None when no slot is empty)."""
+    def gather(self, slots: Optional[np.ndarray], names: list[str]) -> tuple[list[np.ndarray], Optional[np.ndarray]]:
+        """Fields ``names`` of ``slots`` (one kernel pass; None: every slot in
+        order) and the null mask (``cnt == 0``; None when no slot is empty)."""
+        if slots is None:
+            null = self["cnt"] == 0
+            return [np.ascontiguousarray(self[k]) for k in names], (null if null.any() else None)
         slots = np.ascontiguousarray(slots, dtype=np.int64)
         out = np.empty((len(slots), len(names)), dtype=np.int64)
         null = np.empty(len(slots), dtype=np.uint8)
@@ -267,6 +292,23 @@ class BuiltinAggregate(SlotAggregate):
             state["cnt"][slots] = 0
         return state
 
+    def _op(self) -> int:
+        """The merge kernel's code for this aggregate (``_window.MERGE_OPS``)."""
+        return _window.MERGE_OPS["count"]
+
+    def merge(self, state: Columns, dst: np.ndarray, src: np.ndarray) -> Columns:
+        self._grow(state, dst, src)
+        _window.merge_records(self._op(), dst, src, state.rec, state.rec)
+        return state
+
+    def combine(self, state: Columns, rows: np.ndarray, src: np.ndarray, nrows: int,
+                top: int) -> tuple[Columns, pa.Array]:
+        """Merges into a fresh record per output row (one pass over the pairs),
+        then reads those records in order; ``top`` is not needed."""
+        out = Columns(state.spec, nrows)
+        _window.merge_records(self._op(), rows, src, out.rec, state.rec)
+        return state, self.result(out, None)
+
     def to_bytes(self, state: Columns) -> bytes:
         return state.to_bytes()
 
@@ -318,10 +360,6 @@ class Count(BuiltinAggregate):
             self.update_rows(state, slots, values, None, int(slots.max()) + 1)
         return state
 
-    def merge(self, state, dst, src):
-        self._grow(state, dst, src)
-        _window.merge_count(dst, src, state.rec)
-        return state
 
     def result(self, state, slots):
         (cnt,), _ = state.gather(slots, ["cnt"])
@@ -344,6 +382,9 @@ class Sum(BuiltinAggregate):
     def output_type(self, input_type):
         return pa.int64() if pat.is_integer(input_type) else pa.float64()
 
+    def _op(self):
+        return _window.MERGE_OPS["sum_i64" if self._dtype == np.int64 else "sum_f64"]
+
     def update_rows(self, state, slots, values, ts, size):
         state.ensure(size)
         v, off = _valid(values)
@@ -353,13 +394,6 @@ class Sum(BuiltinAggregate):
         else:
             _window.agg_sum_f64(slots, x, v, off, state.rec)
 
-    def merge(self, state, dst, src):
-        self._grow(state, dst, src)
-        if self._dtype == np.int64:
-            _window.merge_sum_i64(dst, src, state.rec)
-        else:
-            _window.merge_sum_f64(dst, src, state.rec)
-        return state
 
     def result(self, state, slots):
         if self._dtype == np.int64:
@@ -400,15 +434,14 @@ class MinMax(_Ordered):
     def _state_spec(self):
         return {"cnt": np.dtype(np.int64), "val": self._dtype}
 
+    def _op(self):
+        return _window.MERGE_OPS[f"{self.name}_{'i64' if self._dtype == np.int64 else 'f64'}"]
+
     def update_rows(self, state, slots, values, ts, size):
         state.ensure(size)
         v, off = _valid(values)
         _window.agg_minmax(slots, as_storage(values, self._dtype), v, off, self.is_max, state.rec)
 
-    def merge(self, state, dst, src):
-        self._grow(state, dst, src)
-        _window.merge_minmax(dst, src, self.is_max, state.rec, 0.0 if self._dtype == np.float64 else 0)
-        return state
 
 
 class FirstLast(_Ordered):
@@ -420,15 +453,13 @@ class FirstLast(_Ordered):
     def _state_spec(self):
         return {"cnt": np.dtype(np.int64), "val": self._dtype, "ts": np.dtype(np.int64)}
 
+    def _op(self):
+        return _window.MERGE_OPS[self.name]
+
     def update_rows(self, state, slots, values, ts, size):
         state.ensure(size)
         v, off = _valid(values)
         _window.agg_firstlast(slots, as_storage(values, self._dtype), v, off, ts, self.is_last, state.rec)
-
-    def merge(self, state, dst, src):
-        self._grow(state, dst, src)
-        _window.merge_firstlast(dst, src, self.is_last, state.rec)
-        return state
 
 
 class Moments(BuiltinAggregate):
@@ -457,17 +488,18 @@ class Moments(BuiltinAggregate):
     def output_type(self, input_type):
         return pa.float64()
 
+    def _op(self):
+        return _window.MERGE_OPS["welford"]
+
     def update_rows(self, state, slots, values, ts, size):
         state.ensure(size)
         v, off = _valid(values)
         _window.agg_welford(slots, as_storage(values, np.dtype(np.float64)), v, off, state.rec)
 
-    def merge(self, state, dst, src):
-        self._grow(state, dst, src)
-        _window.merge_welford(dst, src, state.rec)
-        return state
 
     def result(self, state, slots):
+        if slots is None:
+            slots = slice(None)
         cnt = state["cnt"][slots]
         if self.name == "mean":
             return pa.array(state["mean"][slots], type=pa.float64(), mask=cnt == 0)

@@ -566,13 +566,17 @@ class WindowAggregator:
         return pa.RecordBatch.from_pylist([], schema=schema)
 
     def _build(self, starts: Optional[np.ndarray], ends: Optional[np.ndarray], groups: np.ndarray,
-               slots: np.ndarray) -> pa.RecordBatch:
+               slots: np.ndarray | list[pa.Array]) -> pa.RecordBatch:
+        """Output rows of ``groups``; ``slots``: the slot of each row, or the
+        aggregate results already computed."""
         cols = []
         if self._windowed:
             cols += [pa.array(starts, type=_TS), pa.array(ends, type=_TS)]
         cols += self._keys.keys(groups) if self.by else []
-        for a, st in zip(self._agg_list, self._states):
-            cols.append(a.result(st, slots))
+        if isinstance(slots, list):
+            cols += slots
+        else:
+            cols += [a.result(st, slots) for a, st in zip(self._agg_list, self._states)]
         return pa.RecordBatch.from_arrays(cols, schema=self._out_schema)
 
     def advance_watermark(self, t: int) -> pa.RecordBatch:
@@ -623,7 +627,7 @@ class WindowAggregator:
             work += [(j, True) for j in self._pane_windows(jp_old, jf_old)]
         if jf_new > jf_old:
             work += [(j, False) for j in self._pane_windows(jf_old, jf_new)]
-        pieces_g, pieces_s, pieces_row, starts, ends = [], [], [], [], []
+        pieces_g, pieces_s, pieces_row, starts, counts = [], [], [], [], []
         nlive = int(self._counters[0])
         self._mark = _grown(self._mark, self._keys.num_groups, -1)
         refire_panes: set[int] = set()
@@ -645,9 +649,8 @@ class WindowAggregator:
             pieces_g.append(og[:nrows])
             pieces_row.append(orow[:npairs] + total_rows)
             pieces_s.append(osrc[:npairs])
-            start = self._offset + j * self._slide
-            starts.append(np.full(nrows, start, dtype=np.int64))
-            ends.append(np.full(nrows, start + self._size, dtype=np.int64))
+            starts.append(self._offset + j * self._slide)
+            counts.append(nrows)
             total_rows += nrows
         if refire_panes:
             _window.pane_clear_dirty(self._hg, self._hq, self._hv, self._s_next, self._s_flags,
@@ -658,33 +661,18 @@ class WindowAggregator:
             groups = np.concatenate(pieces_g)
             src = np.concatenate(pieces_s)
             rows = np.concatenate(pieces_row)
-            top = int(self._counters[0])
-            temps = None
-            if self._k == 1:
-                result_slots = src  # one pane per window: rows and pairs coincide
-            else:
-                # rows with one pane read it directly; the others merge their panes into
-                # scratch slots on top of the high-water mark (a compact range, so the
-                # merges' writes stay in cache), emptied and given back right after
-                result_slots = np.empty(total_rows, dtype=np.int64)
-                dst = np.empty(len(rows), dtype=np.int64)
-                msrc = np.empty(len(rows), dtype=np.int64)
-                m, nm = _window.pairs_plan(rows, src, total_rows, top, np.empty(total_rows, dtype=np.int64),
-                                           result_slots, dst, msrc)
-                if m:
-                    self._ensure_slots(m)
-                    self._counters[0] = top + m
-                    temps = np.arange(top, top + m, dtype=np.int64)
-                    dst, msrc = dst[:nm], msrc[:nm]
-                    cap = self._slot_capacity()
-                    for i, (a, st) in enumerate(zip(self._agg_list, self._states)):
-                        if isinstance(a, BuiltinAggregate):
-                            st.ensure(cap)
-                        self._states[i] = a.merge(st, dst, msrc)
-            out = self._build(np.concatenate(starts), np.concatenate(ends), groups, result_slots)
-            if temps is not None:
-                self._reset_slots(temps)
-                self._counters[0] = top
+            if len(rows) == total_rows:  # one pane per row (always for tumbling): read it directly
+                slots = np.empty(total_rows, dtype=np.int64)
+                slots[rows] = src
+                results = [a.result(st, slots) for a, st in zip(self._agg_list, self._states)]
+            else:  # a row merges its panes; aggregates may use slots from the high-water mark up
+                top = int(self._counters[0])
+                results = []
+                for i, (a, st) in enumerate(zip(self._agg_list, self._states)):
+                    self._states[i], res = a.combine(st, rows, src, total_rows, top)
+                    results.append(res)
+            ws = np.repeat(np.array(starts, dtype=np.int64), counts)
+            out = self._build(ws, ws + self._size, groups, results)
         # purge panes whose last window is purged: q // ks <= jp_new
         limit = (jp_new + 1) * self._ks  # panes q < limit
         b = bisect.bisect_left(self._panes, limit)
