@@ -23,7 +23,6 @@ Session table
 ``counters``: ``[0]`` slot high-water mark, ``[1]`` free stack size,
 ``[2]`` live hash entries, ``[3]`` tombstones.
 """
-from libc.math cimport floor
 from libc.stdint cimport int64_t, uint8_t, uint64_t
 
 cdef extern from *:
@@ -63,10 +62,10 @@ cdef inline int64_t _floordiv_by(int64_t a, int64_t b, double inv_b) noexcept no
     cdef int64_t q
     if a > <int64_t>4503599627370496LL or a < -<int64_t>4503599627370496LL:  # beyond 2**52: divide
         return _floordiv(a, b)
-    q = <int64_t>floor(<double>a * inv_b)
-    if q * b > a:
+    q = <int64_t>(<double>a * inv_b)  # truncation: within 2 of the floor
+    while q * b > a:
         q -= 1
-    elif (q + 1) * b <= a:
+    while (q + 1) * b <= a:
         q += 1
     return q
 
@@ -144,7 +143,7 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
                 const int64_t[::1] gids, const int64_t[::1] ts, int64_t offset,
                 int64_t p, int64_t ks, int64_t k, int64_t j_purged, int64_t j_fired,
                 int64_t[::1] gcache, int64_t ways, Py_ssize_t start, int64_t max_fill,
-                int64_t[::1] out_slots, int64_t[::1] new_panes):
+                int64_t nheads, int64_t[::1] out_slots, int64_t[::1] new_panes):
     """Slot of every row from ``start`` on (``-1``: late, all its windows purged).
 
     Where a (group, pane) lives: each group has ``ways`` (a power of two)
@@ -155,6 +154,11 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
     slot is prepended to its pane's list, a new pane is written to
     ``new_panes``. A row whose pane has a fired, unpurged window marks the
     slot DIRTY.
+
+    ``nheads`` is the number of pane heads in the map: while it holds nothing
+    else, a (g, q) missing from its way is new without probing the map. The
+    map positions of the heads met are remembered (entries do not move during
+    the call), so a new slot finds its pane's head without a probe.
 
     Stops early (before an insertion) once the map holds ``max_fill`` live +
     tombstone entries, so the caller can grow it. Returns ``(next row, new
@@ -171,6 +175,11 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
     cdef double inv_p = 1.0 / <double>p
     cdef int64_t* cnt = &counters[0]
     cdef bint way_free
+    cdef int64_t hq_cache[8]
+    cdef int64_t hpos_cache[8]
+    cdef int h8
+    for h8 in range(8):
+        hpos_cache[h8] = -1
     with nogil:
         i = start
         while i < n:
@@ -188,7 +197,7 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
             if slot < 0 or gcache[c] != q:
                 way_free = slot < 0 or gcache[c] < q_dead
                 slot = -1
-                if cnt[2] > 0:
+                if cnt[2] > nheads:
                     slot = _find(&hg[0], &hq[0], &hv[0], mask, g, q, &where)
                 if slot < 0:
                     if cnt[2] + cnt[3] + 2 >= max_fill:
@@ -204,15 +213,23 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
                         _find(&hg[0], &hq[0], &hv[0], mask, g, q, &where)
                         _put(&hg[0], &hq[0], &hv[0], where, g, q, slot, cnt)
                         s_flags[slot] = IN_MAP
-                    head = _find(&hg[0], &hq[0], &hv[0], mask, -1, q, &where)
+                    h8 = <int>(q & 7)
+                    if hpos_cache[h8] >= 0 and hq_cache[h8] == q:
+                        where = hpos_cache[h8]
+                        head = hv[where]
+                    else:
+                        head = _find(&hg[0], &hq[0], &hv[0], mask, -1, q, &where)
                     if head < 0:
                         s_next[slot] = -1
                         _put(&hg[0], &hq[0], &hv[0], where, -1, q, slot, cnt)
+                        nheads += 1
                         new_panes[nnew] = q
                         nnew += 1
                     else:
                         s_next[slot] = head
                         hv[where] = slot
+                    hq_cache[h8] = q
+                    hpos_cache[h8] = where
             if q <= q_dirty:
                 s_flags[slot] |= DIRTY
                 ndirty += 1

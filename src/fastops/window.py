@@ -261,6 +261,7 @@ class WindowAggregator:
         self._states: list = []
         self._input_types: Optional[dict[str, pa.DataType]] = None
         self._out_schema: Optional[pa.Schema] = None
+        self._empty_out: Optional[pa.RecordBatch] = None
         self._wm = MIN_WATERMARK
         self._late: list[pa.RecordBatch] = []
         self.rows_in = 0
@@ -504,7 +505,8 @@ class WindowAggregator:
             done, nnew, nlate, ndirty = _window.pane_assign(
                 self._hg, self._hq, self._hv, self._s_group, self._s_pane, self._s_next, self._s_flags,
                 self._free, self._counters, gids, ts, self._offset, self._p, self._ks, self._k,
-                jp, jf, self._gcache, self._ways, done, len(self._hv) // 2, out, new_panes)
+                jp, jf, self._gcache, self._ways, done, len(self._hv) // 2,
+                len(self._panes) + len(new_all), out, new_panes)
             nlate_all += nlate
             self._ndirty += ndirty
             new_all += new_panes[:nnew].tolist()
@@ -563,7 +565,10 @@ class WindowAggregator:
             schema = pa.schema(fields)
         else:
             schema = self._out_schema
-        return pa.RecordBatch.from_pylist([], schema=schema)
+            if self._empty_out is not None and self._empty_out.schema is schema:
+                return self._empty_out  # batches are immutable: one serves every call
+        self._empty_out = pa.RecordBatch.from_pylist([], schema=schema)
+        return self._empty_out
 
     def _build(self, starts: Optional[np.ndarray], ends: Optional[np.ndarray], groups: np.ndarray,
                slots: np.ndarray | list[pa.Array]) -> pa.RecordBatch:
