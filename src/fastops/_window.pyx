@@ -24,6 +24,7 @@ Session table
 ``[2]`` live hash entries, ``[3]`` tombstones.
 """
 from libc.stdint cimport int64_t, uint8_t, uint64_t
+from libc.string cimport memset
 
 cdef extern from *:
     """
@@ -238,51 +239,107 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
     return i, nnew, nlate, ndirty
 
 
-def pane_collect(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] hv,
-                 const int64_t[::1] s_group, const int64_t[::1] s_next,
-                 const uint8_t[::1] s_flags, const int64_t[::1] panes, bint refire,
-                 int64_t[::1] group_mark, int64_t[::1] out_groups, int64_t[::1] out_row,
-                 int64_t[::1] out_src):
-    """The (output row, pane slot) pairs of one window made of ``panes``.
+def pane_emit(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] hv,
+              const int64_t[::1] s_group, const int64_t[::1] s_next, const uint8_t[::1] s_flags,
+              const int64_t[::1] panes, bint refire, int64_t[::1] group_mark,
+              const int64_t[::1] ops, list srecs, int64_t[:, ::1] out_rec, int64_t row0,
+              int64_t[::1] out_groups, int64_t[::1] out_row, int64_t[::1] out_src):
+    """The output rows of one window made of ``panes``, merged.
 
     Every group with a slot in these panes gets one output row (in order of
     first appearance), or with ``refire`` only the groups having a DIRTY slot.
-    ``group_mark`` (one entry per group) must be all -1 and is left so.
-    Fills ``out_groups`` (group of each output row) and ``out_row``/``out_src``
-    (pairs). Returns ``(rows, pairs)``.
+    Rows are numbered from ``row0``: ``out_groups[r]`` is the group of row
+    ``r`` and ``out_rec[r]`` the merge of its slots' records, aggregate ``a``
+    (merge code ``ops[a]``, state ``srecs[a]``, an (n_slots, F_a) int64
+    array) in words ``[F_0 + ... + F_(a-1), ... + F_a)``; a row's record is
+    zeroed when the row is created, so ``out_rec`` needs no initialisation.
+    The (row, slot) pairs are left in ``out_row`` / ``out_src`` (for
+    aggregates merged outside). ``group_mark`` (one entry per group) must be
+    all -1 and is left so. Capacities: ``out_groups`` and ``out_rec`` from
+    ``row0`` on, and the pair arrays, hold at least every slot of these
+    panes. Returns ``(rows, pairs)``.
+
+    Three passes over the pairs: list the slots (a walk of the pane lists),
+    number the rows, merge; the last two prefetch ahead.
     """
-    cdef Py_ssize_t a, m = panes.shape[0]
+    cdef Py_ssize_t a, i, m = panes.shape[0]
+    cdef int k, nagg = <int>ops.shape[0]
     cdef uint64_t mask = <uint64_t>(hv.shape[0] - 1)
-    cdef int64_t slot, g, where, nrows = 0, npairs = 0, r
+    cdef int64_t slot, g, where, r, nrows = 0, npairs = 0, nslots = 0
+    cdef int64_t W = out_rec.shape[1]
+    cdef int64_t* orec
+    cdef const int64_t* b
+    cdef int64_t* o
+    cdef int64_t[:, ::1] mv
+    cdef int64_t* sp[16]
+    cdef int64_t sf[16]
+    cdef int64_t so[16]
+    cdef int op[16]
+    cdef int64_t width = 0
+    if nagg != len(srecs) or nagg > 16:
+        raise ValueError(f"pane_emit: {nagg} merge codes for {len(srecs)} states (at most 16)")
+    for k in range(nagg):
+        mv = srecs[k]
+        sp[k] = &mv[0, 0] if mv.shape[0] > 0 else NULL
+        sf[k] = mv.shape[1]
+        so[k] = width
+        op[k] = <int>ops[k]
+        width += mv.shape[1]
+    if width > W:
+        raise ValueError(f"pane_emit: out_rec has {W} words per row, the states need {width}")
+    if not 0 <= row0 < out_rec.shape[0] or out_groups.shape[0] != out_rec.shape[0]:
+        raise ValueError(f"pane_emit: row0 {row0} outside out_rec / out_groups of "
+                         f"{out_rec.shape[0]} / {out_groups.shape[0]} rows")
+    orec = &out_rec[row0, 0]
     with nogil:
-        if refire:
-            for a in range(m):
-                slot = _find(&hg[0], &hq[0], &hv[0], mask, -1, panes[a], &where)
-                while slot >= 0:
-                    if s_flags[slot] & DIRTY:
-                        g = s_group[slot]
-                        if group_mark[g] < 0:
-                            group_mark[g] = nrows
-                            out_groups[nrows] = g
-                            nrows += 1
-                    slot = s_next[slot]
         for a in range(m):
             slot = _find(&hg[0], &hq[0], &hv[0], mask, -1, panes[a], &where)
             while slot >= 0:
-                g = s_group[slot]
-                r = group_mark[g]
-                if r < 0 and not refire:
-                    r = nrows
-                    group_mark[g] = r
-                    out_groups[nrows] = g
-                    nrows += 1
-                if r >= 0:
-                    out_row[npairs] = r
-                    out_src[npairs] = slot
-                    npairs += 1
+                out_src[nslots] = slot
+                nslots += 1
                 slot = s_next[slot]
+        for i in range(nslots):
+            out_row[i] = s_group[out_src[i]]
+        if refire:  # rows: the groups with a DIRTY slot
+            for i in range(nslots):
+                if i + PF < nslots:
+                    prefetch(&group_mark[out_row[i + PF]])
+                g = out_row[i]
+                if (s_flags[out_src[i]] & DIRTY) and group_mark[g] < 0:
+                    group_mark[g] = nrows
+                    out_groups[row0 + nrows] = g
+                    memset(orec + nrows * W, 0, <size_t>W * 8)
+                    nrows += 1
+        for i in range(nslots):
+            if i + PF < nslots:
+                prefetch(&group_mark[out_row[i + PF]])
+            g = out_row[i]
+            r = group_mark[g]
+            if r < 0 and not refire:
+                r = nrows
+                group_mark[g] = r
+                out_groups[row0 + nrows] = g
+                memset(orec + nrows * W, 0, <size_t>W * 8)
+                nrows += 1
+            if r >= 0:
+                out_row[npairs] = r
+                out_src[npairs] = out_src[i]
+                npairs += 1
+        for i in range(npairs):
+            if i + PF < npairs:
+                prefetch(orec + out_row[i + PF] * W)
+                for k in range(nagg):
+                    prefetch(sp[k] + out_src[i + PF] * sf[k])
+            o = orec + out_row[i] * W
+            slot = out_src[i]
+            for k in range(nagg):
+                b = sp[k] + slot * sf[k]
+                if b[0] != 0:
+                    _merge_one(op[k], o + so[k], b)
         for r in range(nrows):
-            group_mark[out_groups[r]] = -1
+            group_mark[out_groups[row0 + r]] = -1
+        for i in range(npairs):
+            out_row[i] += row0
     return nrows, npairs
 
 

@@ -149,6 +149,16 @@ class Columns:
         self.rec = np.zeros((size, len(self.spec)), dtype=np.int64)
         self.size = size
 
+    @classmethod
+    def wrap(cls, spec: dict[str, np.dtype], rec: np.ndarray) -> "Columns":
+        """Records ``rec`` (an (n, F) int64 array or column slice of one) as state, not copied."""
+        out = cls.__new__(cls)
+        out.spec = spec
+        out.names = list(spec)
+        out.rec = rec
+        out.size = len(rec)
+        return out
+
     def ensure(self, n: int) -> None:
         """Grow (doubling) to at least ``n`` slots; new slots are empty."""
         if n <= self.size:
@@ -165,9 +175,9 @@ class Columns:
     def gather(self, slots: Optional[np.ndarray], names: list[str]) -> tuple[list[np.ndarray], Optional[np.ndarray]]:
         """Fields ``names`` of ``slots`` (one kernel pass; None: every slot in
         order) and the null mask (``cnt == 0``; None when no slot is empty)."""
-        if slots is None:
+        if slots is None:  # copies: ``rec`` may be scratch that is reused
             null = self["cnt"] == 0
-            return [np.ascontiguousarray(self[k]) for k in names], (null if null.any() else None)
+            return [self[k].copy() for k in names], (null if null.any() else None)
         slots = np.ascontiguousarray(slots, dtype=np.int64)
         out = np.empty((len(slots), len(names)), dtype=np.int64)
         null = np.empty(len(slots), dtype=np.uint8)
@@ -498,15 +508,16 @@ class Moments(BuiltinAggregate):
 
 
     def result(self, state, slots):
-        if slots is None:
-            slots = slice(None)
-        cnt = state["cnt"][slots]
+        def field(k):  # copies (``slots`` None: every slot of possibly reused scratch)
+            return state[k].copy() if slots is None else state[k][slots]
+
+        cnt = field("cnt")
         if self.name == "mean":
-            return pa.array(state["mean"][slots], type=pa.float64(), mask=cnt == 0)
+            return pa.array(field("mean"), type=pa.float64(), mask=cnt == 0)
         denom = cnt - self.ddof
         null = denom <= 0
         with np.errstate(divide="ignore", invalid="ignore"):
-            var = np.where(null, 0.0, state["m2"][slots] / np.where(null, 1, denom))
+            var = np.where(null, 0.0, field("m2") / np.where(null, 1, denom))
         var = np.maximum(var, 0.0)
         if self.name == "stddev":
             var = np.sqrt(var)

@@ -64,7 +64,7 @@ import numpy as np
 import pyarrow as pa
 
 from fastops import _arrow, _window
-from fastops.agg import BuiltinAggregate, SlotAggregate
+from fastops.agg import BuiltinAggregate, Columns, SlotAggregate
 from fastops.durations import parse_duration
 from fastops.keys import KeyTable
 from fastops.watermarks import MIN_WATERMARK, to_ms
@@ -261,7 +261,7 @@ class WindowAggregator:
         self._states: list = []
         self._input_types: Optional[dict[str, pa.DataType]] = None
         self._out_schema: Optional[pa.Schema] = None
-        self._empty_out: Optional[pa.RecordBatch] = None
+        self._empty_out: Optional[tuple[pa.Schema, pa.RecordBatch]] = None
         self._wm = MIN_WATERMARK
         self._late: list[pa.RecordBatch] = []
         self.rows_in = 0
@@ -290,6 +290,9 @@ class WindowAggregator:
             self._hv = np.full(256, -1, dtype=np.int64)
             self._s_pane = np.zeros(64, dtype=np.int64)
             self._panes: list[int] = []
+            self._emit_rec = np.empty((0, 0), dtype=np.int64)  # emission scratch (see _ensure_emit)
+            self._emit_groups = np.empty(0, dtype=np.int64)
+            self._emit_pairs = np.empty((2, 0), dtype=np.int64)
             self._mark = np.full(64, -1, dtype=np.int64)
             # per group ``ways`` cached (pane, slot) pairs: room for the live panes of a key
             self._ways = 4
@@ -458,6 +461,23 @@ class WindowAggregator:
             self._s_end = _grown(self._s_end, need)
             self._s_parent = _grown(self._s_parent, need, -1)
 
+    def _ensure_emit(self, used: int, rows: int, width: int, pairs: int) -> None:
+        """Room for ``rows`` more output rows of ``width`` merged words after
+        the first ``used`` (kept), and for ``pairs`` (row, slot) pairs: the
+        emission scratch, kept across calls."""
+        if self._emit_pairs.shape[1] < pairs:
+            self._emit_pairs = np.empty((2, max(pairs, 2 * self._emit_pairs.shape[1])), dtype=np.int64)
+        rec = self._emit_rec
+        if rec.shape[0] >= used + rows and rec.shape[1] == width:
+            return
+        new = max(used + rows, 2 * rec.shape[0], 64)
+        grown = np.empty((new, width), dtype=np.int64)
+        groups = np.empty(new, dtype=np.int64)
+        if used:  # rows of windows emitted earlier in this call
+            grown[:used] = rec[:used]
+            groups[:used] = self._emit_groups[:used]
+        self._emit_rec, self._emit_groups = grown, groups
+
     def _ensure_hash(self, force: bool = False) -> None:
         """Keep the pane map at most half full (``force``: grow or clean now)."""
         live, tomb = int(self._counters[2]), int(self._counters[3])
@@ -565,10 +585,10 @@ class WindowAggregator:
             schema = pa.schema(fields)
         else:
             schema = self._out_schema
-            if self._empty_out is not None and self._empty_out.schema is schema:
-                return self._empty_out  # batches are immutable: one serves every call
-        self._empty_out = pa.RecordBatch.from_pylist([], schema=schema)
-        return self._empty_out
+            if self._empty_out is not None and self._empty_out[0] is schema:
+                return self._empty_out[1]  # batches are immutable: one serves every call
+        self._empty_out = (schema, pa.RecordBatch.from_pylist([], schema=schema))
+        return self._empty_out[1]
 
     def _build(self, starts: Optional[np.ndarray], ends: Optional[np.ndarray], groups: np.ndarray,
                slots: np.ndarray | list[pa.Array]) -> pa.RecordBatch:
@@ -632,7 +652,17 @@ class WindowAggregator:
             work += [(j, True) for j in self._pane_windows(jp_old, jf_old)]
         if jf_new > jf_old:
             work += [(j, False) for j in self._pane_windows(jf_old, jf_new)]
-        pieces_g, pieces_s, pieces_row, starts, counts = [], [], [], [], []
+        # built-in aggregates merge inside the emission kernel, into one record per
+        # output row (their states side by side); others get (row, slot) pairs
+        builtin = [i for i, a in enumerate(self._agg_list) if isinstance(a, BuiltinAggregate)]
+        cap = self._slot_capacity()
+        for i in builtin:
+            self._states[i].ensure(cap)
+        srecs = [self._states[i].rec for i in builtin]
+        ops = np.array([self._agg_list[i]._op() for i in builtin], dtype=np.int64)
+        width = max(sum(r.shape[1] for r in srecs), 1)
+        want_pairs = len(builtin) < len(self._agg_list)
+        pieces_s, pieces_row, starts, counts = [], [], [], []
         nlive = int(self._counters[0])
         self._mark = _grown(self._mark, self._keys.num_groups, -1)
         refire_panes: set[int] = set()
@@ -643,17 +673,16 @@ class WindowAggregator:
                 continue
             if refire:
                 refire_panes.update(panes.tolist())
-            og = np.empty(nlive, dtype=np.int64)
-            orow = np.empty(nlive, dtype=np.int64)
-            osrc = np.empty(nlive, dtype=np.int64)
-            nrows, npairs = _window.pane_collect(self._hg, self._hq, self._hv, self._s_group,
-                                                 self._s_next, self._s_flags, panes, refire,
-                                                 self._mark, og, orow, osrc)
+            self._ensure_emit(total_rows, max(nlive, 1), width, nlive)
+            nrows, npairs = _window.pane_emit(self._hg, self._hq, self._hv, self._s_group, self._s_next,
+                                              self._s_flags, panes, refire, self._mark, ops, srecs,
+                                              self._emit_rec, total_rows, self._emit_groups,
+                                              self._emit_pairs[0], self._emit_pairs[1])
             if nrows == 0:
                 continue
-            pieces_g.append(og[:nrows])
-            pieces_row.append(orow[:npairs] + total_rows)
-            pieces_s.append(osrc[:npairs])
+            if want_pairs:
+                pieces_row.append(self._emit_pairs[0, :npairs].copy())
+                pieces_s.append(self._emit_pairs[1, :npairs].copy())
             starts.append(self._offset + j * self._slide)
             counts.append(nrows)
             total_rows += nrows
@@ -663,21 +692,19 @@ class WindowAggregator:
         self._ndirty = 0  # every dirty pane lies in a re-fired window: all cleared above
         out = self._empty()
         if total_rows:
-            groups = np.concatenate(pieces_g)
-            src = np.concatenate(pieces_s)
-            rows = np.concatenate(pieces_row)
-            if len(rows) == total_rows:  # one pane per row (always for tumbling): read it directly
-                slots = np.empty(total_rows, dtype=np.int64)
-                slots[rows] = src
-                results = [a.result(st, slots) for a, st in zip(self._agg_list, self._states)]
-            else:  # a row merges its panes; aggregates may use slots from the high-water mark up
-                top = int(self._counters[0])
-                results = []
+            results: list = [None] * len(self._agg_list)
+            off = 0
+            for i, r in zip(builtin, srecs):
+                merged = Columns.wrap(self._states[i].spec, self._emit_rec[:total_rows, off:off + r.shape[1]])
+                results[i] = self._agg_list[i].result(merged, None)
+                off += r.shape[1]
+            if want_pairs:  # plug-ins may use scratch slots from the high-water mark up
+                rows, src = np.concatenate(pieces_row), np.concatenate(pieces_s)
                 for i, (a, st) in enumerate(zip(self._agg_list, self._states)):
-                    self._states[i], res = a.combine(st, rows, src, total_rows, top)
-                    results.append(res)
+                    if results[i] is None:
+                        self._states[i], results[i] = a.combine(st, rows, src, total_rows, nlive)
             ws = np.repeat(np.array(starts, dtype=np.int64), counts)
-            out = self._build(ws, ws + self._size, groups, results)
+            out = self._build(ws, ws + self._size, self._emit_groups[:total_rows], results)
         # purge panes whose last window is purged: q // ks <= jp_new
         limit = (jp_new + 1) * self._ks  # panes q < limit
         b = bisect.bisect_left(self._panes, limit)
