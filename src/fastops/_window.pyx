@@ -46,11 +46,6 @@ cdef uint8_t S_LIVE = 1     # session flags
 cdef uint8_t S_DIRTY = 2
 cdef uint8_t S_FIRED = 4
 
-ctypedef fused num_t:
-    int64_t
-    double
-
-
 cdef inline int64_t _floordiv(int64_t a, int64_t b) noexcept nogil:
     cdef int64_t q = a / b
     if (a % b != 0) and ((a < 0) != (b < 0)):
@@ -585,16 +580,15 @@ def session_purge(int64_t[::1] g_head, const int64_t[::1] s_group, const int64_t
 # F 8-byte words per slot (so one row touches one cache line); word 0 is
 # ``cnt``, the number of non-null values (0: the slot is empty and its other
 # words are garbage); float words are the same bytes read as double.
-# ``valid`` is the Arrow validity bitmap (bit ``voff + i``) or empty: no nulls.
-# ``slots[i] < 0`` skips row i.
+# Aggregates are named by a code (``OPS``) shared by updates and merges:
+#   count (cnt) | sum_f64 (cnt, total, comp; result total + comp) | sum_i64
+#   (cnt, total, wrapping) | max/min_i64, max/min_f64 (cnt, value; NaN
+#   skipped) | welford (cnt, mean, M2) | first / last (cnt, value, ts: the
+#   value of the smallest / largest event time; ties: the earliest row for
+#   first, the latest for last; values are raw 8-byte words)
 
-cdef inline bint _skip(const uint8_t[::1] valid, bint has_valid, int64_t voff,
-                       Py_ssize_t i) noexcept nogil:
-    cdef int64_t j
-    if not has_valid:
-        return False
-    j = voff + i
-    return not ((valid[j >> 3] >> (j & 7)) & 1)
+OPS = {"count": 0, "sum_f64": 1, "sum_i64": 2, "max_i64": 3, "min_i64": 4,
+       "max_f64": 5, "min_f64": 6, "welford": 7, "first": 8, "last": 9}
 
 
 cdef inline void _two_sum(double* total, double* comp, double v) noexcept nogil:
@@ -606,155 +600,120 @@ cdef inline void _two_sum(double* total, double* comp, double v) noexcept nogil:
     total[0] = t
 
 
-def agg_count(const int64_t[::1] slots, const uint8_t[::1] valid, int64_t voff,
-              int64_t[:, ::1] rec):
-    """rec[slot].cnt += 1 per non-null row. Modifies ``rec``."""
+cdef inline void _update_one(int op, int64_t* r, const int64_t* v, int64_t t) noexcept nogil:
+    """Add one value (``v``: its 8-byte word; unused by count) at event time ``t``."""
+    cdef double* f = <double*>r
+    cdef double x, d
+    cdef int64_t c
+    if op == 0:
+        r[0] += 1
+        return
+    if op == 1:
+        x = (<const double*>v)[0]
+        if r[0] == 0:
+            f[1] = x
+            f[2] = 0.0
+        else:
+            _two_sum(&f[1], &f[2], x)
+    elif op == 2:
+        r[1] = v[0] if r[0] == 0 else <int64_t>(<uint64_t>r[1] + <uint64_t>v[0])
+    elif op == 3:
+        if r[0] == 0 or v[0] > r[1]:
+            r[1] = v[0]
+    elif op == 4:
+        if r[0] == 0 or v[0] < r[1]:
+            r[1] = v[0]
+    elif op == 5 or op == 6:
+        x = (<const double*>v)[0]
+        if x != x:
+            return
+        if r[0] == 0 or (x > f[1] if op == 5 else x < f[1]):
+            f[1] = x
+    elif op == 7:
+        x = (<const double*>v)[0]
+        c = r[0] + 1
+        r[0] = c
+        if c == 1:
+            f[1] = x
+            f[2] = 0.0
+        else:
+            d = x - f[1]
+            f[1] += d / c
+            f[2] += d * (x - f[1])
+        return
+    else:
+        if r[0] == 0 or (t >= r[2] if op == 9 else t < r[2]):
+            r[1] = v[0]
+            r[2] = t
+    r[0] += 1
+
+
+def agg_update(const int64_t[::1] slots, const int64_t[::1] ts, const int64_t[::1] ops,
+               list recs, list vals, list valids, const int64_t[::1] voffs):
+    """Add row ``i`` to slot ``slots[i]`` (``< 0``: skipped) of every aggregate,
+    in one pass over the rows. Aggregate ``a``: code ``ops[a]`` (``OPS``),
+    state ``recs[a]`` (int64 (n_slots, F), every slot in range), values
+    ``vals[a]`` (8-byte words, int64 or float64 viewed as int64; empty for
+    ``count()``), validity ``valids[a]`` (Arrow bitmap, bit ``voffs[a] + i``;
+    empty: no nulls; null rows are skipped). ``ts``: event times (first /
+    last). Modifies ``recs``.
+    """
     cdef Py_ssize_t i, n = slots.shape[0]
-    cdef bint hv = valid.shape[0] > 0
-    cdef int64_t s, F = rec.shape[1]
-    cdef int64_t* w = &rec[0, 0]
+    cdef int k, nagg = <int>ops.shape[0]
+    cdef int64_t s, j
+    cdef int64_t[:, ::1] mv
+    cdef const int64_t[::1] vv
+    cdef const uint8_t[::1] bv
+    cdef int64_t* rp[16]
+    cdef int64_t rf[16]
+    cdef const int64_t* vp[16]
+    cdef const uint8_t* bm[16]
+    cdef int64_t bo[16]
+    cdef int op[16]
+    if nagg > 16 or len(recs) != nagg or len(vals) != nagg or len(valids) != nagg \
+            or voffs.shape[0] != nagg:
+        raise ValueError(f"agg_update: {nagg} codes for {len(recs)} states, {len(vals)} value "
+                         f"arrays, {len(valids)} bitmaps, {voffs.shape[0]} offsets (at most 16)")
+    if ts.shape[0] != n:
+        raise ValueError(f"agg_update: {ts.shape[0]} event times for {n} rows")
+    if n == 0:
+        return
+    for k in range(nagg):
+        op[k] = <int>ops[k]
+        if not 0 <= op[k] <= 9:
+            raise ValueError(f"agg_update: unknown code {op[k]}")
+        mv = recs[k]
+        rp[k] = &mv[0, 0] if mv.shape[0] > 0 else NULL
+        rf[k] = mv.shape[1]
+        vv = vals[k]
+        if vv.shape[0] == 0 and op[k] == 0:
+            vp[k] = NULL
+        elif vv.shape[0] != n:
+            raise ValueError(f"agg_update: aggregate {k} has {vv.shape[0]} values for {n} rows")
+        else:
+            vp[k] = &vv[0]
+        bv = valids[k]
+        bo[k] = voffs[k]
+        if bv.shape[0] == 0:
+            bm[k] = NULL
+        elif bv.shape[0] * 8 < bo[k] + n:
+            raise ValueError(f"agg_update: aggregate {k}'s validity bitmap is too short")
+        else:
+            bm[k] = &bv[0]
     with nogil:
         for i in range(n):
             if i + PF < n and slots[i + PF] >= 0:
-                prefetch(w + slots[i + PF] * F)
+                for k in range(nagg):
+                    prefetch(rp[k] + slots[i + PF] * rf[k])
             s = slots[i]
-            if s < 0 or _skip(valid, hv, voff, i):
+            if s < 0:
                 continue
-            w[s * F] += 1
-
-
-def agg_sum_f64(const int64_t[::1] slots, const double[::1] vals, const uint8_t[::1] valid,
-                int64_t voff, int64_t[:, ::1] rec):
-    """Compensated sums: record (cnt, total, comp), result ``total + comp``. Modifies ``rec``."""
-    cdef Py_ssize_t i, n = slots.shape[0]
-    cdef bint hv = valid.shape[0] > 0
-    cdef int64_t s, F = rec.shape[1]
-    cdef int64_t* w = &rec[0, 0]
-    cdef int64_t* r
-    cdef double* f
-    with nogil:
-        for i in range(n):
-            if i + PF < n and slots[i + PF] >= 0:
-                prefetch(w + slots[i + PF] * F)
-            s = slots[i]
-            if s < 0 or _skip(valid, hv, voff, i):
-                continue
-            r = w + s * F
-            f = <double*>r
-            if r[0] == 0:
-                f[1] = vals[i]
-                f[2] = 0.0
-            else:
-                _two_sum(&f[1], &f[2], vals[i])
-            r[0] += 1
-
-
-def agg_sum_i64(const int64_t[::1] slots, const int64_t[::1] vals, const uint8_t[::1] valid,
-                int64_t voff, int64_t[:, ::1] rec):
-    """Integer sums, record (cnt, total), wrapping on overflow. Modifies ``rec``."""
-    cdef Py_ssize_t i, n = slots.shape[0]
-    cdef bint hv = valid.shape[0] > 0
-    cdef int64_t s, F = rec.shape[1]
-    cdef int64_t* w = &rec[0, 0]
-    cdef int64_t* r
-    with nogil:
-        for i in range(n):
-            if i + PF < n and slots[i + PF] >= 0:
-                prefetch(w + slots[i + PF] * F)
-            s = slots[i]
-            if s < 0 or _skip(valid, hv, voff, i):
-                continue
-            r = w + s * F
-            if r[0] == 0:
-                r[1] = vals[i]
-            else:
-                r[1] = <int64_t>(<uint64_t>r[1] + <uint64_t>vals[i])
-            r[0] += 1
-
-
-def agg_minmax(const int64_t[::1] slots, const num_t[::1] vals, const uint8_t[::1] valid,
-               int64_t voff, bint is_max, int64_t[:, ::1] rec):
-    """Running min (or max), record (cnt, value); float NaN values are skipped."""
-    cdef Py_ssize_t i, n = slots.shape[0]
-    cdef bint hv = valid.shape[0] > 0
-    cdef int64_t s, F = rec.shape[1]
-    cdef int64_t* w = &rec[0, 0]
-    cdef int64_t* r
-    cdef num_t* cur
-    cdef num_t v
-    with nogil:
-        for i in range(n):
-            if i + PF < n and slots[i + PF] >= 0:
-                prefetch(w + slots[i + PF] * F)
-            s = slots[i]
-            if s < 0 or _skip(valid, hv, voff, i):
-                continue
-            v = vals[i]
-            if num_t is double:
-                if v != v:
-                    continue
-            r = w + s * F
-            cur = <num_t*>r
-            if r[0] == 0 or (v > cur[1] if is_max else v < cur[1]):
-                cur[1] = v
-            r[0] += 1
-
-
-def agg_welford(const int64_t[::1] slots, const double[::1] vals, const uint8_t[::1] valid,
-                int64_t voff, int64_t[:, ::1] rec):
-    """Welford's running (cnt, mean, M2). Modifies ``rec``."""
-    cdef Py_ssize_t i, n = slots.shape[0]
-    cdef bint hv = valid.shape[0] > 0
-    cdef int64_t s, c, F = rec.shape[1]
-    cdef int64_t* w = &rec[0, 0]
-    cdef int64_t* r
-    cdef double* f
-    cdef double v, d
-    with nogil:
-        for i in range(n):
-            if i + PF < n and slots[i + PF] >= 0:
-                prefetch(w + slots[i + PF] * F)
-            s = slots[i]
-            if s < 0 or _skip(valid, hv, voff, i):
-                continue
-            v = vals[i]
-            r = w + s * F
-            f = <double*>r
-            c = r[0] + 1
-            r[0] = c
-            if c == 1:
-                f[1] = v
-                f[2] = 0.0
-            else:
-                d = v - f[1]
-                f[1] += d / c
-                f[2] += d * (v - f[1])
-
-
-def agg_firstlast(const int64_t[::1] slots, const num_t[::1] vals, const uint8_t[::1] valid,
-                  int64_t voff, const int64_t[::1] ts, bint is_last, int64_t[:, ::1] rec):
-    """Record (cnt, value, ts): the value with the smallest (first) or largest
-    (last) event time; ties: the earliest row for first, the latest for last."""
-    cdef Py_ssize_t i, n = slots.shape[0]
-    cdef bint hv = valid.shape[0] > 0
-    cdef int64_t s, t, F = rec.shape[1]
-    cdef int64_t* w = &rec[0, 0]
-    cdef int64_t* r
-    cdef num_t* cur
-    with nogil:
-        for i in range(n):
-            if i + PF < n and slots[i + PF] >= 0:
-                prefetch(w + slots[i + PF] * F)
-            s = slots[i]
-            if s < 0 or _skip(valid, hv, voff, i):
-                continue
-            t = ts[i]
-            r = w + s * F
-            cur = <num_t*>r
-            if r[0] == 0 or (t >= r[2] if is_last else t < r[2]):
-                cur[1] = vals[i]
-                r[2] = t
-            r[0] += 1
+            for k in range(nagg):
+                if bm[k] != NULL:
+                    j = bo[k] + i
+                    if not ((bm[k][j >> 3] >> (j & 7)) & 1):
+                        continue
+                _update_one(op[k], rp[k] + s * rf[k], vp[k] + i if vp[k] != NULL else NULL, ts[i])
 
 
 # merges: drec[dst[i]] <- drec[dst[i]] (+) srec[src[i]], in order. ``drec`` and
@@ -817,8 +776,6 @@ cdef int _check_merge(const int64_t[::1] dst, const int64_t[::1] src, int64_t[:,
     return 0
 
 
-# ``op``: 0 count, 1 sum f64, 2 sum i64, 3 max i64, 4 min i64, 5 max f64, 6 min f64,
-# 7 welford, 8 first, 9 last
 cdef inline void _merge_one(int op, int64_t* a, const int64_t* b) noexcept nogil:
     if op == 0:
         a[0] += b[0]
@@ -850,14 +807,10 @@ cdef inline void _merge_one(int op, int64_t* a, const int64_t* b) noexcept nogil
         _merge_firstlast(a, b, True)
 
 
-MERGE_OPS = {"count": 0, "sum_f64": 1, "sum_i64": 2, "max_i64": 3, "min_i64": 4,
-             "max_f64": 5, "min_f64": 6, "welford": 7, "first": 8, "last": 9}
-
-
 def merge_records(int op, const int64_t[::1] dst, const int64_t[::1] src, int64_t[:, ::1] drec,
                   const int64_t[:, ::1] srec):
     """drec[dst[i]] <- drec[dst[i]] (+) srec[src[i]] for each i in order; ``op``
-    (a value of ``MERGE_OPS``) names the aggregate. Empty sources are skipped.
+    (a value of ``OPS``) names the aggregate. Empty sources are skipped.
     Slot ids must be in range. Modifies ``drec``."""
     cdef Py_ssize_t i, n = dst.shape[0]
     cdef int64_t F

@@ -48,6 +48,7 @@ __all__ = ["SlotAggregate", "register", "count", "sum", "min", "max", "mean", "v
            "stddev", "first", "last", "registered"]
 
 _EMPTY_U8 = np.zeros(0, dtype=np.uint8)
+_EMPTY_I64 = np.zeros(0, dtype=np.int64)
 
 
 class SlotAggregate:
@@ -257,13 +258,35 @@ def _valid(values: pa.Array) -> tuple[np.ndarray, int]:
     return (_EMPTY_U8, 0) if v is None else (v, values.offset)
 
 
-class BuiltinAggregate(SlotAggregate):
-    """A built-in: columnar state, kernels in ``fastops._window``.
+def update_builtins(aggs: list["BuiltinAggregate"], states: list[Columns], slots: np.ndarray,
+                    columns: list[Optional[pa.Array]], ts: np.ndarray, size: int) -> None:
+    """Add row ``i`` of each aggregate's input column to slot ``slots[i]``
+    (``< 0``: skipped; nulls skipped), every aggregate in one pass over the
+    rows. ``ts``: event times (int64, one per row; ``first``/``last``),
+    ``size``: the slot capacity to grow the states to."""
+    ops, recs, vals, valids, offs = [], [], [], [], []
+    for a, st, col in zip(aggs, states, columns):
+        st.ensure(size)
+        op = a._op()
+        ops.append(op)
+        recs.append(st.rec)
+        if col is None:
+            v, off = _EMPTY_U8, 0
+        else:
+            v, off = _valid(col)
+        valids.append(v)
+        offs.append(off)
+        if col is None or op == _window.OPS["count"]:
+            vals.append(_EMPTY_I64)
+        else:
+            vals.append(as_storage(col, a._dtype).view(np.int64))
+    _window.agg_update(slots, ts, np.array(ops, dtype=np.int64), recs, vals, valids,
+                       np.array(offs, dtype=np.int64))
 
-    ``update_rows(state, slots, values, ts, size)`` is the aggregator's fast
-    path: ``slots < 0`` are skipped, nulls are skipped through the validity
-    bitmap, ``size`` is the slot capacity to grow to.
-    """
+
+class BuiltinAggregate(SlotAggregate):
+    """A built-in: columnar state, kernels in ``fastops._window``
+    (:func:`update_builtins` adds rows to several at once)."""
 
     needs_input = True
     fields: dict[str, np.dtype] = {}
@@ -293,8 +316,8 @@ class BuiltinAggregate(SlotAggregate):
     def update(self, state: Columns, slots: np.ndarray, values: pa.Array) -> Columns:
         slots = np.ascontiguousarray(slots, dtype=np.int64)
         if len(slots):
-            n = int(slots.max()) + 1
-            self.update_rows(state, slots, values, np.arange(len(slots), dtype=np.int64), n)
+            update_builtins([self], [state], slots, [values], np.arange(len(slots), dtype=np.int64),
+                            int(slots.max()) + 1)
         return state
 
     def reset(self, state: Columns, slots: np.ndarray) -> Columns:
@@ -303,8 +326,8 @@ class BuiltinAggregate(SlotAggregate):
         return state
 
     def _op(self) -> int:
-        """The merge kernel's code for this aggregate (``_window.MERGE_OPS``)."""
-        return _window.MERGE_OPS["count"]
+        """The merge kernel's code for this aggregate (``_window.OPS``)."""
+        return _window.OPS["count"]
 
     def merge(self, state: Columns, dst: np.ndarray, src: np.ndarray) -> Columns:
         self._grow(state, dst, src)
@@ -356,20 +379,6 @@ class Count(BuiltinAggregate):
     def validate(self, input_type):
         return None
 
-    def update_rows(self, state, slots, values, ts, size):
-        state.ensure(size)
-        if values is None:
-            _window.agg_count(slots, _EMPTY_U8, 0, state.rec)
-        else:
-            v, off = _valid(values)
-            _window.agg_count(slots, v, off, state.rec)
-
-    def update(self, state, slots, values):
-        slots = np.ascontiguousarray(slots, dtype=np.int64)
-        if len(slots):
-            self.update_rows(state, slots, values, None, int(slots.max()) + 1)
-        return state
-
 
     def result(self, state, slots):
         (cnt,), _ = state.gather(slots, ["cnt"])
@@ -393,16 +402,7 @@ class Sum(BuiltinAggregate):
         return pa.int64() if pat.is_integer(input_type) else pa.float64()
 
     def _op(self):
-        return _window.MERGE_OPS["sum_i64" if self._dtype == np.int64 else "sum_f64"]
-
-    def update_rows(self, state, slots, values, ts, size):
-        state.ensure(size)
-        v, off = _valid(values)
-        x = as_storage(values, self._dtype)
-        if self._dtype == np.int64:
-            _window.agg_sum_i64(slots, x, v, off, state.rec)
-        else:
-            _window.agg_sum_f64(slots, x, v, off, state.rec)
+        return _window.OPS["sum_i64" if self._dtype == np.int64 else "sum_f64"]
 
 
     def result(self, state, slots):
@@ -445,12 +445,7 @@ class MinMax(_Ordered):
         return {"cnt": np.dtype(np.int64), "val": self._dtype}
 
     def _op(self):
-        return _window.MERGE_OPS[f"{self.name}_{'i64' if self._dtype == np.int64 else 'f64'}"]
-
-    def update_rows(self, state, slots, values, ts, size):
-        state.ensure(size)
-        v, off = _valid(values)
-        _window.agg_minmax(slots, as_storage(values, self._dtype), v, off, self.is_max, state.rec)
+        return _window.OPS[f"{self.name}_{'i64' if self._dtype == np.int64 else 'f64'}"]
 
 
 
@@ -464,12 +459,7 @@ class FirstLast(_Ordered):
         return {"cnt": np.dtype(np.int64), "val": self._dtype, "ts": np.dtype(np.int64)}
 
     def _op(self):
-        return _window.MERGE_OPS[self.name]
-
-    def update_rows(self, state, slots, values, ts, size):
-        state.ensure(size)
-        v, off = _valid(values)
-        _window.agg_firstlast(slots, as_storage(values, self._dtype), v, off, ts, self.is_last, state.rec)
+        return _window.OPS[self.name]
 
 
 class Moments(BuiltinAggregate):
@@ -499,12 +489,7 @@ class Moments(BuiltinAggregate):
         return pa.float64()
 
     def _op(self):
-        return _window.MERGE_OPS["welford"]
-
-    def update_rows(self, state, slots, values, ts, size):
-        state.ensure(size)
-        v, off = _valid(values)
-        _window.agg_welford(slots, as_storage(values, np.dtype(np.float64)), v, off, state.rec)
+        return _window.OPS["welford"]
 
 
     def result(self, state, slots):

@@ -64,7 +64,7 @@ import numpy as np
 import pyarrow as pa
 
 from fastops import _arrow, _window
-from fastops.agg import BuiltinAggregate, Columns, SlotAggregate
+from fastops.agg import BuiltinAggregate, Columns, SlotAggregate, update_builtins
 from fastops.durations import parse_duration
 from fastops.keys import KeyTable
 from fastops.watermarks import MIN_WATERMARK, to_ms
@@ -415,13 +415,13 @@ class WindowAggregator:
             slots, nlate = gids, 0
             self._touched = _grown(self._touched, self._keys.num_groups)
             self._touched[gids] = 1
-        size = self._slot_capacity()
+        builtin: list[tuple] = []
         for a, (i, st) in zip(self._agg_list, enumerate(self._states)):
             values = None if a.column is None else batch.column(a.column)
             if isinstance(values, pa.ChunkedArray):
                 values = values.combine_chunks()
             if isinstance(a, BuiltinAggregate):
-                a.update_rows(st, slots, values, ts, size)
+                builtin.append((a, st, values))
             else:
                 keep = slots >= 0
                 if values is not None and values.null_count:
@@ -433,6 +433,9 @@ class WindowAggregator:
                     self._states[i] = a.update(st, slots[idx], values.take(pa.array(idx)))
                 else:
                     self._states[i] = a.update(st, slots, values)
+        if builtin:
+            aggs, states, columns = zip(*builtin)
+            update_builtins(list(aggs), list(states), slots, list(columns), ts, self._slot_capacity())
         if self._mode == "session" and self._pending_release is not None:
             rel = self._pending_release
             self._pending_release = None
