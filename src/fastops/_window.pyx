@@ -237,7 +237,8 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
 def pane_emit(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] hv,
               const int64_t[::1] s_group, const int64_t[::1] s_next, const uint8_t[::1] s_flags,
               const int64_t[::1] panes, bint refire, int64_t[::1] group_mark,
-              const int64_t[::1] ops, list srecs, int64_t[:, ::1] out_rec, int64_t row0,
+              const int64_t[::1] ops, list srecs, const int64_t[::1] soffs,
+              const int64_t[::1] widths, int64_t[:, ::1] out_rec, int64_t row0,
               int64_t[::1] out_groups, int64_t[::1] out_row, int64_t[::1] out_src):
     """The output rows of one window made of ``panes``, merged.
 
@@ -245,8 +246,9 @@ def pane_emit(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] h
     first appearance), or with ``refire`` only the groups having a DIRTY slot.
     Rows are numbered from ``row0``: ``out_groups[r]`` is the group of row
     ``r`` and ``out_rec[r]`` the merge of its slots' records, aggregate ``a``
-    (merge code ``ops[a]``, state ``srecs[a]``, an (n_slots, F_a) int64
-    array) in words ``[F_0 + ... + F_(a-1), ... + F_a)``; a row's record is
+    (merge code ``ops[a]``, state ``srecs[a]``, an (n_slots, W) int64 array,
+    its ``widths[a]`` words at ``soffs[a]``; states may share one array) in
+    words ``[widths[0] + ... + widths[a-1], ... + widths[a])``; a row's record is
     zeroed when the row is created, so ``out_rec`` needs no initialisation.
     The (row, slot) pairs are left in ``out_row`` / ``out_src`` (for
     aggregates merged outside). ``group_mark`` (one entry per group) must be
@@ -271,15 +273,19 @@ def pane_emit(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] h
     cdef int64_t so[16]
     cdef int op[16]
     cdef int64_t width = 0
-    if nagg != len(srecs) or nagg > 16:
-        raise ValueError(f"pane_emit: {nagg} merge codes for {len(srecs)} states (at most 16)")
+    if nagg != len(srecs) or nagg > 16 or soffs.shape[0] != nagg or widths.shape[0] != nagg:
+        raise ValueError(f"pane_emit: {nagg} merge codes for {len(srecs)} states, {soffs.shape[0]} "
+                         f"offsets, {widths.shape[0]} widths (at most 16)")
     for k in range(nagg):
         mv = srecs[k]
-        sp[k] = &mv[0, 0] if mv.shape[0] > 0 else NULL
+        if not (0 <= soffs[k] and 0 < widths[k] and soffs[k] + widths[k] <= mv.shape[1]):
+            raise ValueError(f"pane_emit: words {soffs[k]} + {widths[k]} outside records of "
+                             f"{mv.shape[1]} words")
+        sp[k] = &mv[0, 0] + soffs[k] if mv.shape[0] > 0 else NULL
         sf[k] = mv.shape[1]
         so[k] = width
         op[k] = <int>ops[k]
-        width += mv.shape[1]
+        width += widths[k]
     if width > W:
         raise ValueError(f"pane_emit: out_rec has {W} words per row, the states need {width}")
     if not 0 <= row0 < out_rec.shape[0] or out_groups.shape[0] != out_rec.shape[0]:
@@ -649,10 +655,11 @@ cdef inline void _update_one(int op, int64_t* r, const int64_t* v, int64_t t) no
 
 
 def agg_update(const int64_t[::1] slots, const int64_t[::1] ts, const int64_t[::1] ops,
-               list recs, list vals, list valids, const int64_t[::1] voffs):
+               list recs, const int64_t[::1] roffs, list vals, list valids, const int64_t[::1] voffs):
     """Add row ``i`` to slot ``slots[i]`` (``< 0``: skipped) of every aggregate,
     in one pass over the rows. Aggregate ``a``: code ``ops[a]`` (``OPS``),
-    state ``recs[a]`` (int64 (n_slots, F), every slot in range), values
+    state ``recs[a]`` (int64 (n_slots, W), every slot in range; its record
+    at words ``roffs[a]`` on; states may share one array), values
     ``vals[a]`` (8-byte words, int64 or float64 viewed as int64; empty for
     ``count()``), validity ``valids[a]`` (Arrow bitmap, bit ``voffs[a] + i``;
     empty: no nulls; null rows are skipped). ``ts``: event times (first /
@@ -671,7 +678,7 @@ def agg_update(const int64_t[::1] slots, const int64_t[::1] ts, const int64_t[::
     cdef int64_t bo[16]
     cdef int op[16]
     if nagg > 16 or len(recs) != nagg or len(vals) != nagg or len(valids) != nagg \
-            or voffs.shape[0] != nagg:
+            or voffs.shape[0] != nagg or roffs.shape[0] != nagg:
         raise ValueError(f"agg_update: {nagg} codes for {len(recs)} states, {len(vals)} value "
                          f"arrays, {len(valids)} bitmaps, {voffs.shape[0]} offsets (at most 16)")
     if ts.shape[0] != n:
@@ -683,7 +690,9 @@ def agg_update(const int64_t[::1] slots, const int64_t[::1] ts, const int64_t[::
         if not 0 <= op[k] <= 9:
             raise ValueError(f"agg_update: unknown code {op[k]}")
         mv = recs[k]
-        rp[k] = &mv[0, 0] if mv.shape[0] > 0 else NULL
+        if not 0 <= roffs[k] < mv.shape[1]:
+            raise ValueError(f"agg_update: word offset {roffs[k]} outside records of {mv.shape[1]} words")
+        rp[k] = &mv[0, 0] + roffs[k] if mv.shape[0] > 0 else NULL
         rf[k] = mv.shape[1]
         vv = vals[k]
         if vv.shape[0] == 0 and op[k] == 0:
@@ -767,15 +776,6 @@ cdef inline void _merge_firstlast(int64_t* a, const int64_t* b, bint is_last) no
     a[0] += b[0]
 
 
-cdef int _check_merge(const int64_t[::1] dst, const int64_t[::1] src, int64_t[:, ::1] drec,
-                      const int64_t[:, ::1] srec) except -1:
-    if dst.shape[0] != src.shape[0]:
-        raise ValueError(f"merge: {dst.shape[0]} destinations but {src.shape[0]} sources")
-    if drec.shape[1] != srec.shape[1]:
-        raise ValueError(f"merge: records of {drec.shape[1]} and {srec.shape[1]} words")
-    return 0
-
-
 cdef inline void _merge_one(int op, int64_t* a, const int64_t* b) noexcept nogil:
     if op == 0:
         a[0] += b[0]
@@ -808,43 +808,54 @@ cdef inline void _merge_one(int op, int64_t* a, const int64_t* b) noexcept nogil
 
 
 def merge_records(int op, const int64_t[::1] dst, const int64_t[::1] src, int64_t[:, ::1] drec,
-                  const int64_t[:, ::1] srec):
-    """drec[dst[i]] <- drec[dst[i]] (+) srec[src[i]] for each i in order; ``op``
-    (a value of ``OPS``) names the aggregate. Empty sources are skipped.
-    Slot ids must be in range. Modifies ``drec``."""
+                  int64_t doff, const int64_t[:, ::1] srec, int64_t soff):
+    """drec[dst[i]] <- drec[dst[i]] (+) srec[src[i]] for each i in order, the
+    records at words ``doff`` / ``soff`` of their rows; ``op`` (a value of
+    ``OPS``) names the aggregate. Empty sources are skipped. Slot ids must be
+    in range. Modifies ``drec``."""
     cdef Py_ssize_t i, n = dst.shape[0]
-    cdef int64_t F
+    cdef int64_t DF, SF
     cdef int64_t* w
     cdef const int64_t* sw
     cdef const int64_t* b
     if not 0 <= op <= 9:
         raise ValueError(f"merge: unknown op {op}")
-    _check_merge(dst, src, drec, srec)
+    if dst.shape[0] != src.shape[0]:
+        raise ValueError(f"merge: {dst.shape[0]} destinations but {src.shape[0]} sources")
+    if not (0 <= doff < drec.shape[1] and 0 <= soff < srec.shape[1]):
+        raise ValueError(f"merge: word offsets {doff} / {soff} outside records of "
+                         f"{drec.shape[1]} / {srec.shape[1]} words")
     if n == 0:
         return
-    F = drec.shape[1]
-    w = &drec[0, 0]
-    sw = &srec[0, 0]
+    DF = drec.shape[1]
+    SF = srec.shape[1]
+    w = &drec[0, 0] + doff
+    sw = &srec[0, 0] + soff
     with nogil:
         for i in range(n):
             if i + PF < n:
-                prefetch(w + dst[i + PF] * F)
-                prefetch(sw + src[i + PF] * F)
-            b = sw + src[i] * F
+                prefetch(w + dst[i + PF] * DF)
+                prefetch(sw + src[i + PF] * SF)
+            b = sw + src[i] * SF
             if b[0] != 0:
-                _merge_one(op, w + dst[i] * F, b)
+                _merge_one(op, w + dst[i] * DF, b)
 
 
-def gather_fields(const int64_t[:, ::1] rec, const int64_t[::1] fields, const int64_t[::1] slots,
-                  int64_t[:, ::1] out, uint8_t[::1] null):
+def gather_fields(const int64_t[:, ::1] rec, int64_t cnt_word, const int64_t[::1] fields,
+                  const int64_t[::1] slots, int64_t[:, ::1] out, uint8_t[::1] null):
     """out[i, j] = rec[slots[i], fields[j]] (raw 8-byte words) and null[i] =
-    (rec[slots[i]].cnt == 0). Modifies outputs. Returns the number of nulls."""
+    (rec[slots[i], cnt_word] == 0). Modifies outputs. Returns the number of nulls."""
     cdef Py_ssize_t i, j, n = slots.shape[0], m = fields.shape[0]
     cdef int64_t F = rec.shape[1], nnull = 0
     cdef const int64_t* w
     cdef const int64_t* r
     if n == 0:
         return 0
+    for j in range(m):
+        if not 0 <= fields[j] < F:
+            raise ValueError(f"gather_fields: word {fields[j]} outside records of {F} words")
+    if not 0 <= cnt_word < F:
+        raise ValueError(f"gather_fields: word {cnt_word} outside records of {F} words")
     w = &rec[0, 0]
     with nogil:
         for i in range(n):
@@ -853,6 +864,6 @@ def gather_fields(const int64_t[:, ::1] rec, const int64_t[::1] fields, const in
             r = w + slots[i] * F
             for j in range(m):
                 out[i, j] = r[fields[j]]
-            null[i] = r[0] == 0
-            nnull += r[0] == 0
+            null[i] = r[cnt_word] == 0
+            nnull += r[cnt_word] == 0
     return nnull

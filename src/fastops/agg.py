@@ -131,24 +131,52 @@ class SlotAggregate:
 
 # ---------------------------------------------------------------- columnar state
 
+class _Records:
+    """An ``(n_slots, width)`` int64 record array, grown by doubling, rows
+    64-byte aligned; several :class:`Columns` may share it (each its words)."""
+
+    __slots__ = ("rec", "size")
+
+    def __init__(self, width: int, size: int = 0):
+        self.rec = _aligned_zeros(size, width)
+        self.size = size
+
+    def ensure(self, n: int) -> None:
+        if n <= self.size:
+            return
+        new = _builtins.max(n, 2 * self.size, 64)
+        rec = _aligned_zeros(new, self.rec.shape[1])
+        rec[: self.size] = self.rec
+        self.rec = rec
+        self.size = new
+
+
+def _aligned_zeros(n: int, width: int) -> np.ndarray:
+    raw = np.zeros(n * width + 8, dtype=np.int64)
+    start = (-raw.ctypes.data % 64) // 8
+    return raw[start : start + n * width].reshape(n, width)
+
+
 class Columns:
     """Per-slot state of a built-in aggregate: one record of 8-byte words per slot.
 
-    ``rec`` is an ``(n_slots, F)`` int64 array (a row touches one cache line);
-    ``state[name]`` is the strided view of one field with its dtype (int64 or
-    float64, the same bytes), so results, resets and snapshots stay columnar.
-    Word 0 is always ``cnt``.
+    ``rec`` is an ``(n_slots, W)`` int64 array whose words ``off, off + 1,
+    ...`` hold this aggregate's fields; :meth:`share` puts the aggregates of
+    one aggregator side by side in one array, so a row's update touches one
+    cache line for all of them. ``state[name]`` is the strided view of one
+    field with its dtype (int64 or float64, the same bytes), so results,
+    resets and snapshots stay columnar. The first field is always ``cnt``.
     """
 
-    __slots__ = ("spec", "names", "rec", "size")
+    __slots__ = ("spec", "names", "store", "off")
 
     def __init__(self, spec: dict[str, np.dtype], size: int = 0):
         self.spec = {k: np.dtype(v) for k, v in spec.items()}
         if list(self.spec)[0] != "cnt" or any(d.itemsize != 8 for d in self.spec.values()):
             raise ValueError("aggregate state needs 'cnt' first and 8-byte fields")
         self.names = list(self.spec)
-        self.rec = np.zeros((size, len(self.spec)), dtype=np.int64)
-        self.size = size
+        self.store = _Records(len(self.spec), size)
+        self.off = 0
 
     @classmethod
     def wrap(cls, spec: dict[str, np.dtype], rec: np.ndarray) -> "Columns":
@@ -156,22 +184,42 @@ class Columns:
         out = cls.__new__(cls)
         out.spec = spec
         out.names = list(spec)
-        out.rec = rec
-        out.size = len(rec)
+        out.store = _Records.__new__(_Records)
+        out.store.rec, out.store.size = rec, len(rec)
+        out.off = 0
         return out
+
+    @staticmethod
+    def share(states: list["Columns"]) -> None:
+        """Move ``states`` into one record array (contents kept), each at its own words."""
+        if not states:
+            return
+        width = _builtins.sum(len(st.names) for st in states)
+        if width <= 8:
+            width = 1 << (width - 1).bit_length()  # a row is one aligned cache line (or a part)
+        size = _builtins.max(st.size for st in states)
+        store = _Records(width, size)
+        off = 0
+        for st in states:
+            store.rec[: st.size, off : off + len(st.names)] = st.rec[:, st.off : st.off + len(st.names)]
+            st.store, st.off = store, off
+            off += len(st.names)
+
+    @property
+    def rec(self) -> np.ndarray:
+        """The whole record array (possibly shared: this state's words start at ``off``)."""
+        return self.store.rec
+
+    @property
+    def size(self) -> int:
+        return self.store.size
 
     def ensure(self, n: int) -> None:
         """Grow (doubling) to at least ``n`` slots; new slots are empty."""
-        if n <= self.size:
-            return
-        new = _builtins.max(n, 2 * self.size, 64)
-        rec = np.zeros((new, len(self.names)), dtype=np.int64)
-        rec[: self.size] = self.rec
-        self.rec = rec
-        self.size = new
+        self.store.ensure(n)
 
     def __getitem__(self, k: str) -> np.ndarray:
-        return self.rec.view(self.spec[k])[:, self.names.index(k)]
+        return self.store.rec.view(self.spec[k])[:, self.off + self.names.index(k)]
 
     def gather(self, slots: Optional[np.ndarray], names: list[str]) -> tuple[list[np.ndarray], Optional[np.ndarray]]:
         """Fields ``names`` of ``slots`` (one kernel pass; None: every slot in
@@ -182,8 +230,8 @@ class Columns:
         slots = np.ascontiguousarray(slots, dtype=np.int64)
         out = np.empty((len(slots), len(names)), dtype=np.int64)
         null = np.empty(len(slots), dtype=np.uint8)
-        fields = np.array([self.names.index(k) for k in names], dtype=np.int64)
-        nnull = _window.gather_fields(self.rec, fields, slots, out, null) if len(slots) else 0
+        fields = np.array([self.off + self.names.index(k) for k in names], dtype=np.int64)
+        nnull = _window.gather_fields(self.rec, self.off, fields, slots, out, null) if len(slots) else 0
         cols = [np.ascontiguousarray(out[:, j]).view(self.spec[k]) for j, k in enumerate(names)]
         return cols, (null.view(bool) if nnull else None)
 
@@ -264,12 +312,13 @@ def update_builtins(aggs: list["BuiltinAggregate"], states: list[Columns], slots
     (``< 0``: skipped; nulls skipped), every aggregate in one pass over the
     rows. ``ts``: event times (int64, one per row; ``first``/``last``),
     ``size``: the slot capacity to grow the states to."""
-    ops, recs, vals, valids, offs = [], [], [], [], []
+    ops, recs, roffs, vals, valids, offs = [], [], [], [], [], []
     for a, st, col in zip(aggs, states, columns):
         st.ensure(size)
         op = a._op()
         ops.append(op)
         recs.append(st.rec)
+        roffs.append(st.off)
         if col is None:
             v, off = _EMPTY_U8, 0
         else:
@@ -280,8 +329,8 @@ def update_builtins(aggs: list["BuiltinAggregate"], states: list[Columns], slots
             vals.append(_EMPTY_I64)
         else:
             vals.append(as_storage(col, a._dtype).view(np.int64))
-    _window.agg_update(slots, ts, np.array(ops, dtype=np.int64), recs, vals, valids,
-                       np.array(offs, dtype=np.int64))
+    _window.agg_update(slots, ts, np.array(ops, dtype=np.int64), recs,
+                       np.array(roffs, dtype=np.int64), vals, valids, np.array(offs, dtype=np.int64))
 
 
 class BuiltinAggregate(SlotAggregate):
@@ -331,7 +380,7 @@ class BuiltinAggregate(SlotAggregate):
 
     def merge(self, state: Columns, dst: np.ndarray, src: np.ndarray) -> Columns:
         self._grow(state, dst, src)
-        _window.merge_records(self._op(), dst, src, state.rec, state.rec)
+        _window.merge_records(self._op(), dst, src, state.rec, state.off, state.rec, state.off)
         return state
 
     def combine(self, state: Columns, rows: np.ndarray, src: np.ndarray, nrows: int,
@@ -339,7 +388,7 @@ class BuiltinAggregate(SlotAggregate):
         """Merges into a fresh record per output row (one pass over the pairs),
         then reads those records in order; ``top`` is not needed."""
         out = Columns(state.spec, nrows)
-        _window.merge_records(self._op(), rows, src, out.rec, state.rec)
+        _window.merge_records(self._op(), rows, src, out.rec, 0, state.rec, state.off)
         return state, self.result(out, None)
 
     def to_bytes(self, state: Columns) -> bytes:

@@ -339,6 +339,7 @@ class WindowAggregator:
             self._keys._prepare([pa.array([], type=types[b]) for b in self.by])
         self._input_types = types
         self._states = [a.new_state() for a in self._agg_list]
+        self._share_states()
         fields = []
         if self._windowed:
             fields += [pa.field("window_start", _TS), pa.field("window_end", _TS)]
@@ -347,6 +348,10 @@ class WindowAggregator:
             t = None if a.column is None else types[a.column]
             fields.append(pa.field(name, a.output_type(t)))
         self._out_schema = pa.schema(fields)
+
+    def _share_states(self) -> None:
+        """Built-in aggregates keep their records side by side (one cache line per slot)."""
+        Columns.share([st for a, st in zip(self._agg_list, self._states) if isinstance(a, BuiltinAggregate)])
 
     def _check_columns(self, names: Sequence[str]) -> None:
         if self.time is not None and self.time not in names:
@@ -662,8 +667,10 @@ class WindowAggregator:
         for i in builtin:
             self._states[i].ensure(cap)
         srecs = [self._states[i].rec for i in builtin]
+        soffs = np.array([self._states[i].off for i in builtin], dtype=np.int64)
+        widths = np.array([len(self._states[i].names) for i in builtin], dtype=np.int64)
         ops = np.array([self._agg_list[i]._op() for i in builtin], dtype=np.int64)
-        width = max(sum(r.shape[1] for r in srecs), 1)
+        width = max(int(widths.sum()), 1)
         want_pairs = len(builtin) < len(self._agg_list)
         pieces_s, pieces_row, starts, counts = [], [], [], []
         nlive = int(self._counters[0])
@@ -679,7 +686,7 @@ class WindowAggregator:
             self._ensure_emit(total_rows, max(nlive, 1), width, nlive)
             nrows, npairs = _window.pane_emit(self._hg, self._hq, self._hv, self._s_group, self._s_next,
                                               self._s_flags, panes, refire, self._mark, ops, srecs,
-                                              self._emit_rec, total_rows, self._emit_groups,
+                                              soffs, widths, self._emit_rec, total_rows, self._emit_groups,
                                               self._emit_pairs[0], self._emit_pairs[1])
             if nrows == 0:
                 continue
@@ -697,10 +704,10 @@ class WindowAggregator:
         if total_rows:
             results: list = [None] * len(self._agg_list)
             off = 0
-            for i, r in zip(builtin, srecs):
-                merged = Columns.wrap(self._states[i].spec, self._emit_rec[:total_rows, off:off + r.shape[1]])
+            for i, w in zip(builtin, widths.tolist()):
+                merged = Columns.wrap(self._states[i].spec, self._emit_rec[:total_rows, off:off + w])
                 results[i] = self._agg_list[i].result(merged, None)
-                off += r.shape[1]
+                off += w
             if want_pairs:  # plug-ins may use scratch slots from the high-water mark up
                 rows, src = np.concatenate(pieces_row), np.concatenate(pieces_s)
                 for i, (a, st) in enumerate(zip(self._agg_list, self._states)):
@@ -831,6 +838,7 @@ class WindowAggregator:
         else:
             self._touched = a["touched"]
         self._states = [ag.from_bytes(b) for ag, b in zip(self._agg_list, state.aggs)]
+        self._share_states()
         self._wm = int(state.meta["watermark"])
         self._ndirty = int(state.meta["ndirty"])
         self.rows_in = int(state.meta["rows_in"])
