@@ -138,20 +138,27 @@ class _Records:
     __slots__ = ("rec", "size")
 
     def __init__(self, width: int, size: int = 0):
-        self.rec = _aligned_zeros(size, width)
+        self.rec = aligned_records(size, width)
         self.size = size
 
     def ensure(self, n: int) -> None:
         if n <= self.size:
             return
         new = _builtins.max(n, 2 * self.size, 64)
-        rec = _aligned_zeros(new, self.rec.shape[1])
+        rec = aligned_records(new, self.rec.shape[1])
         rec[: self.size] = self.rec
         self.rec = rec
         self.size = new
 
 
-def _aligned_zeros(n: int, width: int) -> np.ndarray:
+def record_width(words: int) -> int:
+    """Words per record row: up to 8 rounded up to a power of two, so that an
+    aligned row never straddles two cache lines."""
+    return 1 << (words - 1).bit_length() if 0 < words <= 8 else words
+
+
+def aligned_records(n: int, width: int) -> np.ndarray:
+    """Zeroed ``(n, width)`` int64 records starting on a 64-byte boundary."""
     raw = np.zeros(n * width + 8, dtype=np.int64)
     start = (-raw.ctypes.data % 64) // 8
     return raw[start : start + n * width].reshape(n, width)
@@ -194,9 +201,7 @@ class Columns:
         """Move ``states`` into one record array (contents kept), each at its own words."""
         if not states:
             return
-        width = _builtins.sum(len(st.names) for st in states)
-        if width <= 8:
-            width = 1 << (width - 1).bit_length()  # a row is one aligned cache line (or a part)
+        width = record_width(_builtins.sum(len(st.names) for st in states))
         size = _builtins.max(st.size for st in states)
         store = _Records(width, size)
         off = 0

@@ -64,7 +64,7 @@ import numpy as np
 import pyarrow as pa
 
 from fastops import _arrow, _window
-from fastops.agg import BuiltinAggregate, Columns, SlotAggregate, update_builtins
+from fastops.agg import BuiltinAggregate, Columns, SlotAggregate, aligned_records, record_width, update_builtins
 from fastops.durations import parse_duration
 from fastops.keys import KeyTable
 from fastops.watermarks import MIN_WATERMARK, to_ms
@@ -479,7 +479,7 @@ class WindowAggregator:
         if rec.shape[0] >= used + rows and rec.shape[1] == width:
             return
         new = max(used + rows, 2 * rec.shape[0], 64)
-        grown = np.empty((new, width), dtype=np.int64)
+        grown = aligned_records(new, width)
         groups = np.empty(new, dtype=np.int64)
         if used:  # rows of windows emitted earlier in this call
             grown[:used] = rec[:used]
@@ -670,7 +670,7 @@ class WindowAggregator:
         soffs = np.array([self._states[i].off for i in builtin], dtype=np.int64)
         widths = np.array([len(self._states[i].names) for i in builtin], dtype=np.int64)
         ops = np.array([self._agg_list[i]._op() for i in builtin], dtype=np.int64)
-        width = max(int(widths.sum()), 1)
+        width = record_width(max(int(widths.sum()), 1))
         want_pairs = len(builtin) < len(self._agg_list)
         pieces_s, pieces_row, starts, counts = [], [], [], []
         nlive = int(self._counters[0])
