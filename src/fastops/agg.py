@@ -26,8 +26,9 @@ Slots and state
 Plug-ins
     Subclass :class:`SlotAggregate` and make a constructor reachable as
     ``fastops.agg.<name>(...)`` with :func:`register`. The aggregator calls
-    ``update`` once per batch, ``merge`` to combine panes (sliding windows) or
-    sessions, ``result`` at emission, ``reset`` at purge, and
+    ``update`` once per batch, ``merge`` to combine sessions, ``combine``
+    to build sliding windows from their panes (the default uses ``merge``
+    and ``result``), ``result`` at emission, ``reset`` at purge, and
     ``to_bytes``/``from_bytes`` in snapshots. ``update`` and ``merge`` may see
     slot ids beyond the current size (for ``merge``: fresh destination slots
     that hold nothing yet) and must grow the state to cover them.
@@ -93,7 +94,7 @@ class SlotAggregate:
                 top: int) -> tuple[Any, pa.Array]:
         """Results of ``nrows`` output rows; row ``r`` merges the slots
         ``src[i]`` with ``rows[i] == r`` in order (sliding windows: a window
-        from its panes). Slots ``top, top + 1, ...`` (beyond every live slot)
+        from its panes; every row has at least one slot). Slots ``top, top + 1, ...`` (beyond every live slot)
         may serve as scratch and are left empty. Returns ``(state, results)``.
 
         This default merges rows of several slots into scratch slots with

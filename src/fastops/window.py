@@ -47,9 +47,13 @@ Implementation
     session lists (sessions a row bridges are merged); aggregate state is
     columnar per slot. Purged slots are reused.
 
-Performance notes: one pass per batch for the key hash, one for the group
-lookup, one for slot assignment and one per aggregate, all in ``nogil``
-kernels; nothing per row or per group happens in Python.
+Performance notes: per batch one pass for the key hash, one for the group
+lookup, one for slot assignment and one for all built-in aggregates (their
+records sit side by side in one array, so a row touches one cache line),
+all in ``nogil`` kernels. A firing window costs one kernel call: it lists
+the slots of its panes, numbers the output rows and merges the built-ins
+into a reused scratch record per row. Nothing per row or per group happens
+in Python.
 """
 from __future__ import annotations
 
