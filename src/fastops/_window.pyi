@@ -103,6 +103,6 @@ def gather_fields(rec: np.ndarray,     # const int64[:, ::1]
                   cnt_word: int,
                   fields: np.ndarray,  # const int64[::1] word indices
                   slots: np.ndarray,   # const int64[::1]
-                  out: np.ndarray,     # int64[:, ::1] (len(slots), len(fields)), modified
+                  out: np.ndarray,     # int64[:, ::1] (len(fields), len(slots)), modified
                   null: np.ndarray,    # uint8[::1] (len(slots)), modified
                   ) -> int: ...

@@ -843,12 +843,15 @@ def merge_records(int op, const int64_t[::1] dst, const int64_t[::1] src, int64_
 
 def gather_fields(const int64_t[:, ::1] rec, int64_t cnt_word, const int64_t[::1] fields,
                   const int64_t[::1] slots, int64_t[:, ::1] out, uint8_t[::1] null):
-    """out[i, j] = rec[slots[i], fields[j]] (raw 8-byte words) and null[i] =
-    (rec[slots[i], cnt_word] == 0). Modifies outputs. Returns the number of nulls."""
+    """out[j, i] = rec[slots[i], fields[j]] (raw 8-byte words: one contiguous
+    column per field) and null[i] = (rec[slots[i], cnt_word] == 0). Modifies
+    outputs. Returns the number of nulls."""
     cdef Py_ssize_t i, j, n = slots.shape[0], m = fields.shape[0]
     cdef int64_t F = rec.shape[1], nnull = 0
     cdef const int64_t* w
     cdef const int64_t* r
+    if out.shape[0] != m or out.shape[1] != n or null.shape[0] != n:
+        raise ValueError(f"gather_fields: out must be ({m}, {n}) and null ({n},)")
     if n == 0:
         return 0
     for j in range(m):
@@ -863,7 +866,7 @@ def gather_fields(const int64_t[:, ::1] rec, int64_t cnt_word, const int64_t[::1
                 prefetch(w + slots[i + PF] * F)
             r = w + slots[i] * F
             for j in range(m):
-                out[i, j] = r[fields[j]]
+                out[j, i] = r[fields[j]]
             null[i] = r[cnt_word] == 0
             nnull += r[cnt_word] == 0
     return nnull

@@ -187,14 +187,15 @@ class Columns:
         self.off = 0
 
     @classmethod
-    def wrap(cls, spec: dict[str, np.dtype], rec: np.ndarray) -> "Columns":
-        """Records ``rec`` (an (n, F) int64 array or column slice of one) as state, not copied."""
+    def wrap(cls, spec: dict[str, np.dtype], rec: np.ndarray, off: int = 0) -> "Columns":
+        """Records ``rec`` (a C-contiguous (n, W) int64 array, this state's words
+        from ``off`` on) as state, not copied."""
         out = cls.__new__(cls)
         out.spec = spec
         out.names = list(spec)
         out.store = _Records.__new__(_Records)
         out.store.rec, out.store.size = rec, len(rec)
-        out.off = 0
+        out.off = off
         return out
 
     @staticmethod
@@ -228,17 +229,17 @@ class Columns:
         return self.store.rec.view(self.spec[k])[:, self.off + self.names.index(k)]
 
     def gather(self, slots: Optional[np.ndarray], names: list[str]) -> tuple[list[np.ndarray], Optional[np.ndarray]]:
-        """Fields ``names`` of ``slots`` (one kernel pass; None: every slot in
-        order) and the null mask (``cnt == 0``; None when no slot is empty)."""
-        if slots is None:  # copies: ``rec`` may be scratch that is reused
-            null = self["cnt"] == 0
-            return [self[k].copy() for k in names], (null if null.any() else None)
+        """Fields ``names`` of ``slots`` (None: every slot in order), copied in
+        one kernel pass, and the null mask (``cnt == 0``; None when no slot is
+        empty)."""
+        if slots is None:
+            slots = np.arange(self.size, dtype=np.int64)
         slots = np.ascontiguousarray(slots, dtype=np.int64)
-        out = np.empty((len(slots), len(names)), dtype=np.int64)
+        out = np.empty((len(names), len(slots)), dtype=np.int64)
         null = np.empty(len(slots), dtype=np.uint8)
         fields = np.array([self.off + self.names.index(k) for k in names], dtype=np.int64)
-        nnull = _window.gather_fields(self.rec, self.off, fields, slots, out, null) if len(slots) else 0
-        cols = [np.ascontiguousarray(out[:, j]).view(self.spec[k]) for j, k in enumerate(names)]
+        nnull = _window.gather_fields(self.rec, self.off, fields, slots, out, null)
+        cols = [out[j].view(self.spec[k]) for j, k in enumerate(names)]
         return cols, (null.view(bool) if nnull else None)
 
     def to_bytes(self) -> bytes:
@@ -548,16 +549,13 @@ class Moments(BuiltinAggregate):
 
 
     def result(self, state, slots):
-        def field(k):  # copies (``slots`` None: every slot of possibly reused scratch)
-            return state[k].copy() if slots is None else state[k][slots]
-
-        cnt = field("cnt")
+        (cnt, mean, m2), _ = state.gather(slots, ["cnt", "mean", "m2"])
         if self.name == "mean":
-            return pa.array(field("mean"), type=pa.float64(), mask=cnt == 0)
+            return pa.array(mean, type=pa.float64(), mask=cnt == 0)
         denom = cnt - self.ddof
         null = denom <= 0
         with np.errstate(divide="ignore", invalid="ignore"):
-            var = np.where(null, 0.0, field("m2") / np.where(null, 1, denom))
+            var = np.where(null, 0.0, m2 / np.where(null, 1, denom))
         var = np.maximum(var, 0.0)
         if self.name == "stddev":
             var = np.sqrt(var)

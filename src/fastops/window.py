@@ -709,7 +709,7 @@ class WindowAggregator:
             results: list = [None] * len(self._agg_list)
             off = 0
             for i, w in zip(builtin, widths.tolist()):
-                merged = Columns.wrap(self._states[i].spec, self._emit_rec[:total_rows, off:off + w])
+                merged = Columns.wrap(self._states[i].spec, self._emit_rec[:total_rows], off)
                 results[i] = self._agg_list[i].result(merged, None)
                 off += w
             if want_pairs:  # plug-ins may use scratch slots from the high-water mark up
