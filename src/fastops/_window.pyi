@@ -51,12 +51,6 @@ def pane_purge(hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # int64[::1], mo
                panes: np.ndarray,      # const int64[::1]
                out_slots: np.ndarray,  # int64[::1], modified
                ) -> int: ...
-def slots_alloc(free_stack: np.ndarray, counters: np.ndarray,  # int64[::1], modified
-                out: np.ndarray,  # int64[::1], modified
-                ) -> None: ...
-def slots_free(free_stack: np.ndarray, counters: np.ndarray,  # int64[::1], modified
-               slots: np.ndarray,  # const int64[::1]
-               ) -> None: ...
 def session_assign(g_head: np.ndarray, s_group: np.ndarray, s_start: np.ndarray,
                    s_end: np.ndarray, s_next: np.ndarray,  # int64[::1], modified
                    s_flags: np.ndarray,   # uint8[::1], modified

@@ -421,23 +421,6 @@ def pane_purge(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
     return n
 
 
-def slots_alloc(int64_t[::1] free_stack, int64_t[::1] counters, int64_t[::1] out):
-    """Take ``len(out)`` slot ids (free stack first). Modifies ``out``, ``counters``."""
-    cdef Py_ssize_t i, n = out.shape[0]
-    with nogil:
-        for i in range(n):
-            out[i] = _alloc(&free_stack[0], &counters[0])
-
-
-def slots_free(int64_t[::1] free_stack, int64_t[::1] counters, const int64_t[::1] slots):
-    """Return ``slots`` to the free stack."""
-    cdef Py_ssize_t i, n = slots.shape[0]
-    with nogil:
-        for i in range(n):
-            free_stack[counters[1]] = slots[i]
-            counters[1] += 1
-
-
 # ---------------------------------------------------------------- session table
 
 def session_assign(int64_t[::1] g_head, int64_t[::1] s_group, int64_t[::1] s_start,
