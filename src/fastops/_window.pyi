@@ -15,17 +15,24 @@ def pane_assign(hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # int64[::1], m
                 counters: np.ndarray,     # int64[::1] (4), modified
                 gids: np.ndarray, ts: np.ndarray,  # const int64[::1]
                 offset: int, p: int, ks: int, k: int, j_purged: int, j_fired: int,
+                gcache: np.ndarray,       # int64[::1] (2 * ways per group), modified
+                ways: int, start: int, max_fill: int, nheads: int,
                 out_slots: np.ndarray,    # int64[::1], modified
                 new_panes: np.ndarray,    # int64[::1], modified
-                ) -> tuple[int, int, int]: ...
-def pane_collect(hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # const int64[::1]
-                 s_group: np.ndarray, s_next: np.ndarray,  # const int64[::1]
-                 s_flags: np.ndarray,      # const uint8[::1]
-                 panes: np.ndarray,        # const int64[::1]
-                 refire: bool,
-                 group_mark: np.ndarray,   # int64[::1], all -1 (restored)
-                 out_groups: np.ndarray, out_row: np.ndarray, out_src: np.ndarray,  # int64, modified
-                 ) -> tuple[int, int]: ...
+                ) -> tuple[int, int, int, int]: ...
+def pane_emit(hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # const int64[::1]
+              s_group: np.ndarray, s_next: np.ndarray,  # const int64[::1]
+              s_flags: np.ndarray,      # const uint8[::1]
+              panes: np.ndarray,        # const int64[::1]
+              refire: bool,
+              group_mark: np.ndarray,   # int64[::1], all -1 (restored)
+              ops: np.ndarray,          # const int64[::1] codes of OPS
+              srecs: list[np.ndarray],  # int64[:, ::1] state records (may be one shared array)
+              soffs: np.ndarray, widths: np.ndarray,  # const int64[::1] words of each state
+              out_rec: np.ndarray,      # int64[:, ::1] merged records, modified
+              row0: int,
+              out_groups: np.ndarray, out_row: np.ndarray, out_src: np.ndarray,  # int64, modified
+              ) -> tuple[int, int]: ...
 def pairs_plan(rows: np.ndarray, src: np.ndarray,  # const int64[::1]
                nrows: int, top: int,
                count: np.ndarray,         # int64[::1] scratch (nrows)
@@ -39,16 +46,11 @@ def pane_clear_dirty(hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # const in
                      ) -> None: ...
 def pane_purge(hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # int64[::1], modified
                s_group: np.ndarray, s_next: np.ndarray,  # const int64[::1]
+               s_flags: np.ndarray,    # const uint8[::1]
                free_stack: np.ndarray, counters: np.ndarray,  # int64[::1], modified
                panes: np.ndarray,      # const int64[::1]
                out_slots: np.ndarray,  # int64[::1], modified
                ) -> int: ...
-def slots_alloc(free_stack: np.ndarray, counters: np.ndarray,  # int64[::1], modified
-                out: np.ndarray,  # int64[::1], modified
-                ) -> None: ...
-def slots_free(free_stack: np.ndarray, counters: np.ndarray,  # int64[::1], modified
-               slots: np.ndarray,  # const int64[::1]
-               ) -> None: ...
 def session_assign(g_head: np.ndarray, s_group: np.ndarray, s_start: np.ndarray,
                    s_end: np.ndarray, s_next: np.ndarray,  # int64[::1], modified
                    s_flags: np.ndarray,   # uint8[::1], modified
@@ -75,32 +77,26 @@ def session_purge(g_head: np.ndarray,  # int64[::1], modified
                   out: np.ndarray,     # int64[::1], modified
                   ) -> int: ...
 
-# aggregates: slots const int64[::1] (< 0: skip); valid const uint8[::1] bitmap or empty;
-# rec int64[:, ::1] (n_slots, F) records, word 0 = cnt, modified
-def agg_count(slots: np.ndarray, valid: np.ndarray, voff: int, rec: np.ndarray) -> None: ...
-def agg_sum_f64(slots: np.ndarray, vals: np.ndarray,  # const double[::1]
-                valid: np.ndarray, voff: int, rec: np.ndarray) -> None: ...
-def agg_sum_i64(slots: np.ndarray, vals: np.ndarray,  # const int64[::1]
-                valid: np.ndarray, voff: int, rec: np.ndarray) -> None: ...
-def agg_minmax(slots: np.ndarray, vals: np.ndarray,  # const int64 | double [::1]
-               valid: np.ndarray, voff: int, is_max: bool, rec: np.ndarray) -> None: ...
-def agg_welford(slots: np.ndarray, vals: np.ndarray,  # const double[::1]
-                valid: np.ndarray, voff: int, rec: np.ndarray) -> None: ...
-def agg_firstlast(slots: np.ndarray, vals: np.ndarray,  # const int64 | double [::1]
-                  valid: np.ndarray, voff: int, ts: np.ndarray,  # const int64[::1]
-                  is_last: bool, rec: np.ndarray) -> None: ...
-# merges: dst, src const int64[::1]
-def merge_count(dst: np.ndarray, src: np.ndarray, rec: np.ndarray) -> None: ...
-def merge_sum_f64(dst: np.ndarray, src: np.ndarray, rec: np.ndarray) -> None: ...
-def merge_sum_i64(dst: np.ndarray, src: np.ndarray, rec: np.ndarray) -> None: ...
-def merge_minmax(dst: np.ndarray, src: np.ndarray, is_max: bool, rec: np.ndarray,
-                 kind: int | float,  # 0 (int64 values) or 0.0 (double values)
-                 ) -> None: ...
-def merge_welford(dst: np.ndarray, src: np.ndarray, rec: np.ndarray) -> None: ...
-def merge_firstlast(dst: np.ndarray, src: np.ndarray, is_last: bool, rec: np.ndarray) -> None: ...
+OPS: dict[str, int]  # aggregate codes shared by agg_update and the merges
+
+# rec int64[:, ::1] (n_slots, W) records; an aggregate's words start at its offset, word 0 = cnt
+def agg_update(slots: np.ndarray,  # const int64[::1] (< 0: skip)
+               ts: np.ndarray,     # const int64[::1]
+               ops: np.ndarray,    # const int64[::1] codes of OPS
+               recs: list[np.ndarray],  # int64[:, ::1], modified
+               roffs: np.ndarray,  # const int64[::1] word offsets
+               vals: list[np.ndarray],  # const int64[::1] 8-byte values (empty for count)
+               valids: list[np.ndarray],  # const uint8[::1] bitmaps or empty
+               voffs: np.ndarray,  # const int64[::1] bitmap offsets
+               ) -> None: ...
+def merge_records(op: int, dst: np.ndarray, src: np.ndarray,  # const int64[::1]
+                  drec: np.ndarray, doff: int,  # int64[:, ::1], modified
+                  srec: np.ndarray, soff: int,  # const int64[:, ::1]
+                  ) -> None: ...
 def gather_fields(rec: np.ndarray,     # const int64[:, ::1]
+                  cnt_word: int,
                   fields: np.ndarray,  # const int64[::1] word indices
                   slots: np.ndarray,   # const int64[::1]
-                  out: np.ndarray,     # int64[:, ::1] (len(slots), len(fields)), modified
+                  out: np.ndarray,     # int64[:, ::1] (len(fields), len(slots)), modified
                   null: np.ndarray,    # uint8[::1] (len(slots)), modified
                   ) -> int: ...

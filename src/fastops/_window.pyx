@@ -23,8 +23,8 @@ Session table
 ``counters``: ``[0]`` slot high-water mark, ``[1]`` free stack size,
 ``[2]`` live hash entries, ``[3]`` tombstones.
 """
-from libc.math cimport floor
 from libc.stdint cimport int64_t, uint8_t, uint64_t
+from libc.string cimport memset
 
 cdef extern from *:
     """
@@ -46,11 +46,6 @@ cdef uint8_t S_LIVE = 1     # session flags
 cdef uint8_t S_DIRTY = 2
 cdef uint8_t S_FIRED = 4
 
-ctypedef fused num_t:
-    int64_t
-    double
-
-
 cdef inline int64_t _floordiv(int64_t a, int64_t b) noexcept nogil:
     cdef int64_t q = a / b
     if (a % b != 0) and ((a < 0) != (b < 0)):
@@ -63,10 +58,10 @@ cdef inline int64_t _floordiv_by(int64_t a, int64_t b, double inv_b) noexcept no
     cdef int64_t q
     if a > <int64_t>4503599627370496LL or a < -<int64_t>4503599627370496LL:  # beyond 2**52: divide
         return _floordiv(a, b)
-    q = <int64_t>floor(<double>a * inv_b)
-    if q * b > a:
+    q = <int64_t>(<double>a * inv_b)  # truncation: within 2 of the floor
+    while q * b > a:
         q -= 1
-    elif (q + 1) * b <= a:
+    while (q + 1) * b <= a:
         q += 1
     return q
 
@@ -144,7 +139,7 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
                 const int64_t[::1] gids, const int64_t[::1] ts, int64_t offset,
                 int64_t p, int64_t ks, int64_t k, int64_t j_purged, int64_t j_fired,
                 int64_t[::1] gcache, int64_t ways, Py_ssize_t start, int64_t max_fill,
-                int64_t[::1] out_slots, int64_t[::1] new_panes):
+                int64_t nheads, int64_t[::1] out_slots, int64_t[::1] new_panes):
     """Slot of every row from ``start`` on (``-1``: late, all its windows purged).
 
     Where a (group, pane) lives: each group has ``ways`` (a power of two)
@@ -155,6 +150,11 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
     slot is prepended to its pane's list, a new pane is written to
     ``new_panes``. A row whose pane has a fired, unpurged window marks the
     slot DIRTY.
+
+    ``nheads`` is the number of pane heads in the map: while it holds nothing
+    else, a (g, q) missing from its way is new without probing the map. The
+    map positions of the heads met are remembered (entries do not move during
+    the call), so a new slot finds its pane's head without a probe.
 
     Stops early (before an insertion) once the map holds ``max_fill`` live +
     tombstone entries, so the caller can grow it. Returns ``(next row, new
@@ -171,6 +171,11 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
     cdef double inv_p = 1.0 / <double>p
     cdef int64_t* cnt = &counters[0]
     cdef bint way_free
+    cdef int64_t hq_cache[8]
+    cdef int64_t hpos_cache[8]
+    cdef int h8
+    for h8 in range(8):
+        hpos_cache[h8] = -1
     with nogil:
         i = start
         while i < n:
@@ -188,7 +193,7 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
             if slot < 0 or gcache[c] != q:
                 way_free = slot < 0 or gcache[c] < q_dead
                 slot = -1
-                if cnt[2] > 0:
+                if cnt[2] > nheads:
                     slot = _find(&hg[0], &hq[0], &hv[0], mask, g, q, &where)
                 if slot < 0:
                     if cnt[2] + cnt[3] + 2 >= max_fill:
@@ -204,15 +209,23 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
                         _find(&hg[0], &hq[0], &hv[0], mask, g, q, &where)
                         _put(&hg[0], &hq[0], &hv[0], where, g, q, slot, cnt)
                         s_flags[slot] = IN_MAP
-                    head = _find(&hg[0], &hq[0], &hv[0], mask, -1, q, &where)
+                    h8 = <int>(q & 7)
+                    if hpos_cache[h8] >= 0 and hq_cache[h8] == q:
+                        where = hpos_cache[h8]
+                        head = hv[where]
+                    else:
+                        head = _find(&hg[0], &hq[0], &hv[0], mask, -1, q, &where)
                     if head < 0:
                         s_next[slot] = -1
                         _put(&hg[0], &hq[0], &hv[0], where, -1, q, slot, cnt)
+                        nheads += 1
                         new_panes[nnew] = q
                         nnew += 1
                     else:
                         s_next[slot] = head
                         hv[where] = slot
+                    hq_cache[h8] = q
+                    hpos_cache[h8] = where
             if q <= q_dirty:
                 s_flags[slot] |= DIRTY
                 ndirty += 1
@@ -221,51 +234,113 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
     return i, nnew, nlate, ndirty
 
 
-def pane_collect(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] hv,
-                 const int64_t[::1] s_group, const int64_t[::1] s_next,
-                 const uint8_t[::1] s_flags, const int64_t[::1] panes, bint refire,
-                 int64_t[::1] group_mark, int64_t[::1] out_groups, int64_t[::1] out_row,
-                 int64_t[::1] out_src):
-    """The (output row, pane slot) pairs of one window made of ``panes``.
+def pane_emit(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] hv,
+              const int64_t[::1] s_group, const int64_t[::1] s_next, const uint8_t[::1] s_flags,
+              const int64_t[::1] panes, bint refire, int64_t[::1] group_mark,
+              const int64_t[::1] ops, list srecs, const int64_t[::1] soffs,
+              const int64_t[::1] widths, int64_t[:, ::1] out_rec, int64_t row0,
+              int64_t[::1] out_groups, int64_t[::1] out_row, int64_t[::1] out_src):
+    """The output rows of one window made of ``panes``, merged.
 
     Every group with a slot in these panes gets one output row (in order of
     first appearance), or with ``refire`` only the groups having a DIRTY slot.
-    ``group_mark`` (one entry per group) must be all -1 and is left so.
-    Fills ``out_groups`` (group of each output row) and ``out_row``/``out_src``
-    (pairs). Returns ``(rows, pairs)``.
+    Rows are numbered from ``row0``: ``out_groups[r]`` is the group of row
+    ``r`` and ``out_rec[r]`` the merge of its slots' records, aggregate ``a``
+    (merge code ``ops[a]``, state ``srecs[a]``, an (n_slots, W) int64 array,
+    its ``widths[a]`` words at ``soffs[a]``; states may share one array) in
+    words ``[widths[0] + ... + widths[a-1], ... + widths[a])``; a row's record is
+    zeroed when the row is created, so ``out_rec`` needs no initialisation.
+    The (row, slot) pairs are left in ``out_row`` / ``out_src`` (for
+    aggregates merged outside). ``group_mark`` (one entry per group) must be
+    all -1 and is left so. Capacities: ``out_groups`` and ``out_rec`` from
+    ``row0`` on, and the pair arrays, hold at least every slot of these
+    panes. Returns ``(rows, pairs)``.
+
+    Three passes over the pairs: list the slots (a walk of the pane lists),
+    number the rows, merge; the last two prefetch ahead.
     """
-    cdef Py_ssize_t a, m = panes.shape[0]
+    cdef Py_ssize_t a, i, m = panes.shape[0]
+    cdef int k, nagg = <int>ops.shape[0]
     cdef uint64_t mask = <uint64_t>(hv.shape[0] - 1)
-    cdef int64_t slot, g, where, nrows = 0, npairs = 0, r
+    cdef int64_t slot, g, where, r, nrows = 0, npairs = 0, nslots = 0
+    cdef int64_t W = out_rec.shape[1]
+    cdef int64_t* orec
+    cdef const int64_t* b
+    cdef int64_t* o
+    cdef int64_t[:, ::1] mv
+    cdef int64_t* sp[16]
+    cdef int64_t sf[16]
+    cdef int64_t so[16]
+    cdef int op[16]
+    cdef int64_t width = 0
+    if nagg != len(srecs) or nagg > 16 or soffs.shape[0] != nagg or widths.shape[0] != nagg:
+        raise ValueError(f"pane_emit: {nagg} merge codes for {len(srecs)} states, {soffs.shape[0]} "
+                         f"offsets, {widths.shape[0]} widths (at most 16)")
+    for k in range(nagg):
+        mv = srecs[k]
+        if not (0 <= soffs[k] and 0 < widths[k] and soffs[k] + widths[k] <= mv.shape[1]):
+            raise ValueError(f"pane_emit: words {soffs[k]} + {widths[k]} outside records of "
+                             f"{mv.shape[1]} words")
+        sp[k] = &mv[0, 0] + soffs[k] if mv.shape[0] > 0 else NULL
+        sf[k] = mv.shape[1]
+        so[k] = width
+        op[k] = <int>ops[k]
+        width += widths[k]
+    if width > W:
+        raise ValueError(f"pane_emit: out_rec has {W} words per row, the states need {width}")
+    if not 0 <= row0 < out_rec.shape[0] or out_groups.shape[0] != out_rec.shape[0]:
+        raise ValueError(f"pane_emit: row0 {row0} outside out_rec / out_groups of "
+                         f"{out_rec.shape[0]} / {out_groups.shape[0]} rows")
+    orec = &out_rec[row0, 0]
     with nogil:
-        if refire:
-            for a in range(m):
-                slot = _find(&hg[0], &hq[0], &hv[0], mask, -1, panes[a], &where)
-                while slot >= 0:
-                    if s_flags[slot] & DIRTY:
-                        g = s_group[slot]
-                        if group_mark[g] < 0:
-                            group_mark[g] = nrows
-                            out_groups[nrows] = g
-                            nrows += 1
-                    slot = s_next[slot]
         for a in range(m):
             slot = _find(&hg[0], &hq[0], &hv[0], mask, -1, panes[a], &where)
             while slot >= 0:
-                g = s_group[slot]
-                r = group_mark[g]
-                if r < 0 and not refire:
-                    r = nrows
-                    group_mark[g] = r
-                    out_groups[nrows] = g
-                    nrows += 1
-                if r >= 0:
-                    out_row[npairs] = r
-                    out_src[npairs] = slot
-                    npairs += 1
+                out_src[nslots] = slot
+                nslots += 1
                 slot = s_next[slot]
+        for i in range(nslots):
+            out_row[i] = s_group[out_src[i]]
+        if refire:  # rows: the groups with a DIRTY slot
+            for i in range(nslots):
+                if i + PF < nslots:
+                    prefetch(&group_mark[out_row[i + PF]])
+                g = out_row[i]
+                if (s_flags[out_src[i]] & DIRTY) and group_mark[g] < 0:
+                    group_mark[g] = nrows
+                    out_groups[row0 + nrows] = g
+                    memset(orec + nrows * W, 0, <size_t>W * 8)
+                    nrows += 1
+        for i in range(nslots):
+            if i + PF < nslots:
+                prefetch(&group_mark[out_row[i + PF]])
+            g = out_row[i]
+            r = group_mark[g]
+            if r < 0 and not refire:
+                r = nrows
+                group_mark[g] = r
+                out_groups[row0 + nrows] = g
+                memset(orec + nrows * W, 0, <size_t>W * 8)
+                nrows += 1
+            if r >= 0:
+                out_row[npairs] = r
+                out_src[npairs] = out_src[i]
+                npairs += 1
+        for i in range(npairs):
+            if i + PF < npairs:
+                prefetch(orec + out_row[i + PF] * W)
+                for k in range(nagg):
+                    prefetch(sp[k] + out_src[i + PF] * sf[k])
+            o = orec + out_row[i] * W
+            slot = out_src[i]
+            for k in range(nagg):
+                b = sp[k] + slot * sf[k]
+                if b[0] != 0:
+                    _merge_one(op[k], o + so[k], b)
         for r in range(nrows):
-            group_mark[out_groups[r]] = -1
+            group_mark[out_groups[row0 + r]] = -1
+        for i in range(npairs):
+            out_row[i] += row0
     return nrows, npairs
 
 
@@ -344,23 +419,6 @@ def pane_purge(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
                 n += 1
                 slot = s_next[slot]
     return n
-
-
-def slots_alloc(int64_t[::1] free_stack, int64_t[::1] counters, int64_t[::1] out):
-    """Take ``len(out)`` slot ids (free stack first). Modifies ``out``, ``counters``."""
-    cdef Py_ssize_t i, n = out.shape[0]
-    with nogil:
-        for i in range(n):
-            out[i] = _alloc(&free_stack[0], &counters[0])
-
-
-def slots_free(int64_t[::1] free_stack, int64_t[::1] counters, const int64_t[::1] slots):
-    """Return ``slots`` to the free stack."""
-    cdef Py_ssize_t i, n = slots.shape[0]
-    with nogil:
-        for i in range(n):
-            free_stack[counters[1]] = slots[i]
-            counters[1] += 1
 
 
 # ---------------------------------------------------------------- session table
@@ -511,16 +569,15 @@ def session_purge(int64_t[::1] g_head, const int64_t[::1] s_group, const int64_t
 # F 8-byte words per slot (so one row touches one cache line); word 0 is
 # ``cnt``, the number of non-null values (0: the slot is empty and its other
 # words are garbage); float words are the same bytes read as double.
-# ``valid`` is the Arrow validity bitmap (bit ``voff + i``) or empty: no nulls.
-# ``slots[i] < 0`` skips row i.
+# Aggregates are named by a code (``OPS``) shared by updates and merges:
+#   count (cnt) | sum_f64 (cnt, total, comp; result total + comp) | sum_i64
+#   (cnt, total, wrapping) | max/min_i64, max/min_f64 (cnt, value; NaN
+#   skipped) | welford (cnt, mean, M2) | first / last (cnt, value, ts: the
+#   value of the smallest / largest event time; ties: the earliest row for
+#   first, the latest for last; values are raw 8-byte words)
 
-cdef inline bint _skip(const uint8_t[::1] valid, bint has_valid, int64_t voff,
-                       Py_ssize_t i) noexcept nogil:
-    cdef int64_t j
-    if not has_valid:
-        return False
-    j = voff + i
-    return not ((valid[j >> 3] >> (j & 7)) & 1)
+OPS = {"count": 0, "sum_f64": 1, "sum_i64": 2, "max_i64": 3, "min_i64": 4,
+       "max_f64": 5, "min_f64": 6, "welford": 7, "first": 8, "last": 9}
 
 
 cdef inline void _two_sum(double* total, double* comp, double v) noexcept nogil:
@@ -532,313 +589,259 @@ cdef inline void _two_sum(double* total, double* comp, double v) noexcept nogil:
     total[0] = t
 
 
-def agg_count(const int64_t[::1] slots, const uint8_t[::1] valid, int64_t voff,
-              int64_t[:, ::1] rec):
-    """rec[slot].cnt += 1 per non-null row. Modifies ``rec``."""
+cdef inline void _update_one(int op, int64_t* r, const int64_t* v, int64_t t) noexcept nogil:
+    """Add one value (``v``: its 8-byte word; unused by count) at event time ``t``."""
+    cdef double* f = <double*>r
+    cdef double x, d
+    cdef int64_t c
+    if op == 0:
+        r[0] += 1
+        return
+    if op == 1:
+        x = (<const double*>v)[0]
+        if r[0] == 0:
+            f[1] = x
+            f[2] = 0.0
+        else:
+            _two_sum(&f[1], &f[2], x)
+    elif op == 2:
+        r[1] = v[0] if r[0] == 0 else <int64_t>(<uint64_t>r[1] + <uint64_t>v[0])
+    elif op == 3:
+        if r[0] == 0 or v[0] > r[1]:
+            r[1] = v[0]
+    elif op == 4:
+        if r[0] == 0 or v[0] < r[1]:
+            r[1] = v[0]
+    elif op == 5 or op == 6:
+        x = (<const double*>v)[0]
+        if x != x:
+            return
+        if r[0] == 0 or (x > f[1] if op == 5 else x < f[1]):
+            f[1] = x
+    elif op == 7:
+        x = (<const double*>v)[0]
+        c = r[0] + 1
+        r[0] = c
+        if c == 1:
+            f[1] = x
+            f[2] = 0.0
+        else:
+            d = x - f[1]
+            f[1] += d / c
+            f[2] += d * (x - f[1])
+        return
+    else:
+        if r[0] == 0 or (t >= r[2] if op == 9 else t < r[2]):
+            r[1] = v[0]
+            r[2] = t
+    r[0] += 1
+
+
+def agg_update(const int64_t[::1] slots, const int64_t[::1] ts, const int64_t[::1] ops,
+               list recs, const int64_t[::1] roffs, list vals, list valids, const int64_t[::1] voffs):
+    """Add row ``i`` to slot ``slots[i]`` (``< 0``: skipped) of every aggregate,
+    in one pass over the rows. Aggregate ``a``: code ``ops[a]`` (``OPS``),
+    state ``recs[a]`` (int64 (n_slots, W), every slot in range; its record
+    at words ``roffs[a]`` on; states may share one array), values
+    ``vals[a]`` (8-byte words, int64 or float64 viewed as int64; empty for
+    ``count()``), validity ``valids[a]`` (Arrow bitmap, bit ``voffs[a] + i``;
+    empty: no nulls; null rows are skipped). ``ts``: event times (first /
+    last). Modifies ``recs``.
+    """
     cdef Py_ssize_t i, n = slots.shape[0]
-    cdef bint hv = valid.shape[0] > 0
-    cdef int64_t s, F = rec.shape[1]
-    cdef int64_t* w = &rec[0, 0]
+    cdef int k, nagg = <int>ops.shape[0]
+    cdef int64_t s, j
+    cdef int64_t[:, ::1] mv
+    cdef const int64_t[::1] vv
+    cdef const uint8_t[::1] bv
+    cdef int64_t* rp[16]
+    cdef int64_t rf[16]
+    cdef const int64_t* vp[16]
+    cdef const uint8_t* bm[16]
+    cdef int64_t bo[16]
+    cdef int op[16]
+    if nagg > 16 or len(recs) != nagg or len(vals) != nagg or len(valids) != nagg \
+            or voffs.shape[0] != nagg or roffs.shape[0] != nagg:
+        raise ValueError(f"agg_update: {nagg} codes for {len(recs)} states, {len(vals)} value "
+                         f"arrays, {len(valids)} bitmaps, {voffs.shape[0]} offsets (at most 16)")
+    if ts.shape[0] != n:
+        raise ValueError(f"agg_update: {ts.shape[0]} event times for {n} rows")
+    if n == 0:
+        return
+    for k in range(nagg):
+        op[k] = <int>ops[k]
+        if not 0 <= op[k] <= 9:
+            raise ValueError(f"agg_update: unknown code {op[k]}")
+        mv = recs[k]
+        if not 0 <= roffs[k] < mv.shape[1]:
+            raise ValueError(f"agg_update: word offset {roffs[k]} outside records of {mv.shape[1]} words")
+        rp[k] = &mv[0, 0] + roffs[k] if mv.shape[0] > 0 else NULL
+        rf[k] = mv.shape[1]
+        vv = vals[k]
+        if vv.shape[0] == 0 and op[k] == 0:
+            vp[k] = NULL
+        elif vv.shape[0] != n:
+            raise ValueError(f"agg_update: aggregate {k} has {vv.shape[0]} values for {n} rows")
+        else:
+            vp[k] = &vv[0]
+        bv = valids[k]
+        bo[k] = voffs[k]
+        if bv.shape[0] == 0:
+            bm[k] = NULL
+        elif bv.shape[0] * 8 < bo[k] + n:
+            raise ValueError(f"agg_update: aggregate {k}'s validity bitmap is too short")
+        else:
+            bm[k] = &bv[0]
     with nogil:
         for i in range(n):
             if i + PF < n and slots[i + PF] >= 0:
-                prefetch(w + slots[i + PF] * F)
+                for k in range(nagg):
+                    prefetch(rp[k] + slots[i + PF] * rf[k])
             s = slots[i]
-            if s < 0 or _skip(valid, hv, voff, i):
+            if s < 0:
                 continue
-            w[s * F] += 1
+            for k in range(nagg):
+                if bm[k] != NULL:
+                    j = bo[k] + i
+                    if not ((bm[k][j >> 3] >> (j & 7)) & 1):
+                        continue
+                _update_one(op[k], rp[k] + s * rf[k], vp[k] + i if vp[k] != NULL else NULL, ts[i])
 
 
-def agg_sum_f64(const int64_t[::1] slots, const double[::1] vals, const uint8_t[::1] valid,
-                int64_t voff, int64_t[:, ::1] rec):
-    """Compensated sums: record (cnt, total, comp), result ``total + comp``. Modifies ``rec``."""
-    cdef Py_ssize_t i, n = slots.shape[0]
-    cdef bint hv = valid.shape[0] > 0
-    cdef int64_t s, F = rec.shape[1]
-    cdef int64_t* w = &rec[0, 0]
-    cdef int64_t* r
-    cdef double* f
-    with nogil:
-        for i in range(n):
-            if i + PF < n and slots[i + PF] >= 0:
-                prefetch(w + slots[i + PF] * F)
-            s = slots[i]
-            if s < 0 or _skip(valid, hv, voff, i):
-                continue
-            r = w + s * F
-            f = <double*>r
-            if r[0] == 0:
-                f[1] = vals[i]
-                f[2] = 0.0
-            else:
-                _two_sum(&f[1], &f[2], vals[i])
-            r[0] += 1
+# merges: drec[dst[i]] <- drec[dst[i]] (+) srec[src[i]], in order. ``drec`` and
+# ``srec`` may be the same array (merging slots of one state) or not (merging
+# slots into a separate, zeroed record per output row).
+
+cdef inline void _merge_sum_f64(int64_t* a, const int64_t* b) noexcept nogil:
+    cdef double* fa = <double*>a
+    cdef const double* fb = <const double*>b
+    if a[0] == 0:
+        fa[1] = fb[1]
+        fa[2] = fb[2]
+    else:
+        _two_sum(&fa[1], &fa[2], fb[1])
+        fa[2] += fb[2]
+    a[0] += b[0]
 
 
-def agg_sum_i64(const int64_t[::1] slots, const int64_t[::1] vals, const uint8_t[::1] valid,
-                int64_t voff, int64_t[:, ::1] rec):
-    """Integer sums, record (cnt, total), wrapping on overflow. Modifies ``rec``."""
-    cdef Py_ssize_t i, n = slots.shape[0]
-    cdef bint hv = valid.shape[0] > 0
-    cdef int64_t s, F = rec.shape[1]
-    cdef int64_t* w = &rec[0, 0]
-    cdef int64_t* r
-    with nogil:
-        for i in range(n):
-            if i + PF < n and slots[i + PF] >= 0:
-                prefetch(w + slots[i + PF] * F)
-            s = slots[i]
-            if s < 0 or _skip(valid, hv, voff, i):
-                continue
-            r = w + s * F
-            if r[0] == 0:
-                r[1] = vals[i]
-            else:
-                r[1] = <int64_t>(<uint64_t>r[1] + <uint64_t>vals[i])
-            r[0] += 1
+cdef inline void _merge_sum_i64(int64_t* a, const int64_t* b) noexcept nogil:
+    if a[0] == 0:
+        a[1] = b[1]
+    else:
+        a[1] = <int64_t>(<uint64_t>a[1] + <uint64_t>b[1])
+    a[0] += b[0]
 
 
-def agg_minmax(const int64_t[::1] slots, const num_t[::1] vals, const uint8_t[::1] valid,
-               int64_t voff, bint is_max, int64_t[:, ::1] rec):
-    """Running min (or max), record (cnt, value); float NaN values are skipped."""
-    cdef Py_ssize_t i, n = slots.shape[0]
-    cdef bint hv = valid.shape[0] > 0
-    cdef int64_t s, F = rec.shape[1]
-    cdef int64_t* w = &rec[0, 0]
-    cdef int64_t* r
-    cdef num_t* cur
-    cdef num_t v
-    with nogil:
-        for i in range(n):
-            if i + PF < n and slots[i + PF] >= 0:
-                prefetch(w + slots[i + PF] * F)
-            s = slots[i]
-            if s < 0 or _skip(valid, hv, voff, i):
-                continue
-            v = vals[i]
-            if num_t is double:
-                if v != v:
-                    continue
-            r = w + s * F
-            cur = <num_t*>r
-            if r[0] == 0 or (v > cur[1] if is_max else v < cur[1]):
-                cur[1] = v
-            r[0] += 1
-
-
-def agg_welford(const int64_t[::1] slots, const double[::1] vals, const uint8_t[::1] valid,
-                int64_t voff, int64_t[:, ::1] rec):
-    """Welford's running (cnt, mean, M2). Modifies ``rec``."""
-    cdef Py_ssize_t i, n = slots.shape[0]
-    cdef bint hv = valid.shape[0] > 0
-    cdef int64_t s, c, F = rec.shape[1]
-    cdef int64_t* w = &rec[0, 0]
-    cdef int64_t* r
-    cdef double* f
-    cdef double v, d
-    with nogil:
-        for i in range(n):
-            if i + PF < n and slots[i + PF] >= 0:
-                prefetch(w + slots[i + PF] * F)
-            s = slots[i]
-            if s < 0 or _skip(valid, hv, voff, i):
-                continue
-            v = vals[i]
-            r = w + s * F
-            f = <double*>r
-            c = r[0] + 1
-            r[0] = c
-            if c == 1:
-                f[1] = v
-                f[2] = 0.0
-            else:
-                d = v - f[1]
-                f[1] += d / c
-                f[2] += d * (v - f[1])
-
-
-def agg_firstlast(const int64_t[::1] slots, const num_t[::1] vals, const uint8_t[::1] valid,
-                  int64_t voff, const int64_t[::1] ts, bint is_last, int64_t[:, ::1] rec):
-    """Record (cnt, value, ts): the value with the smallest (first) or largest
-    (last) event time; ties: the earliest row for first, the latest for last."""
-    cdef Py_ssize_t i, n = slots.shape[0]
-    cdef bint hv = valid.shape[0] > 0
-    cdef int64_t s, t, F = rec.shape[1]
-    cdef int64_t* w = &rec[0, 0]
-    cdef int64_t* r
-    cdef num_t* cur
-    with nogil:
-        for i in range(n):
-            if i + PF < n and slots[i + PF] >= 0:
-                prefetch(w + slots[i + PF] * F)
-            s = slots[i]
-            if s < 0 or _skip(valid, hv, voff, i):
-                continue
-            t = ts[i]
-            r = w + s * F
-            cur = <num_t*>r
-            if r[0] == 0 or (t >= r[2] if is_last else t < r[2]):
-                cur[1] = vals[i]
-                r[2] = t
-            r[0] += 1
-
-
-# merges: rec[dst[i]] <- rec[dst[i]] (+) rec[src[i]], in order
-
-def merge_count(const int64_t[::1] dst, const int64_t[::1] src, int64_t[:, ::1] rec):
-    cdef Py_ssize_t i, n = dst.shape[0]
-    cdef int64_t F = rec.shape[1]
-    cdef int64_t* w = &rec[0, 0]
-    with nogil:
-        for i in range(n):
-            w[dst[i] * F] += w[src[i] * F]
-
-
-def merge_sum_f64(const int64_t[::1] dst, const int64_t[::1] src, int64_t[:, ::1] rec):
-    cdef Py_ssize_t i, n = dst.shape[0]
-    cdef int64_t F = rec.shape[1]
-    cdef int64_t* w = &rec[0, 0]
-    cdef int64_t* a
-    cdef int64_t* b
-    cdef double* fa
-    cdef double* fb
-    with nogil:
-        for i in range(n):
-            if i + PF < n:
-                prefetch(w + dst[i + PF] * F)
-                prefetch(w + src[i + PF] * F)
-            a = w + dst[i] * F
-            b = w + src[i] * F
-            if b[0] == 0:
-                continue
-            fa = <double*>a
-            fb = <double*>b
-            if a[0] == 0:
-                fa[1] = fb[1]
-                fa[2] = fb[2]
-            else:
-                _two_sum(&fa[1], &fa[2], fb[1])
-                fa[2] += fb[2]
-            a[0] += b[0]
-
-
-def merge_sum_i64(const int64_t[::1] dst, const int64_t[::1] src, int64_t[:, ::1] rec):
-    cdef Py_ssize_t i, n = dst.shape[0]
-    cdef int64_t F = rec.shape[1]
-    cdef int64_t* w = &rec[0, 0]
-    cdef int64_t* a
-    cdef int64_t* b
-    with nogil:
-        for i in range(n):
-            if i + PF < n:
-                prefetch(w + dst[i + PF] * F)
-                prefetch(w + src[i + PF] * F)
-            a = w + dst[i] * F
-            b = w + src[i] * F
-            if b[0] == 0:
-                continue
-            if a[0] == 0:
-                a[1] = b[1]
-            else:
-                a[1] = <int64_t>(<uint64_t>a[1] + <uint64_t>b[1])
-            a[0] += b[0]
-
-
-def merge_minmax(const int64_t[::1] dst, const int64_t[::1] src, bint is_max,
-                 int64_t[:, ::1] rec, num_t kind):
-    """``kind`` only selects the value type (0 or 0.0)."""
-    cdef Py_ssize_t i, n = dst.shape[0]
-    cdef int64_t F = rec.shape[1]
-    cdef int64_t* w = &rec[0, 0]
-    cdef int64_t* a
-    cdef int64_t* b
-    cdef num_t* va
-    cdef num_t* vb
-    with nogil:
-        for i in range(n):
-            if i + PF < n:
-                prefetch(w + dst[i + PF] * F)
-                prefetch(w + src[i + PF] * F)
-            a = w + dst[i] * F
-            b = w + src[i] * F
-            if b[0] == 0:
-                continue
-            va = <num_t*>a
-            vb = <num_t*>b
-            if a[0] == 0 or (vb[1] > va[1] if is_max else vb[1] < va[1]):
-                va[1] = vb[1]
-            a[0] += b[0]
-
-
-def merge_welford(const int64_t[::1] dst, const int64_t[::1] src, int64_t[:, ::1] rec):
+cdef inline void _merge_welford(int64_t* a, const int64_t* b) noexcept nogil:
     """Chan et al.'s pairwise combination of (count, mean, M2)."""
-    cdef Py_ssize_t i, n = dst.shape[0]
-    cdef int64_t F = rec.shape[1]
-    cdef int64_t* w = &rec[0, 0]
-    cdef int64_t* a
-    cdef int64_t* b
-    cdef double* fa
-    cdef double* fb
+    cdef double* fa = <double*>a
+    cdef const double* fb = <const double*>b
     cdef double na, nb, nt, delta
-    with nogil:
-        for i in range(n):
-            if i + PF < n:
-                prefetch(w + dst[i + PF] * F)
-                prefetch(w + src[i + PF] * F)
-            a = w + dst[i] * F
-            b = w + src[i] * F
-            if b[0] == 0:
-                continue
-            fa = <double*>a
-            fb = <double*>b
-            if a[0] == 0:
-                fa[1] = fb[1]
-                fa[2] = fb[2]
-                a[0] = b[0]
-                continue
-            na = <double>a[0]
-            nb = <double>b[0]
-            nt = na + nb
-            delta = fb[1] - fa[1]
-            fa[1] += delta * (nb / nt)
-            fa[2] += fb[2] + delta * delta * (na * nb / nt)
-            a[0] += b[0]
+    if a[0] == 0:
+        fa[1] = fb[1]
+        fa[2] = fb[2]
+        a[0] = b[0]
+        return
+    na = <double>a[0]
+    nb = <double>b[0]
+    nt = na + nb
+    delta = fb[1] - fa[1]
+    fa[1] += delta * (nb / nt)
+    fa[2] += fb[2] + delta * delta * (na * nb / nt)
+    a[0] += b[0]
 
 
-def merge_firstlast(const int64_t[::1] dst, const int64_t[::1] src, bint is_last,
-                    int64_t[:, ::1] rec):
-    """Merge in order: ``src`` counts as the later rows on ties. Values are
-    copied as raw 8-byte words, so this serves every value type."""
+cdef inline void _merge_firstlast(int64_t* a, const int64_t* b, bint is_last) noexcept nogil:
+    """``b`` counts as the later rows on ties; values are raw 8-byte words."""
+    if a[0] == 0 or (b[2] >= a[2] if is_last else b[2] < a[2]):
+        a[1] = b[1]
+        a[2] = b[2]
+    a[0] += b[0]
+
+
+cdef inline void _merge_one(int op, int64_t* a, const int64_t* b) noexcept nogil:
+    if op == 0:
+        a[0] += b[0]
+    elif op == 1:
+        _merge_sum_f64(a, b)
+    elif op == 2:
+        _merge_sum_i64(a, b)
+    elif op == 3:
+        if a[0] == 0 or b[1] > a[1]:
+            a[1] = b[1]
+        a[0] += b[0]
+    elif op == 4:
+        if a[0] == 0 or b[1] < a[1]:
+            a[1] = b[1]
+        a[0] += b[0]
+    elif op == 5:
+        if a[0] == 0 or (<const double*>b)[1] > (<double*>a)[1]:
+            a[1] = b[1]
+        a[0] += b[0]
+    elif op == 6:
+        if a[0] == 0 or (<const double*>b)[1] < (<double*>a)[1]:
+            a[1] = b[1]
+        a[0] += b[0]
+    elif op == 7:
+        _merge_welford(a, b)
+    elif op == 8:
+        _merge_firstlast(a, b, False)
+    else:
+        _merge_firstlast(a, b, True)
+
+
+def merge_records(int op, const int64_t[::1] dst, const int64_t[::1] src, int64_t[:, ::1] drec,
+                  int64_t doff, const int64_t[:, ::1] srec, int64_t soff):
+    """drec[dst[i]] <- drec[dst[i]] (+) srec[src[i]] for each i in order, the
+    records at words ``doff`` / ``soff`` of their rows; ``op`` (a value of
+    ``OPS``) names the aggregate. Empty sources are skipped. Slot ids must be
+    in range. Modifies ``drec``."""
     cdef Py_ssize_t i, n = dst.shape[0]
-    cdef int64_t F = rec.shape[1]
-    cdef int64_t* w = &rec[0, 0]
-    cdef int64_t* a
-    cdef int64_t* b
+    cdef int64_t DF, SF
+    cdef int64_t* w
+    cdef const int64_t* sw
+    cdef const int64_t* b
+    if not 0 <= op <= 9:
+        raise ValueError(f"merge: unknown op {op}")
+    if dst.shape[0] != src.shape[0]:
+        raise ValueError(f"merge: {dst.shape[0]} destinations but {src.shape[0]} sources")
+    if not (0 <= doff < drec.shape[1] and 0 <= soff < srec.shape[1]):
+        raise ValueError(f"merge: word offsets {doff} / {soff} outside records of "
+                         f"{drec.shape[1]} / {srec.shape[1]} words")
+    if n == 0:
+        return
+    DF = drec.shape[1]
+    SF = srec.shape[1]
+    w = &drec[0, 0] + doff
+    sw = &srec[0, 0] + soff
     with nogil:
         for i in range(n):
             if i + PF < n:
-                prefetch(w + dst[i + PF] * F)
-                prefetch(w + src[i + PF] * F)
-            a = w + dst[i] * F
-            b = w + src[i] * F
-            if b[0] == 0:
-                continue
-            if a[0] == 0 or (b[2] >= a[2] if is_last else b[2] < a[2]):
-                a[1] = b[1]
-                a[2] = b[2]
-            a[0] += b[0]
+                prefetch(w + dst[i + PF] * DF)
+                prefetch(sw + src[i + PF] * SF)
+            b = sw + src[i] * SF
+            if b[0] != 0:
+                _merge_one(op, w + dst[i] * DF, b)
 
 
-def gather_fields(const int64_t[:, ::1] rec, const int64_t[::1] fields, const int64_t[::1] slots,
-                  int64_t[:, ::1] out, uint8_t[::1] null):
-    """out[i, j] = rec[slots[i], fields[j]] (raw 8-byte words) and null[i] =
-    (rec[slots[i]].cnt == 0). Modifies outputs. Returns the number of nulls."""
+def gather_fields(const int64_t[:, ::1] rec, int64_t cnt_word, const int64_t[::1] fields,
+                  const int64_t[::1] slots, int64_t[:, ::1] out, uint8_t[::1] null):
+    """out[j, i] = rec[slots[i], fields[j]] (raw 8-byte words: one contiguous
+    column per field) and null[i] = (rec[slots[i], cnt_word] == 0). Modifies
+    outputs. Returns the number of nulls."""
     cdef Py_ssize_t i, j, n = slots.shape[0], m = fields.shape[0]
     cdef int64_t F = rec.shape[1], nnull = 0
     cdef const int64_t* w
     cdef const int64_t* r
+    if out.shape[0] != m or out.shape[1] != n or null.shape[0] != n:
+        raise ValueError(f"gather_fields: out must be ({m}, {n}) and null ({n},)")
     if n == 0:
         return 0
+    for j in range(m):
+        if not 0 <= fields[j] < F:
+            raise ValueError(f"gather_fields: word {fields[j]} outside records of {F} words")
+    if not 0 <= cnt_word < F:
+        raise ValueError(f"gather_fields: word {cnt_word} outside records of {F} words")
     w = &rec[0, 0]
     with nogil:
         for i in range(n):
@@ -846,7 +849,7 @@ def gather_fields(const int64_t[:, ::1] rec, const int64_t[::1] fields, const in
                 prefetch(w + slots[i + PF] * F)
             r = w + slots[i] * F
             for j in range(m):
-                out[i, j] = r[fields[j]]
-            null[i] = r[0] == 0
-            nnull += r[0] == 0
+                out[j, i] = r[fields[j]]
+            null[i] = r[cnt_word] == 0
+            nnull += r[cnt_word] == 0
     return nnull

@@ -26,8 +26,9 @@ Slots and state
 Plug-ins
     Subclass :class:`SlotAggregate` and make a constructor reachable as
     ``fastops.agg.<name>(...)`` with :func:`register`. The aggregator calls
-    ``update`` once per batch, ``merge`` to combine panes (sliding windows) or
-    sessions, ``result`` at emission, ``reset`` at purge, and
+    ``update`` once per batch, ``merge`` to combine sessions, ``combine``
+    to build sliding windows from their panes (the default uses ``merge``
+    and ``result``), ``result`` at emission, ``reset`` at purge, and
     ``to_bytes``/``from_bytes`` in snapshots. ``update`` and ``merge`` may see
     slot ids beyond the current size (for ``merge``: fresh destination slots
     that hold nothing yet) and must grow the state to cover them.
@@ -48,6 +49,7 @@ __all__ = ["SlotAggregate", "register", "count", "sum", "min", "max", "mean", "v
            "stddev", "first", "last", "registered"]
 
 _EMPTY_U8 = np.zeros(0, dtype=np.uint8)
+_EMPTY_I64 = np.zeros(0, dtype=np.int64)
 
 
 class SlotAggregate:
@@ -88,6 +90,28 @@ class SlotAggregate:
         """One value per slot of ``slots``, in order."""
         raise NotImplementedError
 
+    def combine(self, state: Any, rows: np.ndarray, src: np.ndarray, nrows: int,
+                top: int) -> tuple[Any, pa.Array]:
+        """Results of ``nrows`` output rows; row ``r`` merges the slots
+        ``src[i]`` with ``rows[i] == r`` in order (sliding windows: a window
+        from its panes; every row has at least one slot). Slots ``top, top + 1, ...`` (beyond every live slot)
+        may serve as scratch and are left empty. Returns ``(state, results)``.
+
+        This default merges rows of several slots into scratch slots with
+        ``merge`` and reads rows of one slot directly.
+        """
+        result_slots = np.empty(nrows, dtype=np.int64)
+        dst = np.empty(len(rows), dtype=np.int64)
+        msrc = np.empty(len(rows), dtype=np.int64)
+        m, nm = _window.pairs_plan(rows, src, nrows, top, np.empty(nrows, dtype=np.int64),
+                                   result_slots, dst, msrc)
+        if nm:
+            state = self.merge(state, dst[:nm], msrc[:nm])
+        out = self.result(state, result_slots)
+        if m:
+            state = self.reset(state, np.arange(top, top + m, dtype=np.int64))
+        return state, out
+
     def reset(self, state: Any, slots: np.ndarray) -> Any:
         """Empty ``slots`` (purged) so they can be reused."""
         raise NotImplementedError
@@ -108,47 +132,114 @@ class SlotAggregate:
 
 # ---------------------------------------------------------------- columnar state
 
+class _Records:
+    """An ``(n_slots, width)`` int64 record array, grown by doubling, rows
+    64-byte aligned; several :class:`Columns` may share it (each its words)."""
+
+    __slots__ = ("rec", "size")
+
+    def __init__(self, width: int, size: int = 0):
+        self.rec = aligned_records(size, width)
+        self.size = size
+
+    def ensure(self, n: int) -> None:
+        if n <= self.size:
+            return
+        new = _builtins.max(n, 2 * self.size, 64)
+        rec = aligned_records(new, self.rec.shape[1])
+        rec[: self.size] = self.rec
+        self.rec = rec
+        self.size = new
+
+
+def record_width(words: int) -> int:
+    """Words per record row: up to 8 rounded up to a power of two, so that an
+    aligned row never straddles two cache lines."""
+    return 1 << (words - 1).bit_length() if 0 < words <= 8 else words
+
+
+def aligned_records(n: int, width: int) -> np.ndarray:
+    """Zeroed ``(n, width)`` int64 records starting on a 64-byte boundary."""
+    raw = np.zeros(n * width + 8, dtype=np.int64)
+    start = (-raw.ctypes.data % 64) // 8
+    return raw[start : start + n * width].reshape(n, width)
+
+
 class Columns:
     """Per-slot state of a built-in aggregate: one record of 8-byte words per slot.
 
-    ``rec`` is an ``(n_slots, F)`` int64 array (a row touches one cache line);
-    ``state[name]`` is the strided view of one field with its dtype (int64 or
-    float64, the same bytes), so results, resets and snapshots stay columnar.
-    Word 0 is always ``cnt``.
+    ``rec`` is an ``(n_slots, W)`` int64 array whose words ``off, off + 1,
+    ...`` hold this aggregate's fields; :meth:`share` puts the aggregates of
+    one aggregator side by side in one array, so a row's update touches one
+    cache line for all of them. ``state[name]`` is the strided view of one
+    field with its dtype (int64 or float64, the same bytes), so results,
+    resets and snapshots stay columnar. The first field is always ``cnt``.
     """
 
-    __slots__ = ("spec", "names", "rec", "size")
+    __slots__ = ("spec", "names", "store", "off")
 
     def __init__(self, spec: dict[str, np.dtype], size: int = 0):
         self.spec = {k: np.dtype(v) for k, v in spec.items()}
         if list(self.spec)[0] != "cnt" or any(d.itemsize != 8 for d in self.spec.values()):
             raise ValueError("aggregate state needs 'cnt' first and 8-byte fields")
         self.names = list(self.spec)
-        self.rec = np.zeros((size, len(self.spec)), dtype=np.int64)
-        self.size = size
+        self.store = _Records(len(self.spec), size)
+        self.off = 0
+
+    @classmethod
+    def wrap(cls, spec: dict[str, np.dtype], rec: np.ndarray, off: int = 0) -> "Columns":
+        """Records ``rec`` (a C-contiguous (n, W) int64 array, this state's words
+        from ``off`` on) as state, not copied."""
+        out = cls.__new__(cls)
+        out.spec = spec
+        out.names = list(spec)
+        out.store = _Records.__new__(_Records)
+        out.store.rec, out.store.size = rec, len(rec)
+        out.off = off
+        return out
+
+    @staticmethod
+    def share(states: list["Columns"]) -> None:
+        """Move ``states`` into one record array (contents kept), each at its own words."""
+        if not states:
+            return
+        width = record_width(_builtins.sum(len(st.names) for st in states))
+        size = _builtins.max(st.size for st in states)
+        store = _Records(width, size)
+        off = 0
+        for st in states:
+            store.rec[: st.size, off : off + len(st.names)] = st.rec[:, st.off : st.off + len(st.names)]
+            st.store, st.off = store, off
+            off += len(st.names)
+
+    @property
+    def rec(self) -> np.ndarray:
+        """The whole record array (possibly shared: this state's words start at ``off``)."""
+        return self.store.rec
+
+    @property
+    def size(self) -> int:
+        return self.store.size
 
     def ensure(self, n: int) -> None:
         """Grow (doubling) to at least ``n`` slots; new slots are empty."""
-        if n <= self.size:
-            return
-        new = _builtins.max(n, 2 * self.size, 64)
-        rec = np.zeros((new, len(self.names)), dtype=np.int64)
-        rec[: self.size] = self.rec
-        self.rec = rec
-        self.size = new
+        self.store.ensure(n)
 
     def __getitem__(self, k: str) -> np.ndarray:
-        return self.rec.view(self.spec[k])[:, self.names.index(k)]
+        return self.store.rec.view(self.spec[k])[:, self.off + self.names.index(k)]
 
-    def gather(self, slots: np.ndarray, names: list[str]) -> tuple[list[np.ndarray], Optional[np.ndarray]]:
-        """Fields ``names`` of ``slots`` (one kernel pass) and the null mask
-        (``cnt == 0``; None when no slot is empty)."""
+    def gather(self, slots: Optional[np.ndarray], names: list[str]) -> tuple[list[np.ndarray], Optional[np.ndarray]]:
+        """Fields ``names`` of ``slots`` (None: every slot in order), copied in
+        one kernel pass, and the null mask (``cnt == 0``; None when no slot is
+        empty)."""
+        if slots is None:
+            slots = np.arange(self.size, dtype=np.int64)
         slots = np.ascontiguousarray(slots, dtype=np.int64)
-        out = np.empty((len(slots), len(names)), dtype=np.int64)
+        out = np.empty((len(names), len(slots)), dtype=np.int64)
         null = np.empty(len(slots), dtype=np.uint8)
-        fields = np.array([self.names.index(k) for k in names], dtype=np.int64)
-        nnull = _window.gather_fields(self.rec, fields, slots, out, null) if len(slots) else 0
-        cols = [np.ascontiguousarray(out[:, j]).view(self.spec[k]) for j, k in enumerate(names)]
+        fields = np.array([self.off + self.names.index(k) for k in names], dtype=np.int64)
+        nnull = _window.gather_fields(self.rec, self.off, fields, slots, out, null)
+        cols = [out[j].view(self.spec[k]) for j, k in enumerate(names)]
         return cols, (null.view(bool) if nnull else None)
 
     def to_bytes(self) -> bytes:
@@ -222,13 +313,36 @@ def _valid(values: pa.Array) -> tuple[np.ndarray, int]:
     return (_EMPTY_U8, 0) if v is None else (v, values.offset)
 
 
-class BuiltinAggregate(SlotAggregate):
-    """A built-in: columnar state, kernels in ``fastops._window``.
+def update_builtins(aggs: list["BuiltinAggregate"], states: list[Columns], slots: np.ndarray,
+                    columns: list[Optional[pa.Array]], ts: np.ndarray, size: int) -> None:
+    """Add row ``i`` of each aggregate's input column to slot ``slots[i]``
+    (``< 0``: skipped; nulls skipped), every aggregate in one pass over the
+    rows. ``ts``: event times (int64, one per row; ``first``/``last``),
+    ``size``: the slot capacity to grow the states to."""
+    ops, recs, roffs, vals, valids, offs = [], [], [], [], [], []
+    for a, st, col in zip(aggs, states, columns):
+        st.ensure(size)
+        op = a._op()
+        ops.append(op)
+        recs.append(st.rec)
+        roffs.append(st.off)
+        if col is None:
+            v, off = _EMPTY_U8, 0
+        else:
+            v, off = _valid(col)
+        valids.append(v)
+        offs.append(off)
+        if col is None or op == _window.OPS["count"]:
+            vals.append(_EMPTY_I64)
+        else:
+            vals.append(as_storage(col, a._dtype).view(np.int64))
+    _window.agg_update(slots, ts, np.array(ops, dtype=np.int64), recs,
+                       np.array(roffs, dtype=np.int64), vals, valids, np.array(offs, dtype=np.int64))
 
-    ``update_rows(state, slots, values, ts, size)`` is the aggregator's fast
-    path: ``slots < 0`` are skipped, nulls are skipped through the validity
-    bitmap, ``size`` is the slot capacity to grow to.
-    """
+
+class BuiltinAggregate(SlotAggregate):
+    """A built-in: columnar state, kernels in ``fastops._window``
+    (:func:`update_builtins` adds rows to several at once)."""
 
     needs_input = True
     fields: dict[str, np.dtype] = {}
@@ -258,14 +372,31 @@ class BuiltinAggregate(SlotAggregate):
     def update(self, state: Columns, slots: np.ndarray, values: pa.Array) -> Columns:
         slots = np.ascontiguousarray(slots, dtype=np.int64)
         if len(slots):
-            n = int(slots.max()) + 1
-            self.update_rows(state, slots, values, np.arange(len(slots), dtype=np.int64), n)
+            update_builtins([self], [state], slots, [values], np.arange(len(slots), dtype=np.int64),
+                            int(slots.max()) + 1)
         return state
 
     def reset(self, state: Columns, slots: np.ndarray) -> Columns:
         if len(slots):
             state["cnt"][slots] = 0
         return state
+
+    def _op(self) -> int:
+        """The merge kernel's code for this aggregate (``_window.OPS``)."""
+        return _window.OPS["count"]
+
+    def merge(self, state: Columns, dst: np.ndarray, src: np.ndarray) -> Columns:
+        self._grow(state, dst, src)
+        _window.merge_records(self._op(), dst, src, state.rec, state.off, state.rec, state.off)
+        return state
+
+    def combine(self, state: Columns, rows: np.ndarray, src: np.ndarray, nrows: int,
+                top: int) -> tuple[Columns, pa.Array]:
+        """Merges into a fresh record per output row (one pass over the pairs),
+        then reads those records in order; ``top`` is not needed."""
+        out = Columns(state.spec, nrows)
+        _window.merge_records(self._op(), rows, src, out.rec, 0, state.rec, state.off)
+        return state, self.result(out, None)
 
     def to_bytes(self, state: Columns) -> bytes:
         return state.to_bytes()
@@ -304,24 +435,6 @@ class Count(BuiltinAggregate):
     def validate(self, input_type):
         return None
 
-    def update_rows(self, state, slots, values, ts, size):
-        state.ensure(size)
-        if values is None:
-            _window.agg_count(slots, _EMPTY_U8, 0, state.rec)
-        else:
-            v, off = _valid(values)
-            _window.agg_count(slots, v, off, state.rec)
-
-    def update(self, state, slots, values):
-        slots = np.ascontiguousarray(slots, dtype=np.int64)
-        if len(slots):
-            self.update_rows(state, slots, values, None, int(slots.max()) + 1)
-        return state
-
-    def merge(self, state, dst, src):
-        self._grow(state, dst, src)
-        _window.merge_count(dst, src, state.rec)
-        return state
 
     def result(self, state, slots):
         (cnt,), _ = state.gather(slots, ["cnt"])
@@ -344,22 +457,9 @@ class Sum(BuiltinAggregate):
     def output_type(self, input_type):
         return pa.int64() if pat.is_integer(input_type) else pa.float64()
 
-    def update_rows(self, state, slots, values, ts, size):
-        state.ensure(size)
-        v, off = _valid(values)
-        x = as_storage(values, self._dtype)
-        if self._dtype == np.int64:
-            _window.agg_sum_i64(slots, x, v, off, state.rec)
-        else:
-            _window.agg_sum_f64(slots, x, v, off, state.rec)
+    def _op(self):
+        return _window.OPS["sum_i64" if self._dtype == np.int64 else "sum_f64"]
 
-    def merge(self, state, dst, src):
-        self._grow(state, dst, src)
-        if self._dtype == np.int64:
-            _window.merge_sum_i64(dst, src, state.rec)
-        else:
-            _window.merge_sum_f64(dst, src, state.rec)
-        return state
 
     def result(self, state, slots):
         if self._dtype == np.int64:
@@ -400,15 +500,9 @@ class MinMax(_Ordered):
     def _state_spec(self):
         return {"cnt": np.dtype(np.int64), "val": self._dtype}
 
-    def update_rows(self, state, slots, values, ts, size):
-        state.ensure(size)
-        v, off = _valid(values)
-        _window.agg_minmax(slots, as_storage(values, self._dtype), v, off, self.is_max, state.rec)
+    def _op(self):
+        return _window.OPS[f"{self.name}_{'i64' if self._dtype == np.int64 else 'f64'}"]
 
-    def merge(self, state, dst, src):
-        self._grow(state, dst, src)
-        _window.merge_minmax(dst, src, self.is_max, state.rec, 0.0 if self._dtype == np.float64 else 0)
-        return state
 
 
 class FirstLast(_Ordered):
@@ -420,15 +514,8 @@ class FirstLast(_Ordered):
     def _state_spec(self):
         return {"cnt": np.dtype(np.int64), "val": self._dtype, "ts": np.dtype(np.int64)}
 
-    def update_rows(self, state, slots, values, ts, size):
-        state.ensure(size)
-        v, off = _valid(values)
-        _window.agg_firstlast(slots, as_storage(values, self._dtype), v, off, ts, self.is_last, state.rec)
-
-    def merge(self, state, dst, src):
-        self._grow(state, dst, src)
-        _window.merge_firstlast(dst, src, self.is_last, state.rec)
-        return state
+    def _op(self):
+        return _window.OPS[self.name]
 
 
 class Moments(BuiltinAggregate):
@@ -457,24 +544,18 @@ class Moments(BuiltinAggregate):
     def output_type(self, input_type):
         return pa.float64()
 
-    def update_rows(self, state, slots, values, ts, size):
-        state.ensure(size)
-        v, off = _valid(values)
-        _window.agg_welford(slots, as_storage(values, np.dtype(np.float64)), v, off, state.rec)
+    def _op(self):
+        return _window.OPS["welford"]
 
-    def merge(self, state, dst, src):
-        self._grow(state, dst, src)
-        _window.merge_welford(dst, src, state.rec)
-        return state
 
     def result(self, state, slots):
-        cnt = state["cnt"][slots]
+        (cnt, mean, m2), _ = state.gather(slots, ["cnt", "mean", "m2"])
         if self.name == "mean":
-            return pa.array(state["mean"][slots], type=pa.float64(), mask=cnt == 0)
+            return pa.array(mean, type=pa.float64(), mask=cnt == 0)
         denom = cnt - self.ddof
         null = denom <= 0
         with np.errstate(divide="ignore", invalid="ignore"):
-            var = np.where(null, 0.0, state["m2"][slots] / np.where(null, 1, denom))
+            var = np.where(null, 0.0, m2 / np.where(null, 1, denom))
         var = np.maximum(var, 0.0)
         if self.name == "stddev":
             var = np.sqrt(var)

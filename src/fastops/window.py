@@ -47,9 +47,13 @@ Implementation
     session lists (sessions a row bridges are merged); aggregate state is
     columnar per slot. Purged slots are reused.
 
-Performance notes: one pass per batch for the key hash, one for the group
-lookup, one for slot assignment and one per aggregate, all in ``nogil``
-kernels; nothing per row or per group happens in Python.
+Performance notes: per batch one pass for the key hash, one for the group
+lookup, one for slot assignment and one for all built-in aggregates (their
+records sit side by side in one array, so a row touches one cache line),
+all in ``nogil`` kernels. A firing window costs one kernel call: it lists
+the slots of its panes, numbers the output rows and merges the built-ins
+into a reused scratch record per row. Nothing per row or per group happens
+in Python.
 """
 from __future__ import annotations
 
@@ -64,7 +68,7 @@ import numpy as np
 import pyarrow as pa
 
 from fastops import _arrow, _window
-from fastops.agg import BuiltinAggregate, SlotAggregate
+from fastops.agg import BuiltinAggregate, Columns, SlotAggregate, aligned_records, record_width, update_builtins
 from fastops.durations import parse_duration
 from fastops.keys import KeyTable
 from fastops.watermarks import MIN_WATERMARK, to_ms
@@ -261,6 +265,7 @@ class WindowAggregator:
         self._states: list = []
         self._input_types: Optional[dict[str, pa.DataType]] = None
         self._out_schema: Optional[pa.Schema] = None
+        self._empty_out: Optional[tuple[pa.Schema, pa.RecordBatch]] = None
         self._wm = MIN_WATERMARK
         self._late: list[pa.RecordBatch] = []
         self.rows_in = 0
@@ -289,6 +294,9 @@ class WindowAggregator:
             self._hv = np.full(256, -1, dtype=np.int64)
             self._s_pane = np.zeros(64, dtype=np.int64)
             self._panes: list[int] = []
+            self._emit_rec = np.empty((0, 0), dtype=np.int64)  # emission scratch (see _ensure_emit)
+            self._emit_groups = np.empty(0, dtype=np.int64)
+            self._emit_pairs = np.empty((2, 0), dtype=np.int64)
             self._mark = np.full(64, -1, dtype=np.int64)
             # per group ``ways`` cached (pane, slot) pairs: room for the live panes of a key
             self._ways = 4
@@ -335,6 +343,7 @@ class WindowAggregator:
             self._keys._prepare([pa.array([], type=types[b]) for b in self.by])
         self._input_types = types
         self._states = [a.new_state() for a in self._agg_list]
+        self._share_states()
         fields = []
         if self._windowed:
             fields += [pa.field("window_start", _TS), pa.field("window_end", _TS)]
@@ -343,6 +352,10 @@ class WindowAggregator:
             t = None if a.column is None else types[a.column]
             fields.append(pa.field(name, a.output_type(t)))
         self._out_schema = pa.schema(fields)
+
+    def _share_states(self) -> None:
+        """Built-in aggregates keep their records side by side (one cache line per slot)."""
+        Columns.share([st for a, st in zip(self._agg_list, self._states) if isinstance(a, BuiltinAggregate)])
 
     def _check_columns(self, names: Sequence[str]) -> None:
         if self.time is not None and self.time not in names:
@@ -411,13 +424,13 @@ class WindowAggregator:
             slots, nlate = gids, 0
             self._touched = _grown(self._touched, self._keys.num_groups)
             self._touched[gids] = 1
-        size = self._slot_capacity()
+        builtin: list[tuple] = []
         for a, (i, st) in zip(self._agg_list, enumerate(self._states)):
             values = None if a.column is None else batch.column(a.column)
             if isinstance(values, pa.ChunkedArray):
                 values = values.combine_chunks()
             if isinstance(a, BuiltinAggregate):
-                a.update_rows(st, slots, values, ts, size)
+                builtin.append((a, st, values))
             else:
                 keep = slots >= 0
                 if values is not None and values.null_count:
@@ -429,6 +442,9 @@ class WindowAggregator:
                     self._states[i] = a.update(st, slots[idx], values.take(pa.array(idx)))
                 else:
                     self._states[i] = a.update(st, slots, values)
+        if builtin:
+            aggs, states, columns = zip(*builtin)
+            update_builtins(list(aggs), list(states), slots, list(columns), ts, self._slot_capacity())
         if self._mode == "session" and self._pending_release is not None:
             rel = self._pending_release
             self._pending_release = None
@@ -456,6 +472,23 @@ class WindowAggregator:
             self._s_start = _grown(self._s_start, need)
             self._s_end = _grown(self._s_end, need)
             self._s_parent = _grown(self._s_parent, need, -1)
+
+    def _ensure_emit(self, used: int, rows: int, width: int, pairs: int) -> None:
+        """Room for ``rows`` more output rows of ``width`` merged words after
+        the first ``used`` (kept), and for ``pairs`` (row, slot) pairs: the
+        emission scratch, kept across calls."""
+        if self._emit_pairs.shape[1] < pairs:
+            self._emit_pairs = np.empty((2, max(pairs, 2 * self._emit_pairs.shape[1])), dtype=np.int64)
+        rec = self._emit_rec
+        if rec.shape[0] >= used + rows and rec.shape[1] == width:
+            return
+        new = max(used + rows, 2 * rec.shape[0], 64)
+        grown = aligned_records(new, width)
+        groups = np.empty(new, dtype=np.int64)
+        if used:  # rows of windows emitted earlier in this call
+            grown[:used] = rec[:used]
+            groups[:used] = self._emit_groups[:used]
+        self._emit_rec, self._emit_groups = grown, groups
 
     def _ensure_hash(self, force: bool = False) -> None:
         """Keep the pane map at most half full (``force``: grow or clean now)."""
@@ -504,7 +537,8 @@ class WindowAggregator:
             done, nnew, nlate, ndirty = _window.pane_assign(
                 self._hg, self._hq, self._hv, self._s_group, self._s_pane, self._s_next, self._s_flags,
                 self._free, self._counters, gids, ts, self._offset, self._p, self._ks, self._k,
-                jp, jf, self._gcache, self._ways, done, len(self._hv) // 2, out, new_panes)
+                jp, jf, self._gcache, self._ways, done, len(self._hv) // 2,
+                len(self._panes) + len(new_all), out, new_panes)
             nlate_all += nlate
             self._ndirty += ndirty
             new_all += new_panes[:nnew].tolist()
@@ -563,16 +597,23 @@ class WindowAggregator:
             schema = pa.schema(fields)
         else:
             schema = self._out_schema
-        return pa.RecordBatch.from_pylist([], schema=schema)
+            if self._empty_out is not None and self._empty_out[0] is schema:
+                return self._empty_out[1]  # batches are immutable: one serves every call
+        self._empty_out = (schema, pa.RecordBatch.from_pylist([], schema=schema))
+        return self._empty_out[1]
 
     def _build(self, starts: Optional[np.ndarray], ends: Optional[np.ndarray], groups: np.ndarray,
-               slots: np.ndarray) -> pa.RecordBatch:
+               slots: np.ndarray | list[pa.Array]) -> pa.RecordBatch:
+        """Output rows of ``groups``; ``slots``: the slot of each row, or the
+        aggregate results already computed."""
         cols = []
         if self._windowed:
             cols += [pa.array(starts, type=_TS), pa.array(ends, type=_TS)]
         cols += self._keys.keys(groups) if self.by else []
-        for a, st in zip(self._agg_list, self._states):
-            cols.append(a.result(st, slots))
+        if isinstance(slots, list):
+            cols += slots
+        else:
+            cols += [a.result(st, slots) for a, st in zip(self._agg_list, self._states)]
         return pa.RecordBatch.from_arrays(cols, schema=self._out_schema)
 
     def advance_watermark(self, t: int) -> pa.RecordBatch:
@@ -623,7 +664,19 @@ class WindowAggregator:
             work += [(j, True) for j in self._pane_windows(jp_old, jf_old)]
         if jf_new > jf_old:
             work += [(j, False) for j in self._pane_windows(jf_old, jf_new)]
-        pieces_g, pieces_s, pieces_row, starts, ends = [], [], [], [], []
+        # built-in aggregates merge inside the emission kernel, into one record per
+        # output row (their states side by side); others get (row, slot) pairs
+        builtin = [i for i, a in enumerate(self._agg_list) if isinstance(a, BuiltinAggregate)]
+        cap = self._slot_capacity()
+        for i in builtin:
+            self._states[i].ensure(cap)
+        srecs = [self._states[i].rec for i in builtin]
+        soffs = np.array([self._states[i].off for i in builtin], dtype=np.int64)
+        widths = np.array([len(self._states[i].names) for i in builtin], dtype=np.int64)
+        ops = np.array([self._agg_list[i]._op() for i in builtin], dtype=np.int64)
+        width = record_width(max(int(widths.sum()), 1))
+        want_pairs = len(builtin) < len(self._agg_list)
+        pieces_s, pieces_row, starts, counts = [], [], [], []
         nlive = int(self._counters[0])
         self._mark = _grown(self._mark, self._keys.num_groups, -1)
         refire_panes: set[int] = set()
@@ -634,20 +687,18 @@ class WindowAggregator:
                 continue
             if refire:
                 refire_panes.update(panes.tolist())
-            og = np.empty(nlive, dtype=np.int64)
-            orow = np.empty(nlive, dtype=np.int64)
-            osrc = np.empty(nlive, dtype=np.int64)
-            nrows, npairs = _window.pane_collect(self._hg, self._hq, self._hv, self._s_group,
-                                                 self._s_next, self._s_flags, panes, refire,
-                                                 self._mark, og, orow, osrc)
+            self._ensure_emit(total_rows, max(nlive, 1), width, nlive)
+            nrows, npairs = _window.pane_emit(self._hg, self._hq, self._hv, self._s_group, self._s_next,
+                                              self._s_flags, panes, refire, self._mark, ops, srecs,
+                                              soffs, widths, self._emit_rec, total_rows, self._emit_groups,
+                                              self._emit_pairs[0], self._emit_pairs[1])
             if nrows == 0:
                 continue
-            pieces_g.append(og[:nrows])
-            pieces_row.append(orow[:npairs] + total_rows)
-            pieces_s.append(osrc[:npairs])
-            start = self._offset + j * self._slide
-            starts.append(np.full(nrows, start, dtype=np.int64))
-            ends.append(np.full(nrows, start + self._size, dtype=np.int64))
+            if want_pairs:
+                pieces_row.append(self._emit_pairs[0, :npairs].copy())
+                pieces_s.append(self._emit_pairs[1, :npairs].copy())
+            starts.append(self._offset + j * self._slide)
+            counts.append(nrows)
             total_rows += nrows
         if refire_panes:
             _window.pane_clear_dirty(self._hg, self._hq, self._hv, self._s_next, self._s_flags,
@@ -655,36 +706,19 @@ class WindowAggregator:
         self._ndirty = 0  # every dirty pane lies in a re-fired window: all cleared above
         out = self._empty()
         if total_rows:
-            groups = np.concatenate(pieces_g)
-            src = np.concatenate(pieces_s)
-            rows = np.concatenate(pieces_row)
-            top = int(self._counters[0])
-            temps = None
-            if self._k == 1:
-                result_slots = src  # one pane per window: rows and pairs coincide
-            else:
-                # rows with one pane read it directly; the others merge their panes into
-                # scratch slots on top of the high-water mark (a compact range, so the
-                # merges' writes stay in cache), emptied and given back right after
-                result_slots = np.empty(total_rows, dtype=np.int64)
-                dst = np.empty(len(rows), dtype=np.int64)
-                msrc = np.empty(len(rows), dtype=np.int64)
-                m, nm = _window.pairs_plan(rows, src, total_rows, top, np.empty(total_rows, dtype=np.int64),
-                                           result_slots, dst, msrc)
-                if m:
-                    self._ensure_slots(m)
-                    self._counters[0] = top + m
-                    temps = np.arange(top, top + m, dtype=np.int64)
-                    dst, msrc = dst[:nm], msrc[:nm]
-                    cap = self._slot_capacity()
-                    for i, (a, st) in enumerate(zip(self._agg_list, self._states)):
-                        if isinstance(a, BuiltinAggregate):
-                            st.ensure(cap)
-                        self._states[i] = a.merge(st, dst, msrc)
-            out = self._build(np.concatenate(starts), np.concatenate(ends), groups, result_slots)
-            if temps is not None:
-                self._reset_slots(temps)
-                self._counters[0] = top
+            results: list = [None] * len(self._agg_list)
+            off = 0
+            for i, w in zip(builtin, widths.tolist()):
+                merged = Columns.wrap(self._states[i].spec, self._emit_rec[:total_rows], off)
+                results[i] = self._agg_list[i].result(merged, None)
+                off += w
+            if want_pairs:  # plug-ins may use scratch slots from the high-water mark up
+                rows, src = np.concatenate(pieces_row), np.concatenate(pieces_s)
+                for i, (a, st) in enumerate(zip(self._agg_list, self._states)):
+                    if results[i] is None:
+                        self._states[i], results[i] = a.combine(st, rows, src, total_rows, nlive)
+            ws = np.repeat(np.array(starts, dtype=np.int64), counts)
+            out = self._build(ws, ws + self._size, self._emit_groups[:total_rows], results)
         # purge panes whose last window is purged: q // ks <= jp_new
         limit = (jp_new + 1) * self._ks  # panes q < limit
         b = bisect.bisect_left(self._panes, limit)
@@ -808,6 +842,7 @@ class WindowAggregator:
         else:
             self._touched = a["touched"]
         self._states = [ag.from_bytes(b) for ag, b in zip(self._agg_list, state.aggs)]
+        self._share_states()
         self._wm = int(state.meta["watermark"])
         self._ndirty = int(state.meta["ndirty"])
         self.rows_in = int(state.meta["rows_in"])
