@@ -266,6 +266,30 @@ cdef inline void _hist_finish(const int64_t* sub, Py_ssize_t P, Py_ssize_t strid
             counts[p] = sub[p] + sub[stride + p] + sub[2 * stride + p] + sub[3 * stride + p]
 
 
+cdef inline void _ids_counted(const uint64_t* h, Py_ssize_t n, uint64_t d, uint64_t hi,
+                              uint64_t lo, const int32_t* own, int32_t* out, int64_t* sub,
+                              Py_ssize_t stride) noexcept nogil:
+    """out[i] = h[i] % d, or own[h[i] % d] when ``own`` is set, counted into the
+    interleaved histograms ``sub`` (``_hist_alloc``)."""
+    cdef Py_ssize_t i
+    cdef uint64_t mask = d - 1
+    cdef int32_t p
+    if d & mask == 0:
+        for i in range(n):
+            p = <int32_t>(h[i] & mask)
+            if own != NULL:
+                p = own[p]
+            out[i] = p
+            sub[(i & 3) * stride + p] += 1
+    else:
+        for i in range(n):
+            p = <int32_t>fastmod(h[i], hi, lo, d)
+            if own != NULL:
+                p = own[p]
+            out[i] = p
+            sub[(i & 3) * stride + p] += 1
+
+
 def fastmod_u64(const uint64_t[::1] values, uint64_t d, uint64_t[::1] out):
     """out[i] = values[i] % d through the kernels' reciprocal (``d >= 1``). For tests."""
     cdef Py_ssize_t i, n = values.shape[0]
@@ -286,7 +310,6 @@ def partition_modulo(const uint64_t[::1] hashes, uint64_t num_partitions,
     """
     cdef Py_ssize_t i, n = hashes.shape[0], P = <Py_ssize_t>num_partitions, stride
     cdef uint64_t d = num_partitions, mask = num_partitions - 1, hi, lo
-    cdef int32_t p
     cdef int64_t* sub
     fastmod_init(d, &hi, &lo)
     if counts.shape[0] == 0:
@@ -302,16 +325,8 @@ def partition_modulo(const uint64_t[::1] hashes, uint64_t num_partitions,
     if sub == NULL:
         raise MemoryError(f"histogram of {P} partitions")
     with nogil:
-        if d & mask == 0:
-            for i in range(n):
-                p = <int32_t>(hashes[i] & mask)
-                out[i] = p
-                sub[(i & 3) * stride + p] += 1
-        else:
-            for i in range(n):
-                p = <int32_t>fastmod(hashes[i], hi, lo, d)
-                out[i] = p
-                sub[(i & 3) * stride + p] += 1
+        if n > 0:
+            _ids_counted(&hashes[0], n, d, hi, lo, NULL, &out[0], sub, stride)
         _hist_finish(sub, P, stride, &counts[0])
         free(sub)
     return OK
@@ -327,7 +342,6 @@ def partition_lookup(const uint64_t[::1] hashes, const int32_t[::1] owner_of,
     """
     cdef Py_ssize_t i, n = hashes.shape[0], P = counts.shape[0], stride
     cdef uint64_t m = <uint64_t>owner_of.shape[0], mask = m - 1, hi, lo
-    cdef int32_t p
     cdef int64_t* sub
     fastmod_init(m, &hi, &lo)
     if P == 0:
@@ -343,16 +357,8 @@ def partition_lookup(const uint64_t[::1] hashes, const int32_t[::1] owner_of,
     if sub == NULL:
         raise MemoryError(f"histogram of {P} partitions")
     with nogil:
-        if m & mask == 0:
-            for i in range(n):
-                p = owner_of[hashes[i] & mask]
-                out[i] = p
-                sub[(i & 3) * stride + p] += 1
-        else:
-            for i in range(n):
-                p = owner_of[fastmod(hashes[i], hi, lo, m)]
-                out[i] = p
-                sub[(i & 3) * stride + p] += 1
+        if n > 0:
+            _ids_counted(&hashes[0], n, m, hi, lo, &owner_of[0], &out[0], sub, stride)
         _hist_finish(sub, P, stride, &counts[0])
         free(sub)
     return OK
@@ -374,15 +380,13 @@ def partition_fixed(const key_t[::1] values, bint is_float, uint64_t seed,
     ``counts`` has ``num_partitions`` entries. Modifies ``out`` and ``counts``.
     Returns 0; raises MemoryError if memory ran out.
     """
-    cdef Py_ssize_t i, j, m, n = values.shape[0], P = <Py_ssize_t>num_partitions, stride
-    cdef uint64_t d, mask, hi, lo
+    cdef Py_ssize_t i, m, n = values.shape[0], P = <Py_ssize_t>num_partitions, stride
+    cdef uint64_t d, hi, lo
     cdef uint64_t hbuf[1024]
-    cdef int32_t p
     cdef int64_t* sub
     cdef bint lookup = owner_of.shape[0] > 0
     cdef const int32_t* own = &owner_of[0] if lookup else NULL
     d = <uint64_t>owner_of.shape[0] if lookup else num_partitions
-    mask = d - 1
     fastmod_init(d, &hi, &lo)
     sub = _hist_alloc(P, &stride)
     if sub == NULL:
@@ -401,20 +405,7 @@ def partition_fixed(const key_t[::1] values, bint is_float, uint64_t seed,
                     _hash_f32_loop(&values[i], m, seed, hbuf)
                 else:
                     _hash_u32_loop(&values[i], m, seed, hbuf)
-            if d & mask == 0:
-                for j in range(m):
-                    p = <int32_t>(hbuf[j] & mask)
-                    if lookup:
-                        p = own[p]
-                    out[i + j] = p
-                    sub[(j & 3) * stride + p] += 1
-            else:
-                for j in range(m):
-                    p = <int32_t>fastmod(hbuf[j], hi, lo, d)
-                    if lookup:
-                        p = own[p]
-                    out[i + j] = p
-                    sub[(j & 3) * stride + p] += 1
+            _ids_counted(hbuf, m, d, hi, lo, own, &out[i], sub, stride)
             i += m
         _hist_finish(sub, P, stride, &counts[0])
         free(sub)
