@@ -87,6 +87,21 @@ def _unipc(data: bytes) -> pa.Table:
     return pa.ipc.open_stream(data).read_all()
 
 
+def _pack_parts(parts: list[bytes]) -> bytes:
+    """Byte strings framed by their lengths: an operator's snapshot of several parts."""
+    return b"".join(struct.pack("<Q", len(p)) + p for p in parts)
+
+
+def _unpack_parts(data: bytes) -> list[bytes]:
+    """The parts ``_pack_parts`` framed."""
+    parts, i = [], 0
+    while i < len(data):
+        (n,) = struct.unpack_from("<Q", data, i)
+        parts.append(data[i + 8:i + 8 + n])
+        i += 8 + n
+    return parts
+
+
 class ChangelogAggregate(Operator):
     """Streaming GROUP BY (no window) emitting ``+I`` / ``-U`` / ``+U`` rows.
 
@@ -195,7 +210,7 @@ class ChangelogAggregate(Operator):
                  _ipc(self.groups.snapshot()) if self.keys else b"",
                  _ipc(self.emitted) if self.emitted is not None else b"",
                  self.pos.astype("<i8").tobytes()]
-        return b"".join(struct.pack("<Q", len(p)) + p for p in parts)
+        return _pack_parts(parts)
 
     def restore(self, state: Optional[bytes]) -> None:
         from fastops.keys import KeyTable
@@ -203,12 +218,7 @@ class ChangelogAggregate(Operator):
 
         if state is None:
             return
-        parts = []
-        i = 0
-        while i < len(state):
-            (n,) = struct.unpack_from("<Q", state, i)
-            parts.append(state[i + 8:i + 8 + n])
-            i += 8 + n
+        parts = _unpack_parts(state)
         self.aggregator.restore(State.from_bytes(parts[0]))
         self._reset_emitted()
         if parts[1]:

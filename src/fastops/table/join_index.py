@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pat
 
+from fastops._arrow import as_batch
 from fastops.keys import KeyTable
 
 __all__ = ["JoinKeys", "KeyedRows", "TimeQueue", "HeldRows", "JoinSide"]
@@ -281,8 +282,7 @@ class HeldRows:
         table = self.to_table()
         self.chunks, self.num_rows = [], 0
         if len(idx):
-            kept = table.take(pa.array(idx)).combine_chunks()
-            self.append(pa.RecordBatch.from_arrays([c.chunk(0) for c in kept.columns], schema=kept.schema))
+            self.append(as_batch(table.take(pa.array(idx))))
 
     def to_table(self) -> Optional[pa.Table]:
         if self.schema is None:

@@ -13,9 +13,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from fastops._arrow import as_batch
 from fastops.messages import MAX_WATERMARK, MIN_WATERMARK
 from fastops.operators.base import Operator
-from fastops.table.changelog import OP_COLUMN, _ipc, _unipc, materialize
+from fastops.table.changelog import OP_COLUMN, _ipc, _pack_parts, _unipc, _unpack_parts, materialize
 from fastops.table.expressions import Expr, broadcast
 from fastops.table.join_index import HeldRows, JoinKeys, JoinSide
 
@@ -358,7 +359,7 @@ class StreamJoin(Operator):
         li = ri = np.zeros(0, np.int64)
         if right is not None and right.num_rows:
             held = JoinSide()
-            held.add(_one_batch(right), self._ids(1, right), np.zeros(right.num_rows, np.int64))
+            held.add(as_batch(right), self._ids(1, right), np.zeros(right.num_rows, np.int64))
             li, ri = self._pairs(0, left, self._ids(0, left), held)
         out = self._output(left, right, li, ri)
         if self.outer[0]:
@@ -452,18 +453,14 @@ class StreamJoin(Operator):
             if self.bounds is not None:
                 t = t.append_column("__ts", pa.array(self.sides[side].ts.values[live]))
             parts.append(_ipc(t))
-        return b"".join(struct.pack("<Q", len(p)) + p for p in parts)
+        return _pack_parts(parts)
 
     def restore(self, state: Optional[bytes]) -> None:
         """Load a snapshot; the key index is rebuilt from the held rows."""
         if state is None:
             return
         self._reset()
-        parts, i = [], 0
-        while i < len(state):
-            (n,) = struct.unpack_from("<Q", state, i)
-            parts.append(state[i + 8:i + 8 + n])
-            i += 8 + n
+        parts = _unpack_parts(state)
         (self.watermark,) = struct.unpack("<q", parts[0])
         for side, data in ((0, parts[1]), (1, parts[2])):
             if not data:
@@ -475,20 +472,15 @@ class StreamJoin(Operator):
             if t.num_rows == 0:
                 continue
             if not self.incremental:
-                self.pending[side].append(_one_batch(t))
+                self.pending[side].append(as_batch(t))
             else:
-                self.sides[side].add(_one_batch(t), self._ids(side, t), matched, ts)
+                self.sides[side].add(as_batch(t), self._ids(side, t), matched, ts)
 
 
 def _table(batches: list) -> pa.Table:
     """Batches as one table, in the schema of the first."""
     schema = batches[0].schema
     return pa.Table.from_batches([b if b.schema == schema else b.cast(schema) for b in batches])
-
-
-def _one_batch(t: pa.Table) -> pa.RecordBatch:
-    """A non-empty table as one record batch."""
-    return pa.RecordBatch.from_arrays([c.combine_chunks() for c in t.columns], schema=t.schema)
 
 
 def _by_side(side: int, new, held, ni: np.ndarray, oi: np.ndarray) -> tuple:
