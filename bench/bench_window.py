@@ -67,7 +67,9 @@ WORKLOADS = {
 
 # ---------------------------------------------------------------- runners
 
-def run_fastops(batches: list[pa.RecordBatch], wl: str) -> int:
+def run_fastops(batches: list[pa.RecordBatch], wl: str, after_batch=None) -> int:
+    """Rows out of the incremental run; ``after_batch(aggregator)`` (if given)
+    is called after each batch."""
     spec = WORKLOADS[wl]
     wa = WindowAggregator(spec["window"](), ["user_id"], spec["aggs"](), time="ts")
     wm = BoundedOutOfOrderness(DISORDER)
@@ -77,6 +79,8 @@ def run_fastops(batches: list[pa.RecordBatch], wl: str) -> int:
         t = wm.on_batch(b.column(1))
         if t is not None:
             rows += wa.advance_watermark(t).num_rows
+        if after_batch is not None:
+            after_batch(wa)
     rows += wa.flush().num_rows
     assert wa.rows_late == 0
     return rows
@@ -145,21 +149,19 @@ def run_pyarrow(table: pa.Table, wl: str):
 def fastops_memory(batches, wl: str) -> int:
     """Peak bytes allocated while running (NumPy via tracemalloc + Arrow pool growth)."""
     pool0 = pa.total_allocated_bytes()
-    tracemalloc.start()
-    spec = WORKLOADS[wl]
-    wa = WindowAggregator(spec["window"](), ["user_id"], spec["aggs"](), time="ts")
-    wm = BoundedOutOfOrderness(DISORDER)
     peak_pool = 0
-    for b in batches:
-        wa.process(b)
-        t = wm.on_batch(b.column(1))
-        if t is not None:
-            wa.advance_watermark(t)
+    key_bytes = 0
+
+    def measure(wa: WindowAggregator) -> None:
+        nonlocal peak_pool, key_bytes
         peak_pool = max(peak_pool, pa.total_allocated_bytes() - pool0)
-    wa.flush()
+        key_bytes = wa.key_table.nbytes()
+
+    tracemalloc.start()
+    run_fastops(batches, wl, measure)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    return peak + peak_pool + wa.key_table.nbytes()
+    return peak + peak_pool + key_bytes
 
 
 def main(argv=None) -> int:
