@@ -180,6 +180,26 @@ def test_float_zero_and_nan_canonical(seed):
     assert inf == [xxhash.xxh64_intdigest(struct.pack("<d", v), seed) for v in (np.inf, -np.inf)]
 
 
+
+@pytest.mark.parametrize("width", [32, 64])
+def test_special_floats_in_every_lane(width):
+    """The fixed-width loops hash several values per step (vector lanes, scalar
+    registers, a tail): -0.0, NaNs, infinities and plain values at every
+    position of arrays of every length up to 30 hash as the reference."""
+    nans, fmt = (NAN64, "<d") if width == 64 else (NAN32, "<f")
+    uint, flt = (np.uint64, np.float64) if width == 64 else (np.uint32, np.float32)
+    specials = np.array(nans + [1 << (width - 1), 0], dtype=uint).view(flt)
+    specials = np.concatenate([specials, np.array([np.inf, -np.inf, 1.5, -2.25], dtype=flt)])
+    rng = np.random.default_rng(width)
+    for n in range(1, 31):
+        for pos in range(n):
+            values = rng.standard_normal(n).astype(flt)
+            values[pos] = specials[(n + pos) % len(specials)]
+            want = [xxhash.xxh64_intdigest(struct.pack(fmt, 0.0 if v == 0 else
+                                                       (np.nan if np.isnan(v) else v)), 9)
+                    for v in values]
+            assert got(pa.array(values), 9) == want, (n, pos, values[pos])
+
 # ---------------------------------------------------------------- nulls, slices, chunks
 
 @settings(max_examples=40, deadline=None)

@@ -27,50 +27,64 @@ ctypedef fused word_t:
 
 # ---------------------------------------------------------------- hashing
 #
-# The 4- and 8-byte loops are the hottest code of the engine. They are also
-# written as plain C loops over ``_xxh64.h`` (checked bit for bit by the tests)
-# so that GCC can clone them for AVX2 and AVX-512 with runtime dispatch (``target_clones``: the wheel stays portable; no
-# ``-march`` flag). Other compilers get the plain loop.
+# The 4- and 8-byte loops are the hottest code of the engine. On x86-64 with
+# AVX2 they run the vector-plus-scalar loops of ``_xxh64.h``; elsewhere plain C
+# loops that GCC clones for AVX-512 with runtime dispatch (``target_clones``:
+# the wheel stays portable; no ``-march`` flag). The tests check every path
+# bit for bit against the ``xxhash`` package (on this path as on the others).
 
 cdef extern from *:
     """
     #include "_xxh64.h"
     #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && \
         defined(__x86_64__) && defined(__linux__)
-    #define FASTOPS_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+    #define FASTOPS_CLONES __attribute__((target_clones("arch=x86-64-v4", "default")))
     #else
     #define FASTOPS_CLONES
     #endif
+    /* the plain loops, cloned by the compiler; then the entry points, which
+       take the AVX2 loops of _xxh64.h where they are the faster */
     FASTOPS_CLONES
-    static void fastops_hash_u64_loop(const uint64_t* v, Py_ssize_t n, uint64_t seed,
-                                      uint64_t* out) {
-        for (Py_ssize_t i = 0; i < n; i++) out[i] = fastops_xxh64_u64(v[i], seed);
+    static void fastops_hash8_plain(const uint64_t* v, Py_ssize_t n, uint64_t seed,
+                                    uint64_t* out, int canon) {
+        if (canon)
+            for (Py_ssize_t i = 0; i < n; i++) out[i] = fastops_xxh64_u64(fastops_canon_f64(v[i]), seed);
+        else
+            for (Py_ssize_t i = 0; i < n; i++) out[i] = fastops_xxh64_u64(v[i], seed);
     }
     FASTOPS_CLONES
-    static void fastops_hash_u32_loop(const uint32_t* v, Py_ssize_t n, uint64_t seed,
-                                      uint64_t* out) {
-        for (Py_ssize_t i = 0; i < n; i++) out[i] = fastops_xxh64_u32(v[i], seed);
+    static void fastops_hash4_plain(const uint32_t* v, Py_ssize_t n, uint64_t seed,
+                                    uint64_t* out, int canon) {
+        if (canon)
+            for (Py_ssize_t i = 0; i < n; i++) out[i] = fastops_xxh64_u32(fastops_canon_f32(v[i]), seed);
+        else
+            for (Py_ssize_t i = 0; i < n; i++) out[i] = fastops_xxh64_u32(v[i], seed);
     }
-    /* float64 bits: -0.0 -> 0.0, every NaN -> 0x7FF8000000000000 */
-    FASTOPS_CLONES
-    static void fastops_hash_f64_loop(const uint64_t* v, Py_ssize_t n, uint64_t seed,
-                                      uint64_t* out) {
-        for (Py_ssize_t i = 0; i < n; i++) {
-            uint64_t b = v[i];
-            b = (b << 1) == 0 ? 0 : b;
-            b = (b & 0x7FFFFFFFFFFFFFFFULL) > 0x7FF0000000000000ULL ? 0x7FF8000000000000ULL : b;
-            out[i] = fastops_xxh64_u64(b, seed);
-        }
+    static void fastops_hash8(const uint64_t* v, Py_ssize_t n, uint64_t seed, uint64_t* out,
+                              int canon) {
+    #ifdef FASTOPS_HAVE_AVX2
+        if (fastops_use_avx2()) { fastops_hash8_avx2(v, n, seed, out, canon); return; }
+    #endif
+        fastops_hash8_plain(v, n, seed, out, canon);
     }
-    FASTOPS_CLONES
-    static void fastops_hash_f32_loop(const uint32_t* v, Py_ssize_t n, uint64_t seed,
-                                      uint64_t* out) {
-        for (Py_ssize_t i = 0; i < n; i++) {
-            uint32_t b = v[i];
-            b = (uint32_t)(b << 1) == 0 ? 0 : b;
-            b = (b & 0x7FFFFFFFU) > 0x7F800000U ? 0x7FC00000U : b;
-            out[i] = fastops_xxh64_u32(b, seed);
-        }
+    static void fastops_hash4(const uint32_t* v, Py_ssize_t n, uint64_t seed, uint64_t* out,
+                              int canon) {
+    #ifdef FASTOPS_HAVE_AVX2
+        if (fastops_use_avx2()) { fastops_hash4_avx2(v, n, seed, out, canon); return; }
+    #endif
+        fastops_hash4_plain(v, n, seed, out, canon);
+    }
+    static void fastops_hash_u64_loop(const uint64_t* v, Py_ssize_t n, uint64_t seed, uint64_t* out) {
+        fastops_hash8(v, n, seed, out, 0);
+    }
+    static void fastops_hash_u32_loop(const uint32_t* v, Py_ssize_t n, uint64_t seed, uint64_t* out) {
+        fastops_hash4(v, n, seed, out, 0);
+    }
+    static void fastops_hash_f64_loop(const uint64_t* v, Py_ssize_t n, uint64_t seed, uint64_t* out) {
+        fastops_hash8(v, n, seed, out, 1);
+    }
+    static void fastops_hash_f32_loop(const uint32_t* v, Py_ssize_t n, uint64_t seed, uint64_t* out) {
+        fastops_hash4(v, n, seed, out, 1);
     }
     """
     void _hash_u64_loop "fastops_hash_u64_loop"(const uint64_t* v, Py_ssize_t n, uint64_t seed,
