@@ -232,6 +232,43 @@ FASTOPS_AVX2_LOOP void fastops_hash4_avx2(const uint32_t* v, int64_t n, uint64_t
     }
     for (; i < n; i++) out[i] = fastops_xxh64_u32(canon ? fastops_canon_f32(v[i]) : v[i], seed);
 }
+
+static inline uint64_t fastops_load64(const uint8_t* p) { uint64_t k; memcpy(&k, p, 8); return k; }
+static inline uint32_t fastops_load32(const uint8_t* p) { uint32_t k; memcpy(&k, p, 4); return k; }
+
+/* a * c (mod 2^64) in each lane, a < 2^32 */
+FASTOPS_AVX2 __m256i fastops_mul32x4(__m256i a, uint64_t c) {
+    return _mm256_add_epi64(
+        _mm256_mul_epu32(a, _mm256_set1_epi64x((long long)(c & 0xFFFFFFFFULL))),
+        _mm256_slli_epi64(_mm256_mul_epu32(a, _mm256_set1_epi64x((long long)(c >> 32))), 32));
+}
+
+/* fastops_xxh64 of the L bytes at s[0..3], L < 32 (a constant where inlined) */
+FASTOPS_AVX2 __m256i fastops_xxh64_x4(const uint8_t* const* s, size_t L, uint64_t seed) {
+    __m256i h = _mm256_set1_epi64x((long long)(seed + FASTOPS_P5 + L)), k;
+    size_t c = 0;
+    for (; c + 8 <= L; c += 8) {
+        k = _mm256_set_epi64x((long long)fastops_load64(s[3] + c), (long long)fastops_load64(s[2] + c),
+                              (long long)fastops_load64(s[1] + c), (long long)fastops_load64(s[0] + c));
+        k = fastops_mul64x4(fastops_rotl64x4(fastops_mul64x4(k, FASTOPS_P2), 31), FASTOPS_P1);
+        h = fastops_mul64x4(fastops_rotl64x4(_mm256_xor_si256(h, k), 27), FASTOPS_P1);
+        h = _mm256_add_epi64(h, _mm256_set1_epi64x((long long)FASTOPS_P4));
+    }
+    if (L - c >= 4) {
+        k = _mm256_set_epi64x(fastops_load32(s[3] + c), fastops_load32(s[2] + c),
+                              fastops_load32(s[1] + c), fastops_load32(s[0] + c));
+        h = _mm256_xor_si256(h, fastops_mul32x4(k, FASTOPS_P1));
+        h = fastops_mul64x4(fastops_rotl64x4(h, 23), FASTOPS_P2);
+        h = _mm256_add_epi64(h, _mm256_set1_epi64x((long long)FASTOPS_P3));
+        c += 4;
+    }
+    for (; c < L; c++) {
+        k = _mm256_set_epi64x(s[3][c], s[2][c], s[1][c], s[0][c]);
+        h = _mm256_xor_si256(h, fastops_mul32x4(k, FASTOPS_P5));
+        h = fastops_mul64x4(fastops_rotl64x4(h, 11), FASTOPS_P1);
+    }
+    return fastops_avalanche_x4(h);
+}
 #endif
 
 /* Variable-width values. XXH64's control flow depends on the length (8-byte
@@ -248,8 +285,8 @@ FASTOPS_AVX2_LOOP void fastops_hash4_avx2(const uint32_t* v, int64_t n, uint64_t
     for (; j < e; j++) hv[order[j]] = fastops_xxh64(start[j], L, seed); \
     break;
 /* out[i] = XXH64(base[off[i]:off[i+1]]) for i < m <= FASTOPS_HBLOCK. */
-#define FASTOPS_HASH_BLOCK(NAME, OFF_T) \
-static void NAME(const uint8_t* base, const OFF_T* off, int m, uint64_t seed, \
+#define FASTOPS_HASH_BLOCK(NAME, OFF_T, ATTR, HCASE) \
+ATTR void NAME(const uint8_t* base, const OFF_T* off, int m, uint64_t seed, \
                  uint64_t* out) { \
     /* four interleaved cursors per class, so that runs of one length do \
        not serialise on a single counter */ \
@@ -293,14 +330,10 @@ static void NAME(const uint8_t* base, const OFF_T* off, int m, uint64_t seed, \
         e = pos[4 * c + 3]; \
         if (j == e) continue; \
         switch (c) { \
-        FASTOPS_HCASE(0) FASTOPS_HCASE(1) FASTOPS_HCASE(2) FASTOPS_HCASE(3) \
-        FASTOPS_HCASE(4) FASTOPS_HCASE(5) FASTOPS_HCASE(6) FASTOPS_HCASE(7) \
-        FASTOPS_HCASE(8) FASTOPS_HCASE(9) FASTOPS_HCASE(10) FASTOPS_HCASE(11) \
-        FASTOPS_HCASE(12) FASTOPS_HCASE(13) FASTOPS_HCASE(14) FASTOPS_HCASE(15) \
-        FASTOPS_HCASE(16) FASTOPS_HCASE(17) FASTOPS_HCASE(18) FASTOPS_HCASE(19) \
-        FASTOPS_HCASE(20) FASTOPS_HCASE(21) FASTOPS_HCASE(22) FASTOPS_HCASE(23) \
-        FASTOPS_HCASE(24) FASTOPS_HCASE(25) FASTOPS_HCASE(26) FASTOPS_HCASE(27) \
-        FASTOPS_HCASE(28) FASTOPS_HCASE(29) FASTOPS_HCASE(30) FASTOPS_HCASE(31) \
+        HCASE(0) HCASE(1) HCASE(2) HCASE(3) HCASE(4) HCASE(5) HCASE(6) HCASE(7) \
+        HCASE(8) HCASE(9) HCASE(10) HCASE(11) HCASE(12) HCASE(13) HCASE(14) HCASE(15) \
+        HCASE(16) HCASE(17) HCASE(18) HCASE(19) HCASE(20) HCASE(21) HCASE(22) HCASE(23) \
+        HCASE(24) HCASE(25) HCASE(26) HCASE(27) HCASE(28) HCASE(29) HCASE(30) HCASE(31) \
         FASTOPS_HCASE(32) \
         default: \
             for (; j < e; j++) { \
@@ -312,8 +345,31 @@ static void NAME(const uint8_t* base, const OFF_T* off, int m, uint64_t seed, \
     } \
     memcpy(out, hv, (size_t)m * sizeof(uint64_t)); \
 }
-FASTOPS_HASH_BLOCK(fastops_xxh64_block32, int32_t)
-FASTOPS_HASH_BLOCK(fastops_xxh64_block64, int64_t)
+FASTOPS_HASH_BLOCK(fastops_xxh64_block32, int32_t, static, FASTOPS_HCASE)
+FASTOPS_HASH_BLOCK(fastops_xxh64_block64, int64_t, static, FASTOPS_HCASE)
+#ifdef FASTOPS_HAVE_AVX2
+/* with AVX2: four values of a length in vector lanes and two in scalar
+   registers per step, as for fixed-width values */
+#define FASTOPS_HCASE_AVX2(L) case L: \
+    for (; j + 6 <= e; j += 6) { \
+        uint64_t four[4], a = fastops_xxh64(start[j + 4], L, seed); \
+        uint64_t b = fastops_xxh64(start[j + 5], L, seed); \
+        _mm256_storeu_si256((__m256i*)four, fastops_xxh64_x4(start + j, L, seed)); \
+        hv[order[j]] = four[0]; hv[order[j + 1]] = four[1]; \
+        hv[order[j + 2]] = four[2]; hv[order[j + 3]] = four[3]; \
+        hv[order[j + 4]] = a; hv[order[j + 5]] = b; \
+    } \
+    for (; j < e; j++) hv[order[j]] = fastops_xxh64(start[j], L, seed); \
+    break;
+FASTOPS_HASH_BLOCK(fastops_xxh64_block32_avx2, int32_t, FASTOPS_AVX2_LOOP, FASTOPS_HCASE_AVX2)
+FASTOPS_HASH_BLOCK(fastops_xxh64_block64_avx2, int64_t, FASTOPS_AVX2_LOOP, FASTOPS_HCASE_AVX2)
+#define FASTOPS_PICK_BLOCK(PLAIN, OFF_T) \
+    void (*block)(const uint8_t*, const OFF_T*, int, uint64_t, uint64_t*) = \
+        fastops_use_avx2() ? PLAIN##_avx2 : PLAIN;
+#else
+#define FASTOPS_PICK_BLOCK(PLAIN, OFF_T) \
+    void (*block)(const uint8_t*, const OFF_T*, int, uint64_t, uint64_t*) = PLAIN;
+#endif
 
 /* out[i] = XXH64(base[off[i]:off[i+1]]) for i < n, block by block. ``base``
  * may be NULL only when every value is empty. */
@@ -322,10 +378,11 @@ static void NAME(const uint8_t* base, const OFF_T* off, int64_t n, uint64_t seed
                  uint64_t* out) { \
     static const uint8_t empty = 0; \
     int64_t i, m; \
+    FASTOPS_PICK_BLOCK(BLOCK, OFF_T) \
     if (base == NULL) base = &empty; \
     for (i = 0; i < n; i += m) { \
         m = n - i < FASTOPS_HBLOCK ? n - i : FASTOPS_HBLOCK; \
-        BLOCK(base, off + i, (int)m, seed, out + i); \
+        block(base, off + i, (int)m, seed, out + i); \
     } \
 }
 FASTOPS_HASH_VALUES(fastops_xxh64_values32, fastops_xxh64_block32, int32_t)
