@@ -11,8 +11,8 @@ from libc.stdint cimport (int8_t, int32_t, int64_t, uint8_t, uint16_t,
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, memset
 
-from fastops._xxhash cimport (xxh64, xxh64_pair, xxh64_u8, xxh64_u16, xxh64_values32,
-                              xxh64_values64)
+from fastops._xxhash cimport (xxh64, xxh64_many4, xxh64_many8, xxh64_pair, xxh64_u8,
+                              xxh64_u16, xxh64_values32, xxh64_values64)
 
 ctypedef fused offset_t:
     int32_t
@@ -27,74 +27,9 @@ ctypedef fused word_t:
 
 # ---------------------------------------------------------------- hashing
 #
-# The 4- and 8-byte loops are the hottest code of the engine. On x86-64 with
-# AVX2 they run the vector-plus-scalar loops of ``_xxh64.h``; elsewhere plain C
-# loops that GCC clones for AVX-512 with runtime dispatch (``target_clones``:
-# the wheel stays portable; no ``-march`` flag). The tests check every path
-# bit for bit against the ``xxhash`` package (on this path as on the others).
-
-cdef extern from *:
-    """
-    #include "_xxh64.h"
-    #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && \
-        defined(__x86_64__) && defined(__linux__)
-    #define FASTOPS_CLONES __attribute__((target_clones("arch=x86-64-v4", "default")))
-    #else
-    #define FASTOPS_CLONES
-    #endif
-    /* the plain loops, cloned by the compiler; then the entry points, which
-       take the AVX2 loops of _xxh64.h where they are the faster */
-    FASTOPS_CLONES
-    static void fastops_hash8_plain(const uint64_t* v, Py_ssize_t n, uint64_t seed,
-                                    uint64_t* out, int canon) {
-        if (canon)
-            for (Py_ssize_t i = 0; i < n; i++) out[i] = fastops_xxh64_u64(fastops_canon_f64(v[i]), seed);
-        else
-            for (Py_ssize_t i = 0; i < n; i++) out[i] = fastops_xxh64_u64(v[i], seed);
-    }
-    FASTOPS_CLONES
-    static void fastops_hash4_plain(const uint32_t* v, Py_ssize_t n, uint64_t seed,
-                                    uint64_t* out, int canon) {
-        if (canon)
-            for (Py_ssize_t i = 0; i < n; i++) out[i] = fastops_xxh64_u32(fastops_canon_f32(v[i]), seed);
-        else
-            for (Py_ssize_t i = 0; i < n; i++) out[i] = fastops_xxh64_u32(v[i], seed);
-    }
-    static void fastops_hash8(const uint64_t* v, Py_ssize_t n, uint64_t seed, uint64_t* out,
-                              int canon) {
-    #ifdef FASTOPS_HAVE_AVX2
-        if (fastops_use_avx2()) { fastops_hash8_avx2(v, n, seed, out, canon); return; }
-    #endif
-        fastops_hash8_plain(v, n, seed, out, canon);
-    }
-    static void fastops_hash4(const uint32_t* v, Py_ssize_t n, uint64_t seed, uint64_t* out,
-                              int canon) {
-    #ifdef FASTOPS_HAVE_AVX2
-        if (fastops_use_avx2()) { fastops_hash4_avx2(v, n, seed, out, canon); return; }
-    #endif
-        fastops_hash4_plain(v, n, seed, out, canon);
-    }
-    static void fastops_hash_u64_loop(const uint64_t* v, Py_ssize_t n, uint64_t seed, uint64_t* out) {
-        fastops_hash8(v, n, seed, out, 0);
-    }
-    static void fastops_hash_u32_loop(const uint32_t* v, Py_ssize_t n, uint64_t seed, uint64_t* out) {
-        fastops_hash4(v, n, seed, out, 0);
-    }
-    static void fastops_hash_f64_loop(const uint64_t* v, Py_ssize_t n, uint64_t seed, uint64_t* out) {
-        fastops_hash8(v, n, seed, out, 1);
-    }
-    static void fastops_hash_f32_loop(const uint32_t* v, Py_ssize_t n, uint64_t seed, uint64_t* out) {
-        fastops_hash4(v, n, seed, out, 1);
-    }
-    """
-    void _hash_u64_loop "fastops_hash_u64_loop"(const uint64_t* v, Py_ssize_t n, uint64_t seed,
-                                                 uint64_t* out) noexcept nogil
-    void _hash_u32_loop "fastops_hash_u32_loop"(const uint32_t* v, Py_ssize_t n, uint64_t seed,
-                                                 uint64_t* out) noexcept nogil
-    void _hash_f64_loop "fastops_hash_f64_loop"(const uint64_t* v, Py_ssize_t n, uint64_t seed,
-                                                 uint64_t* out) noexcept nogil
-    void _hash_f32_loop "fastops_hash_f32_loop"(const uint32_t* v, Py_ssize_t n, uint64_t seed,
-                                                 uint64_t* out) noexcept nogil
+# The 4- and 8-byte loops are the hottest code of the engine: they are
+# ``_xxh64.h``'s (AVX2 where the CPU has it, else plain loops, bit for bit the
+# same; the tests check them against the ``xxhash`` package).
 
 
 def hash_u64(const uint64_t[::1] values, uint64_t seed, uint64_t[::1] out):
@@ -103,7 +38,7 @@ def hash_u64(const uint64_t[::1] values, uint64_t seed, uint64_t[::1] out):
     if n == 0:
         return
     with nogil:
-        _hash_u64_loop(&values[0], n, seed, &out[0])
+        xxh64_many8(&values[0], n, seed, &out[0], 0)
 
 
 def hash_u32(const uint32_t[::1] values, uint64_t seed, uint64_t[::1] out):
@@ -112,7 +47,7 @@ def hash_u32(const uint32_t[::1] values, uint64_t seed, uint64_t[::1] out):
     if n == 0:
         return
     with nogil:
-        _hash_u32_loop(&values[0], n, seed, &out[0])
+        xxh64_many4(&values[0], n, seed, &out[0], 0)
 
 
 def hash_u16(const uint16_t[::1] values, uint64_t seed, uint64_t[::1] out):
@@ -137,7 +72,7 @@ def hash_f64(const uint64_t[::1] bits, uint64_t seed, uint64_t[::1] out):
     if n == 0:
         return
     with nogil:
-        _hash_f64_loop(&bits[0], n, seed, &out[0])
+        xxh64_many8(&bits[0], n, seed, &out[0], 1)
 
 
 def hash_f32(const uint32_t[::1] bits, uint64_t seed, uint64_t[::1] out):
@@ -146,7 +81,7 @@ def hash_f32(const uint32_t[::1] bits, uint64_t seed, uint64_t[::1] out):
     if n == 0:
         return
     with nogil:
-        _hash_f32_loop(&bits[0], n, seed, &out[0])
+        xxh64_many4(&bits[0], n, seed, &out[0], 1)
 
 
 def hash_bits(const uint8_t[::1] bitmap, int64_t offset, uint64_t seed,
@@ -410,15 +345,9 @@ def partition_fixed(const key_t[::1] values, bint is_float, uint64_t seed,
         while i < n:
             m = min(<Py_ssize_t>1024, n - i)
             if key_t is uint64_t:
-                if is_float:
-                    _hash_f64_loop(&values[i], m, seed, hbuf)
-                else:
-                    _hash_u64_loop(&values[i], m, seed, hbuf)
+                xxh64_many8(&values[i], m, seed, hbuf, is_float)
             else:
-                if is_float:
-                    _hash_f32_loop(&values[i], m, seed, hbuf)
-                else:
-                    _hash_u32_loop(&values[i], m, seed, hbuf)
+                xxh64_many4(&values[i], m, seed, hbuf, is_float)
             _ids_counted(hbuf, m, d, hi, lo, own, &out[i], sub, stride)
             i += m
         _hist_finish(sub, P, stride, &counts[0])

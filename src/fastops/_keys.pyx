@@ -18,6 +18,8 @@ from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
 
+from fastops._xxhash cimport canon_f32, canon_f64
+
 import numpy as np
 
 cdef extern from *:
@@ -32,36 +34,22 @@ cdef extern from *:
 
 cdef Py_ssize_t PF = 16  # prefetch distance (rows)
 
-cdef uint64_t CANONICAL_NAN64 = 0x7FF8000000000000ULL
-cdef uint32_t CANONICAL_NAN32 = 0x7FC00000U
 
 
 def normalize_f64(const uint64_t[::1] bits, uint64_t[::1] out):
     """out[i] = bits[i] with -0.0 -> 0.0 and every NaN -> canonical NaN. Modifies ``out``."""
     cdef Py_ssize_t i, n = bits.shape[0]
-    cdef uint64_t b
     with nogil:
         for i in range(n):
-            b = bits[i]
-            if (b << 1) == 0:
-                b = 0
-            elif (b & 0x7FFFFFFFFFFFFFFFULL) > 0x7FF0000000000000ULL:
-                b = CANONICAL_NAN64
-            out[i] = b
+            out[i] = canon_f64(bits[i])
 
 
 def normalize_f32(const uint32_t[::1] bits, uint64_t[::1] out):
     """out[i] = bits[i] (zero-extended) with -0.0 -> 0.0, NaN -> canonical. Modifies ``out``."""
     cdef Py_ssize_t i, n = bits.shape[0]
-    cdef uint32_t b
     with nogil:
         for i in range(n):
-            b = bits[i]
-            if (b << 1) == 0:
-                b = 0
-            elif (b & 0x7FFFFFFFU) > 0x7F800000U:
-                b = CANONICAL_NAN32
-            out[i] = b
+            out[i] = canon_f32(bits[i])
 
 
 cdef struct KeyCol:

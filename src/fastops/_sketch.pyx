@@ -29,7 +29,8 @@ from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memset
 from libcpp.algorithm cimport nth_element, sort
 
-from fastops._xxhash cimport xxh64_u32, xxh64_u64, xxh64_values32, xxh64_values64
+from fastops._xxhash cimport (canon_f32, canon_f64, xxh64_many4, xxh64_many8, xxh64_u32,
+                              xxh64_u64, xxh64_values32, xxh64_values64)
 
 cdef extern from *:
     """
@@ -249,8 +250,6 @@ STATUS_NEGATIVE_WEIGHT = ERR_NEGATIVE_WEIGHT
 STATUS_BAD_SIZES = ERR_BAD_SIZES
 STATUS_TOO_MANY_LEVELS = ERR_TOO_MANY_LEVELS
 
-cdef uint64_t CANONICAL_NAN64 = 0x7FF8000000000000ULL
-cdef uint32_t CANONICAL_NAN32 = 0x7FC00000U
 
 
 # ------------------------------------------------------------ primitives
@@ -357,19 +356,11 @@ cdef int _src_init(HashSrc* s, int mode, const uint8_t[::1] a, const uint8_t[::1
 
 
 cdef inline uint64_t _hash_f64(uint64_t b, uint64_t seed) noexcept nogil:
-    if (b << 1) == 0:
-        b = 0
-    elif (b & 0x7FFFFFFFFFFFFFFFULL) > 0x7FF0000000000000ULL:
-        b = CANONICAL_NAN64
-    return xxh64_u64(b, seed)
+    return xxh64_u64(canon_f64(b), seed)
 
 
 cdef inline uint64_t _hash_f32(uint32_t b, uint64_t seed) noexcept nogil:
-    if (b << 1) == 0:
-        b = 0
-    elif (b & 0x7FFFFFFFU) > 0x7F800000U:
-        b = CANONICAL_NAN32
-    return xxh64_u32(b, seed)
+    return xxh64_u32(canon_f32(b), seed)
 
 
 cdef inline int64_t _hash_block(const HashSrc* s, int64_t start, int64_t count,
@@ -379,19 +370,13 @@ cdef inline int64_t _hash_block(const HashSrc* s, int64_t start, int64_t count,
     cdef int64_t i, j = 0, end = start + count
     cdef uint64_t v
     cdef uint32_t v32
-    if s.valid == NULL and s.mode <= 2:       # no nulls, fixed width: tight loops
+    if s.valid == NULL and s.mode not in (3, 4):   # no nulls, fixed width: the block loops
         if s.mode == 0:
-            for i in range(start, end):
-                memcpy(&v, s.a + 8 * i, 8)
-                out[i - start] = v
-        elif s.mode == 1:
-            for i in range(start, end):
-                memcpy(&v, s.a + 8 * i, 8)
-                out[i - start] = xxh64_u64(v, s.seed)
+            memcpy(out, s.a + 8 * start, <size_t>(8 * count))
+        elif s.mode == 1 or s.mode == 5:
+            xxh64_many8(<const uint64_t*>(s.a + 8 * start), count, s.seed, out, s.mode == 5)
         else:
-            for i in range(start, end):
-                memcpy(&v32, s.a + 4 * i, 4)
-                out[i - start] = xxh64_u32(v32, s.seed)
+            xxh64_many4(<const uint32_t*>(s.a + 4 * start), count, s.seed, out, s.mode == 6)
         for i in range(start, end):
             rows[i - start] = i
         return count

@@ -271,6 +271,44 @@ FASTOPS_AVX2 __m256i fastops_xxh64_x4(const uint8_t* const* s, size_t L, uint64_
 }
 #endif
 
+/* out[i] = XXH64 of the 8- or 4-byte value v[i] (``canon``: of the float
+ * whose bits v[i] are, in its hashed form), for every kernel module. With GCC
+ * on x86-64 Linux the plain loops are also compiled for AVX-512 (picked at run
+ * time, where the compiler's vectorisation has a 64-bit multiply to use);
+ * with AVX2 alone the loops above run. */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && \
+    defined(__x86_64__) && defined(__linux__)
+#define FASTOPS_CLONES __attribute__((target_clones("arch=x86-64-v4", "default")))
+#else
+#define FASTOPS_CLONES
+#endif
+
+FASTOPS_CLONES static void fastops_xxh64_many8_plain(const uint64_t* v, int64_t n, uint64_t seed,
+                                                     uint64_t* out, int canon) {
+    for (int64_t i = 0; i < n; i++) out[i] = fastops_xxh64_u64(canon ? fastops_canon_f64(v[i]) : v[i], seed);
+}
+
+FASTOPS_CLONES static void fastops_xxh64_many4_plain(const uint32_t* v, int64_t n, uint64_t seed,
+                                                     uint64_t* out, int canon) {
+    for (int64_t i = 0; i < n; i++) out[i] = fastops_xxh64_u32(canon ? fastops_canon_f32(v[i]) : v[i], seed);
+}
+
+static inline void fastops_xxh64_many8(const uint64_t* v, int64_t n, uint64_t seed, uint64_t* out,
+                                       int canon) {
+#ifdef FASTOPS_HAVE_AVX2
+    if (fastops_use_avx2()) { fastops_hash8_avx2(v, n, seed, out, canon); return; }
+#endif
+    fastops_xxh64_many8_plain(v, n, seed, out, canon);
+}
+
+static inline void fastops_xxh64_many4(const uint32_t* v, int64_t n, uint64_t seed, uint64_t* out,
+                                       int canon) {
+#ifdef FASTOPS_HAVE_AVX2
+    if (fastops_use_avx2()) { fastops_hash4_avx2(v, n, seed, out, canon); return; }
+#endif
+    fastops_xxh64_many4_plain(v, n, seed, out, canon);
+}
+
 /* Variable-width values. XXH64's control flow depends on the length (8-byte
  * steps, a 4-byte step, 0..3 single bytes), and random lengths make every one
  * of those branches mispredict. So the values of a block of rows are first

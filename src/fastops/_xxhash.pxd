@@ -13,6 +13,16 @@ cdef extern from "_xxh64.h" nogil:
     uint64_t xxh64_u8 "fastops_xxh64_u8"(uint32_t v, uint64_t seed) noexcept
     # XXH64 of the 16 bytes le(a) || le(b): how column hashes combine
     uint64_t xxh64_pair "fastops_xxh64_pair"(uint64_t a, uint64_t b, uint64_t seed) noexcept
+    # floats as hashed (and as key tables compare them): -0.0 as 0.0, every NaN
+    # as the quiet NaN
+    uint64_t canon_f64 "fastops_canon_f64"(uint64_t bits) noexcept
+    uint32_t canon_f32 "fastops_canon_f32"(uint32_t bits) noexcept
+    # out[i] = XXH64 of the 8- or 4-byte v[i] (canon: of the float bits' hashed
+    # form); AVX2 where the CPU has it
+    void xxh64_many8 "fastops_xxh64_many8"(const uint64_t* v, int64_t n, uint64_t seed,
+                                           uint64_t* out, int canon) noexcept
+    void xxh64_many4 "fastops_xxh64_many4"(const uint32_t* v, int64_t n, uint64_t seed,
+                                           uint64_t* out, int canon) noexcept
     # out[i] = XXH64(base[off[i]:off[i + 1]]) for i < n, grouped by length per block
     void xxh64_values32 "fastops_xxh64_values32"(const uint8_t* base, const int32_t* off,
                                                  int64_t n, uint64_t seed,
