@@ -126,6 +126,24 @@ def test_modulo_on_extreme_hashes(P):
     assert ids.tolist() == [int(x) % P for x in h.tolist()]
 
 
+@pytest.mark.parametrize("key_type", [pa.int64(), pa.float32()])
+def test_partition_ids_of_a_fixed_key_count_nothing(key_type):
+    """``partition_ids`` of a 4- or 8-byte key (one fused kernel pass) gives the
+    modulo of ``hash64`` for any P, without allocating a histogram of P counts."""
+    import tracemalloc
+    P = 2**31 - 1
+    batch = pa.record_batch({"k": pa.array(np.arange(1000), key_type)})
+    tracemalloc.start()
+    try:
+        ids = fastops.partition_ids(batch, "k", P)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    h = fastops.hash64(batch.column(0)).to_numpy()
+    assert ids.tolist() == [int(x) % P for x in h.tolist()]
+    assert peak < 1 << 20, f"{peak} bytes for 1000 ids"
+
+
 @pytest.mark.parametrize("d", [1, 3, 7, 10, 127, 1000, 2**31 - 1, 2**32 + 1, 2**63 + 5, 2**64 - 1])
 def test_fast_modulo_is_exact(d):
     rng = np.random.default_rng(d % 1000)

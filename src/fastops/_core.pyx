@@ -219,7 +219,7 @@ cdef inline void _ids_counted(const uint64_t* h, Py_ssize_t n, uint64_t d, uint6
                               uint64_t lo, const int32_t* own, int32_t* out, int64_t* sub,
                               Py_ssize_t stride) noexcept nogil:
     """out[i] = h[i] % d, or own[h[i] % d] when ``own`` is set, counted into the
-    interleaved histograms ``sub`` (``_hist_alloc``)."""
+    interleaved histograms ``sub`` (``_hist_alloc``) unless ``sub`` is NULL."""
     cdef Py_ssize_t i
     cdef uint64_t mask = d - 1
     cdef int32_t p
@@ -229,14 +229,35 @@ cdef inline void _ids_counted(const uint64_t* h, Py_ssize_t n, uint64_t d, uint6
             if own != NULL:
                 p = own[p]
             out[i] = p
-            sub[(i & 3) * stride + p] += 1
+            if sub != NULL:
+                sub[(i & 3) * stride + p] += 1
     else:
         for i in range(n):
             p = <int32_t>fastmod(h[i], hi, lo, d)
             if own != NULL:
                 p = own[p]
             out[i] = p
-            sub[(i & 3) * stride + p] += 1
+            if sub != NULL:
+                sub[(i & 3) * stride + p] += 1
+
+
+cdef inline int64_t* _hist_or_none(Py_ssize_t P, Py_ssize_t* stride) except? NULL:
+    """Histograms for ``P`` counts (``_hist_alloc``), or NULL for none (P = 0)."""
+    cdef int64_t* sub
+    if P == 0:
+        return NULL
+    sub = _hist_alloc(P, stride)
+    if sub == NULL:
+        raise MemoryError(f"histogram of {P} partitions")
+    return sub
+
+
+cdef inline void _hist_done(int64_t* sub, Py_ssize_t P, Py_ssize_t stride,
+                            int64_t* counts) noexcept nogil:
+    """Sum ``sub`` into ``counts`` and free it (nothing for NULL)."""
+    if sub != NULL:
+        _hist_finish(sub, P, stride, counts)
+        free(sub)
 
 
 def fastmod_u64(const uint64_t[::1] values, uint64_t d, uint64_t[::1] out):
@@ -261,23 +282,11 @@ def partition_modulo(const uint64_t[::1] hashes, uint64_t num_partitions,
     cdef uint64_t d = num_partitions, mask = num_partitions - 1, hi, lo
     cdef int64_t* sub
     fastmod_init(d, &hi, &lo)
-    if counts.shape[0] == 0:
-        with nogil:
-            if d & mask == 0:
-                for i in range(n):
-                    out[i] = <int32_t>(hashes[i] & mask)
-            else:
-                for i in range(n):
-                    out[i] = <int32_t>fastmod(hashes[i], hi, lo, d)
-        return OK
-    sub = _hist_alloc(P, &stride)
-    if sub == NULL:
-        raise MemoryError(f"histogram of {P} partitions")
+    sub = _hist_or_none(counts.shape[0], &stride)
     with nogil:
         if n > 0:
             _ids_counted(&hashes[0], n, d, hi, lo, NULL, &out[0], sub, stride)
-        _hist_finish(sub, P, stride, &counts[0])
-        free(sub)
+        _hist_done(sub, P, stride, &counts[0] if sub != NULL else NULL)
     return OK
 
 
@@ -293,23 +302,11 @@ def partition_lookup(const uint64_t[::1] hashes, const int32_t[::1] owner_of,
     cdef uint64_t m = <uint64_t>owner_of.shape[0], mask = m - 1, hi, lo
     cdef int64_t* sub
     fastmod_init(m, &hi, &lo)
-    if P == 0:
-        with nogil:
-            if m & mask == 0:
-                for i in range(n):
-                    out[i] = owner_of[hashes[i] & mask]
-            else:
-                for i in range(n):
-                    out[i] = owner_of[fastmod(hashes[i], hi, lo, m)]
-        return OK
-    sub = _hist_alloc(P, &stride)
-    if sub == NULL:
-        raise MemoryError(f"histogram of {P} partitions")
+    sub = _hist_or_none(P, &stride)
     with nogil:
         if n > 0:
             _ids_counted(&hashes[0], n, m, hi, lo, &owner_of[0], &out[0], sub, stride)
-        _hist_finish(sub, P, stride, &counts[0])
-        free(sub)
+        _hist_done(sub, P, stride, &counts[0] if sub != NULL else NULL)
     return OK
 
 
@@ -326,8 +323,8 @@ def partition_fixed(const key_t[::1] values, bint is_float, uint64_t seed,
     then ``partition_modulo`` (``owner_of`` empty) or ``partition_lookup`` on
     each block, so that no array of hashes is written and read back.
 
-    ``counts`` has ``num_partitions`` entries. Modifies ``out`` and ``counts``.
-    Returns 0; raises MemoryError if memory ran out.
+    ``counts`` has ``num_partitions`` entries, or none for no histogram.
+    Modifies ``out`` and ``counts``. Returns 0; raises MemoryError if memory ran out.
     """
     cdef Py_ssize_t i, m, n = values.shape[0], P = <Py_ssize_t>num_partitions, stride
     cdef uint64_t d, hi, lo
@@ -337,9 +334,7 @@ def partition_fixed(const key_t[::1] values, bint is_float, uint64_t seed,
     cdef const int32_t* own = &owner_of[0] if lookup else NULL
     d = <uint64_t>owner_of.shape[0] if lookup else num_partitions
     fastmod_init(d, &hi, &lo)
-    sub = _hist_alloc(P, &stride)
-    if sub == NULL:
-        raise MemoryError(f"histogram of {P} partitions")
+    sub = _hist_or_none(counts.shape[0], &stride)
     with nogil:
         i = 0
         while i < n:
@@ -350,8 +345,7 @@ def partition_fixed(const key_t[::1] values, bint is_float, uint64_t seed,
                 xxh64_many4(&values[i], m, seed, hbuf, is_float)
             _ids_counted(hbuf, m, d, hi, lo, own, &out[i], sub, stride)
             i += m
-        _hist_finish(sub, P, stride, &counts[0])
-        free(sub)
+        _hist_done(sub, P, stride, &counts[0] if sub != NULL else NULL)
     return OK
 
 cdef inline int32_t _ring_owner(uint64_t h, const uint64_t* points, Py_ssize_t m,

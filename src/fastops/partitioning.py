@@ -146,10 +146,10 @@ _EMPTY_OWNERS = np.zeros(0, dtype=np.int32)
 
 
 def _fused_ids(cols: list, num_partitions: int, scheme: str, max_parallelism: int,
-               seed: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """Ids and counts in one kernel pass for the common key of one 4- or 8-byte
-    column without nulls under ``"hash"`` or ``"key_group"`` (no hash array
-    written); None when the key is anything else."""
+               seed: int, with_counts: bool) -> tuple[np.ndarray, np.ndarray] | None:
+    """Ids and counts (``with_counts``; else no counts) in one kernel pass for
+    the common key of one 4- or 8-byte column without nulls under ``"hash"`` or
+    ``"key_group"`` (no hash array written); None when the key is anything else."""
     if len(cols) != 1 or scheme == "consistent":
         return None
     arr = cols[0]
@@ -164,7 +164,7 @@ def _fused_ids(cols: list, num_partitions: int, scheme: str, max_parallelism: in
     owners = (_key_group_owners(int(num_partitions), int(max_parallelism))
               if scheme == "key_group" else _EMPTY_OWNERS)
     out, _ = _arrow.empty(len(values), np.int32)
-    counts = np.empty(int(num_partitions), dtype=np.int64)
+    counts = np.empty(int(num_partitions) if with_counts else 0, dtype=np.int64)
     status = _core.partition_fixed(values, pat.is_floating(arr.type), _check_seed(seed),
                                    int(num_partitions), owners, out, counts)
     _check_status(status, f"{scheme!r} partition ids")
@@ -175,9 +175,9 @@ def _prepare(batch: Batch, by, num_partitions, scheme, max_parallelism, virtual_
              with_counts=True):
     _check_parallelism(num_partitions, scheme, max_parallelism, virtual_nodes)
     cols, names = _key_columns(batch, by)
-    fused = _fused_ids(cols, num_partitions, scheme, max_parallelism, seed)
+    fused = _fused_ids(cols, num_partitions, scheme, max_parallelism, seed, with_counts)
     if fused is not None:
-        return fused if with_counts else (fused[0], np.empty(0, dtype=np.int64))
+        return fused
     hashes = hash_columns(cols, seed, names)
     return _ids_and_counts(hashes, num_partitions, scheme, max_parallelism, virtual_nodes, seed,
                            with_counts)
