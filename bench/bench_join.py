@@ -81,12 +81,11 @@ def run_streaming(how: str, feed: list, per_batch: list = None) -> int:
     op.open(None)
     out: list = []
     for side, batch in feed:
+        w0 = op.touched() if per_batch is not None else 0
         t0 = time.perf_counter()
-        w0 = op.touched() if per_batch is not None and hasattr(op, "touched") else 0
         out += op.process_input(side, batch)
         if per_batch is not None:
-            w1 = op.touched() if hasattr(op, "touched") else 0
-            per_batch.append((time.perf_counter() - t0, w1 - w0))
+            per_batch.append((time.perf_counter() - t0, op.touched() - w0))
     return final_rows(out)
 
 

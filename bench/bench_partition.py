@@ -73,8 +73,10 @@ def make_batch(n: int, seed: int = 42) -> pa.RecordBatch:
     return pa.record_batch({"key": keys, "value": values, "name": names})
 
 
-def batch_nbytes(batch: pa.RecordBatch) -> int:
-    return sum(buf.size for col in batch.columns for buf in col.buffers() if buf is not None)
+def batch_buffers(batch: pa.RecordBatch) -> list[np.ndarray]:
+    """Every buffer of the batch's columns, as bytes: what a plain copy moves."""
+    return [np.frombuffer(buf, dtype=np.uint8) for col in batch.columns
+            for buf in col.buffers() if buf is not None]
 
 
 # ---------------------------------------------------------------- contenders
@@ -135,33 +137,15 @@ def check_fastops(batch, parts, P):
 
 
 def threads_ratio(batches, P, repeats):
-    """Throughput of two threads (one batch each) over one thread doing both.
-
-    The two worker threads live for the whole measurement, as an engine's task
-    threads do (fresh threads per call would also measure thread start-up and
-    the allocator's per-thread heaps warming up).
-    """
-    pool = ThreadPoolExecutor(max_workers=len(batches))
-
-    def serial():
-        for b in batches:
-            fastops.partition(b, "key", P)
-
-    def parallel():
-        for f in [pool.submit(fastops.partition, b, "key", P) for b in batches]:
-            f.result()
-
-    try:
-        parallel()  # start the workers
-        times = median_times({"serial": serial, "parallel": parallel}, repeats)
-    finally:
-        pool.shutdown()
-    return times["serial"], times["parallel"]
+    """Throughput of two threads (one batch each) over one thread doing both."""
+    return _two_thread_ratio(lambda i: fastops.partition(batches[i], "key", P), repeats)
 
 
 def _two_thread_ratio(work, repeats):
     """(one thread running ``work(0)`` then ``work(1)``, two threads running
-    one each) median times, with long-lived worker threads."""
+    one each) median times. The two worker threads live for the whole
+    measurement, as an engine's task threads do (fresh threads per call would
+    also measure thread start-up and the allocator's per-thread heaps warming up)."""
     pool = ThreadPoolExecutor(max_workers=2)
     try:
         pool.submit(work, 0).result()
@@ -192,8 +176,7 @@ def memcpy_control_ratio(batches, repeats):
     every buffer of its batch into pool buffers): how much memory bandwidth a
     second thread adds right now. Partitioning moves the same bytes, so it
     cannot scale much better than this."""
-    buffers = [[np.frombuffer(buf, dtype=np.uint8) for col in b.columns
-                for buf in col.buffers() if buf is not None] for b in batches]
+    buffers = [batch_buffers(b) for b in batches]
     return _two_thread_ratio(lambda i: run_memcpy_pool(buffers[i]), repeats)
 
 
@@ -202,9 +185,8 @@ def main(argv=None):
     n = 1_000_000 if args.quick else 10_000_000
     repeats = args.repeats or (3 if args.quick else 5)
     batch = make_batch(n)
-    nbytes = batch_nbytes(batch)
-    buffers = [np.frombuffer(buf, dtype=np.uint8) for col in batch.columns
-               for buf in col.buffers() if buf is not None]
+    buffers = batch_buffers(batch)
+    nbytes = sum(b.nbytes for b in buffers)
     df = pl.from_arrow(batch) if pl is not None else None
     print(f"{n:,} rows, {nbytes / 1e6:.0f} MB ({nbytes / n:.1f} B/row), "
           f"{DISTINCT_KEYS:,} Zipf({ZIPF_S}) keys; median of {repeats} repeats; "

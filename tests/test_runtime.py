@@ -266,7 +266,7 @@ def test_metrics_are_reported():
     for m in result.metrics.values():
         assert 0 <= m.busy_ms_per_s <= 1000.0 + 1e-6
         d = m.as_dict()
-        assert {"busy_ms_per_s", "idle_ms_per_s", "backpressured_ms_per_s", "rows_in"} <= set(d)
+        assert {"busy_ms_per_s", "idle_ms_per_s", "backpressured_ms_per_s", "rows_in", "cpu_s"} <= set(d)
 
 
 @pytest.mark.parametrize("threads", [True, False])
@@ -293,7 +293,6 @@ def test_cpu_time_is_counted_per_task(threads):
     assert burner >= burn_s
     assert all(v < burn_s / 2 for v in others)
     assert sum(cpu.values()) <= process_cpu + 0.01
-    assert all(m.as_dict()["cpu_s"] == round(m.cpu_s, 4) for m in result.metrics.values())
 
 
 def test_file_sources_and_sinks_round_trip(tmp_path):

@@ -152,11 +152,10 @@ def _fused_ids(cols: list, num_partitions: int, scheme: str, max_parallelism: in
     ``"key_group"`` (no hash array written); None when the key is anything else."""
     if len(cols) != 1 or scheme == "consistent":
         return None
-    arr = cols[0]
-    if isinstance(arr, pa.ChunkedArray):
-        if arr.num_chunks != 1:
-            return None
-        arr = arr.chunk(0)
+    parts = _arrow.chunks(cols[0])
+    if len(parts) != 1:
+        return None
+    arr = parts[0]
     width = _arrow.fixed_width_bytes(arr.type)
     if width not in (4, 8) or arr.null_count or len(arr) == 0:
         return None
