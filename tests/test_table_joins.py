@@ -512,3 +512,25 @@ def test_join_on_keys_of_an_unsupported_type_names_them():
     op = StreamJoin(["k"], ["k2"], "inner", ls, rs, None, incremental=True)
     with pytest.raises(TypeError, match=r"'k = k2' has unsupported type list"):
         op.open(None)
+
+
+@pytest.mark.parametrize("mode", ["streaming", "batch"])
+def test_join_conditions_of_constants_or_pyarrow_expressions_match_duckdb(mode):
+    """The condition beyond the keys is evaluated over the columns it names: a
+    constant names none, a pyarrow expression's are not known (all are taken)."""
+    import duckdb
+    import pyarrow.compute as pc
+
+    rng = np.random.default_rng(8)
+    t = pa.table({"k": rng.integers(0, 4, 30), "v": rng.integers(0, 10, 30)})
+    u = pa.table({"k2": rng.integers(0, 4, 20), "w": rng.integers(0, 10, 20)})
+    con = duckdb.connect()
+    con.register("t", t)
+    con.register("u", u)
+    t_env = fo.TableEnvironment(mode=mode, batch_size=4)
+    a, b = t_env.from_arrow(t), t_env.from_arrow(u)
+    for cond, sql in [(lit(True), "TRUE"), (lit(False), "FALSE"), (lit(None, "boolean"), "NULL"),
+                      (pc.field("w") > pc.field("v"), "w > v")]:
+        got = a.left_outer_join(b, (col("k") == col("k2")) & cond).to_arrow()
+        want = con.sql(f"SELECT k, v, k2, w FROM t LEFT JOIN u ON k = k2 AND {sql}").to_arrow_table()
+        assert _rows(got) == _rows(want), sql
