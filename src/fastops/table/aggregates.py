@@ -70,10 +70,15 @@ class StringMinMax(SlotAggregate):
         return state
 
     def merge(self, state: np.ndarray, dst: np.ndarray, src: np.ndarray) -> np.ndarray:
+        """Sources that are no destination (as when sliding windows merge
+        panes into scratch slots) are reduced at once, like an update;
+        otherwise a merge may read a slot merged before, so pairs go in order."""
         if len(dst) == 0:
             return state
         state = self._grow(state, int(max(dst.max(), src.max())) + 1)
-        for d, s in zip(dst.tolist(), src.tolist()):  # once per merged slot, in order
+        if not np.isin(src, dst).any():
+            return self.update(state, dst, pa.array(state[src], type=self._type))
+        for d, s in zip(dst.tolist(), src.tolist()):
             a, b = state[d], state[s]
             if b is not None and (a is None or (b > a if self.is_max else b < a)):
                 state[d] = b
