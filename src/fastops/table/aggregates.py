@@ -13,14 +13,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from fastops._arrow import is_binary_like
 from fastops.agg import SlotAggregate
 
-__all__ = ["StringMinMax", "is_string_like"]
-
-
-def is_string_like(t: Optional[pa.DataType]) -> bool:
-    return t is not None and (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
-                              or pa.types.is_large_binary(t))
+__all__ = ["StringMinMax"]
 
 
 class StringMinMax(SlotAggregate):
@@ -39,7 +35,7 @@ class StringMinMax(SlotAggregate):
         self._type: pa.DataType = pa.string()
 
     def validate(self, input_type: Optional[pa.DataType]) -> None:
-        if not is_string_like(input_type):
+        if input_type is None or not is_binary_like(input_type):
             raise TypeError(f"{self.name.upper()}({self.column}): {input_type} is not a string or binary column")
         self._type = input_type
 

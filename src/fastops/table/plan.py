@@ -41,6 +41,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import pyarrow as pa
 
+from fastops._arrow import is_binary_like
 from fastops.table.changelog import OP_COLUMN
 from fastops.table.expressions import (AggCall, Call, Col, Expr, ExpressionError, Interval, Lit, broadcast)
 from fastops.table.types import to_sql
@@ -226,7 +227,7 @@ class WindowTVF(PlanNode):
 def slot_aggregate(call: AggCall, column: Optional[str], input_type: Optional[pa.DataType] = None) -> Any:
     """The ``fastops.agg`` aggregate computing ``call`` over ``column`` (of ``input_type``)."""
     from fastops import agg
-    from fastops.table.aggregates import StringMinMax, is_string_like
+    from fastops.table.aggregates import StringMinMax
 
     fn = call.fn
     if call.distinct:
@@ -235,7 +236,7 @@ def slot_aggregate(call: AggCall, column: Optional[str], input_type: Optional[pa
         return agg.count(column)
     if column is None:
         raise PlanError(f"{fn.upper()}(*) is not a valid aggregate")
-    if fn in ("min", "max") and is_string_like(input_type):
+    if fn in ("min", "max") and input_type is not None and is_binary_like(input_type):
         return StringMinMax(column, fn == "max")
     simple = {"sum": agg.sum, "avg": agg.mean, "min": agg.min, "max": agg.max}
     if fn in simple:
