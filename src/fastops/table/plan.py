@@ -408,21 +408,9 @@ def join_of(left: PlanNode, right: PlanNode, condition: Optional[Expr], how: str
 def split_equi_join(cond: Optional[Expr], left: Sequence[str], right: Sequence[str]
                     ) -> tuple[list[str], list[str], Optional[Expr]]:
     """Equalities ``left_col = right_col`` of an AND-ed join condition, and the rest."""
-    if cond is None:
-        return [], [], None
-    conj: list[Expr] = []
-
-    def flatten(c: Expr) -> None:
-        if isinstance(c, Call) and c.fn == "and_kleene":
-            for a in c.args:
-                flatten(a)
-        else:
-            conj.append(c)
-
-    flatten(cond)
     lk, rk, rest = [], [], []
     ls, rs = set(left), set(right)
-    for c in conj:
+    for c in _conjuncts(cond):
         if isinstance(c, Call) and c.fn == "equal" and all(isinstance(a, Col) for a in c.args):
             a, b = c.args[0].col, c.args[1].col
             if a in ls and b in rs:
@@ -438,6 +426,15 @@ def split_equi_join(cond: Optional[Expr], left: Sequence[str], right: Sequence[s
     for c in rest:
         residual = c if residual is None else Call("and_kleene", [residual, c])
     return lk, rk, residual
+
+
+def _conjuncts(cond: Optional[Expr]) -> list[Expr]:
+    """The terms of an AND-ed condition (none for no condition)."""
+    if cond is None:
+        return []
+    if isinstance(cond, Call) and cond.fn == "and_kleene":
+        return [t for a in cond.args for t in _conjuncts(a)]
+    return [cond]
 
 
 def _time_term(e: Expr, int_ok: bool) -> Optional[tuple[str, int]]:
@@ -480,19 +477,9 @@ def interval_bounds(condition: Optional[Expr], left_keys: Sequence[str], right_k
     for a, b in zip(left_keys, right_keys):
         if (a, b) == (tl, tr):
             lo, hi = max(lo, 0), min(hi, 0)
-    conj: list = []
-
-    def flatten(c: Optional[Expr]) -> None:
-        if isinstance(c, Call) and c.fn == "and_kleene":
-            for x in c.args:
-                flatten(x)
-        elif c is not None:
-            conj.append(c)
-
-    flatten(condition)
     flip = {"less": "greater", "less_equal": "greater_equal", "greater": "less", "greater_equal": "less_equal",
             "equal": "equal"}
-    for c in conj:
+    for c in _conjuncts(condition):
         if not (isinstance(c, Call) and c.fn in flip and len(c.args) == 2):
             continue
         x, y = _time_term(c.args[0], int_ok), _time_term(c.args[1], int_ok)
