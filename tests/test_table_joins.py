@@ -346,7 +346,7 @@ def test_consumers_of_a_streaming_outer_join_and_joins_of_updating_tables_match_
 
 # ---------------------------------------------------------------- the join index vs a naive model
 
-KEY_TYPES = [pa.int64(), pa.string(), pa.float64()]
+KEY_TYPES = [pa.int64(), pa.dictionary(pa.int32(), pa.string()), pa.float64()]
 KEYROW = st.tuples(st.one_of(st.none(), st.integers(0, 3)), st.one_of(st.none(), st.sampled_from(["", "a", "bb"])),
                    st.sampled_from([0.0, -0.0, 1.5, None]))
 STEP = st.tuples(st.integers(0, 1), st.lists(KEYROW, max_size=12), st.integers(0, 40), st.integers(0, 4))
@@ -369,9 +369,10 @@ def test_join_index_finds_what_a_naive_scan_finds(steps):
         ids = np.arange(next_id, next_id + len(rows), dtype=np.int64)
         next_id += len(rows)
         ts = ids % 41
-        # side 0 has its int key as int32: cast to the common int64
+        # side 0 has its int key as int32 (cast to the common int64), side 1 its string key dictionary-encoded
+        strings = pa.array([r[1] for r in rows], pa.string())
         batch = pa.record_batch([pa.array([r[0] for r in rows], pa.int32() if side == 0 else pa.int64()),
-                                 pa.array([r[1] for r in rows], pa.string()),
+                                 strings if side == 0 else strings.dictionary_encode(),
                                  pa.array([r[2] for r in rows], pa.float64()), pa.array(ids, pa.int64())],
                                 names=["a", "s", "f", "id"])
         kid = keys.ids([batch.column(i) for i in range(3)])

@@ -47,8 +47,6 @@ def _key_storage(t: pa.DataType) -> pa.DataType:
     """The type a key column is grouped in: its own, or one the key table
     takes with the same equality (a decimal's text is exact for one decimal
     type)."""
-    if pat.is_dictionary(t):
-        t = t.value_type
     if pat.is_decimal(t):
         return pa.string()
     if pat.is_fixed_size_binary(t):
@@ -64,7 +62,8 @@ class JoinKeys:
     Parameters
     ----------
     types
-        The type each key column is compared in (both inputs cast to it).
+        The type each key column is compared in (both inputs cast to it; a
+        dictionary type counts as its value type).
         A ``null``-typed key matches nothing; no key columns at all puts
         every row under id 0 (a cross join).
     names
@@ -72,7 +71,7 @@ class JoinKeys:
     """
 
     def __init__(self, types: Sequence[pa.DataType], names: Optional[Sequence[str]] = None):
-        self.types = list(types)
+        self.types = [t.value_type if pat.is_dictionary(t) else t for t in types]
         self.names = [f"key{i}" for i in range(len(self.types))] if names is None else list(names)
         self.never = any(pat.is_null(t) for t in self.types)
         self._storage = [_key_storage(t) for t in self.types]
@@ -103,10 +102,6 @@ class JoinKeys:
         cols = []
         valid = None
         for c, t, s in zip(columns, self.types, self._storage):
-            if isinstance(c, pa.ChunkedArray):
-                c = c.combine_chunks() if c.num_chunks != 1 else c.chunk(0)
-            if pat.is_dictionary(c.type):
-                c = c.dictionary_decode()
             if c.type != t:
                 c = c.cast(t)
             if c.type != s:
