@@ -535,3 +535,12 @@ def test_join_conditions_of_constants_or_pyarrow_expressions_match_duckdb(mode):
         got = a.left_outer_join(b, (col("k") == col("k2")) & cond).to_arrow()
         want = con.sql(f"SELECT k, v, k2, w FROM t LEFT JOIN u ON k = k2 AND {sql}").to_arrow_table()
         assert _rows(got) == _rows(want), sql
+
+
+def test_join_without_an_equality_between_the_sides_is_refused():
+    t_env = fo.TableEnvironment(mode="streaming")
+    a = t_env.from_arrow(pa.table({"k": [1], "v": [2]}))
+    b = t_env.from_arrow(pa.table({"k2": [1], "w": [3]}))
+    for cond in [col("w") > col("v"), (col("k") == col("v")) & (col("w") > 0)]:
+        with pytest.raises(fo.table.PlanError, match="no equality between the two sides"):
+            a.join(b, cond)

@@ -62,10 +62,9 @@ class JoinKeys:
     Parameters
     ----------
     types
-        The type each key column is compared in (both inputs cast to it; a
-        dictionary type counts as its value type).
-        A ``null``-typed key matches nothing; no key columns at all puts
-        every row under id 0 (a cross join).
+        The type each key column (at least one) is compared in (both
+        inputs cast to it; a dictionary type counts as its value type). A
+        ``null``-typed key matches nothing.
     names
         How to name each key in error messages (e.g. ``"k = k2"``).
     """
@@ -79,26 +78,22 @@ class JoinKeys:
         self.touched = 0
 
     def _new_table(self) -> Optional[KeyTable]:
-        if self.never or not self.types:
+        if self.never:
             return None
         return KeyTable(self.names, types=self._storage)
 
     @property
     def num_ids(self) -> int:
-        if self.table is None:
-            return 0 if self.never else 1
-        return self.table.num_groups
+        return 0 if self.table is None else self.table.num_groups
 
     def ids(self, columns: Sequence[Union[pa.Array, pa.ChunkedArray]]) -> np.ndarray:
         """Key id (int64) of every row of ``columns``; ``-1`` where a key is null."""
         if len(columns) != len(self.types):
             raise ValueError(f"expected {len(self.types)} key columns, got {len(columns)}")
-        n = len(columns[0]) if columns else 0
+        n = len(columns[0])
         self.touched += n
         if self.never:
             return np.full(n, -1, np.int64)
-        if self.table is None:
-            return np.zeros(n, np.int64)
         cols = []
         valid = None
         for c, t, s in zip(columns, self.types, self._storage):
@@ -225,8 +220,8 @@ class KeyedRows:
 class HeldRows:
     """Rows appended in batches, stored as ``O(log n)`` chunks (see module docs)."""
 
-    def __init__(self, schema: Optional[pa.Schema] = None) -> None:
-        self.schema = schema
+    def __init__(self) -> None:
+        self.schema: Optional[pa.Schema] = None  # of the first batch appended
         self.chunks: list[pa.RecordBatch] = []
         self.num_rows = 0
         self.touched = 0

@@ -359,8 +359,6 @@ class Join(PlanNode):
         super().__init__()
         if how not in ("inner", "left outer", "right outer", "full outer"):
             raise PlanError(f"unsupported join type {how!r}")
-        if not left_keys:
-            raise PlanError("a join needs at least one equality condition between the two sides")
         clash = set(left.schema.names) & set(right.schema.names)
         if clash:
             raise PlanError(f"join sides share column name(s) {sorted(clash)}; rename one side first")
