@@ -43,6 +43,24 @@ __all__ = ["JoinKeys", "KeyedRows", "TimeQueue", "HeldRows", "JoinSide"]
 _EMPTY = np.zeros(0, np.int64)
 
 
+def _merge_runs(runs: list, size, merge) -> int:
+    """Merge the last of ``runs`` into the one before while that one is not
+    bigger, so sizes at least double from last to first (``O(log n)`` runs,
+    each entry moved ``O(log n)`` times in all); returns the entries moved."""
+    moved = 0
+    while len(runs) > 1 and size(runs[-2]) <= size(runs[-1]):
+        runs[-2:] = [merge(runs[-2], runs[-1])]
+        moved += size(runs[-1])
+    return moved
+
+
+def _merge_sorted(k1: np.ndarray, r1: np.ndarray, k2: np.ndarray, r2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two runs sorted by key (the first's entries first among equal keys) as one."""
+    k, r = np.concatenate([k1, k2]), np.concatenate([r1, r2])
+    order = np.argsort(k, kind="stable")  # two sorted runs: a linear merge
+    return k[order], r[order]
+
+
 def _key_storage(t: pa.DataType) -> pa.DataType:
     """The type a key column is grouped in: its own, or one the key table
     takes with the same equality (a decimal's text is exact for one decimal
@@ -167,15 +185,10 @@ class KeyedRows:
         if len(keys) == 0:
             return
         order = np.argsort(keys, kind="stable")
-        keys, rows = keys[order], rows[order]
-        self.touched += len(keys)
-        while self.runs and len(self.runs[-1][0]) <= len(keys):
-            k1, r1, _ = self.runs.pop()
-            k, r = np.concatenate([k1, keys]), np.concatenate([r1, rows])
-            order = np.argsort(k, kind="stable")  # two sorted runs: a linear merge
-            keys, rows = k[order], r[order]
-            self.touched += len(k)
-        self.runs.append(self._run(keys, rows))
+        self.runs.append((keys[order], rows[order], None))
+        self.touched += len(keys) + _merge_runs(self.runs, lambda run: len(run[0]),
+                                                lambda a, b: (*_merge_sorted(a[0], a[1], b[0], b[1]), None))
+        self.runs[-1] = self._run(*self.runs[-1][:2])
 
     def find(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(query index, row number) of every stored row under ``keys[i]``,
@@ -235,10 +248,7 @@ class HeldRows:
             batch = batch.select(self.schema.names).cast(self.schema)
         self.chunks.append(batch)
         self.num_rows += batch.num_rows
-        while len(self.chunks) > 1 and self.chunks[-2].num_rows <= self.chunks[-1].num_rows:
-            merged = pa.concat_batches(self.chunks[-2:])
-            self.chunks[-2:] = [merged]
-            self.touched += merged.num_rows
+        self.touched += _merge_runs(self.chunks, lambda c: c.num_rows, lambda a, b: pa.concat_batches([a, b]))
 
     def take(self, idx: np.ndarray, names: Optional[Sequence[str]] = None) -> list[pa.Array]:
         """Columns ``names`` (all if None) at rows ``idx``; index -1 gives null."""
@@ -297,15 +307,11 @@ class TimeQueue:
         if len(times) == 0:
             return
         order = np.argsort(times, kind="stable")
-        times, rows = times[order], rows[order]
-        self.touched += len(times)
-        while self.runs and len(self.runs[-1][0]) - self.runs[-1][2] <= len(times):
-            t1, r1, c = self.runs.pop()
-            t, r = np.concatenate([t1[c:], times]), np.concatenate([r1[c:], rows])
-            order = np.argsort(t, kind="stable")  # two sorted runs: a linear merge
-            times, rows = t[order], r[order]
-            self.touched += len(t)
-        self.runs.append([times, rows, 0])
+        self.runs.append([times[order], rows[order], 0])
+        # a run's entries below its cursor were popped: only the rest counts and moves
+        self.touched += len(times) + _merge_runs(
+            self.runs, lambda run: len(run[0]) - run[2],
+            lambda a, b: [*_merge_sorted(a[0][a[2]:], a[1][a[2]:], b[0][b[2]:], b[1][b[2]:]), 0])
 
     def pop(self, upto: int) -> np.ndarray:
         """The rows with time ``<= upto`` not popped before, in increasing row number."""
