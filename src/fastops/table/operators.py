@@ -366,9 +366,9 @@ class StreamJoin(Operator):
             li, ri = self._pairs(0, left, self._ids(0, left), held)
         out = self._output(left, right, li, ri)
         if self.outer[0]:
-            out += self._padded(0, left, np.setdiff1d(np.arange(left.num_rows), li))
+            out += self._padded(0, left, np.flatnonzero(np.bincount(li, minlength=left.num_rows) == 0))
         if self.outer[1] and right is not None:
-            out += self._padded(1, right, np.setdiff1d(np.arange(right.num_rows), ri))
+            out += self._padded(1, right, np.flatnonzero(np.bincount(ri, minlength=right.num_rows) == 0))
         return out
 
     # -- matching -----------------------------------------------------------------------
