@@ -13,14 +13,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from fastops._arrow import is_binary_like
 from fastops.agg import SlotAggregate
 
-__all__ = ["StringMinMax", "is_string_like"]
-
-
-def is_string_like(t: Optional[pa.DataType]) -> bool:
-    return t is not None and (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
-                              or pa.types.is_large_binary(t))
+__all__ = ["StringMinMax"]
 
 
 class StringMinMax(SlotAggregate):
@@ -39,7 +35,7 @@ class StringMinMax(SlotAggregate):
         self._type: pa.DataType = pa.string()
 
     def validate(self, input_type: Optional[pa.DataType]) -> None:
-        if not is_string_like(input_type):
+        if input_type is None or not is_binary_like(input_type):
             raise TypeError(f"{self.name.upper()}({self.column}): {input_type} is not a string or binary column")
         self._type = input_type
 
@@ -70,10 +66,15 @@ class StringMinMax(SlotAggregate):
         return state
 
     def merge(self, state: np.ndarray, dst: np.ndarray, src: np.ndarray) -> np.ndarray:
+        """Sources that are no destination (as when sliding windows merge
+        panes into scratch slots) are reduced at once, like an update;
+        otherwise a merge may read a slot merged before, so pairs go in order."""
         if len(dst) == 0:
             return state
         state = self._grow(state, int(max(dst.max(), src.max())) + 1)
-        for d, s in zip(dst.tolist(), src.tolist()):  # once per merged slot, in order
+        if not np.isin(src, dst).any():
+            return self.update(state, dst, pa.array(state[src], type=self._type))
+        for d, s in zip(dst.tolist(), src.tolist()):
             a, b = state[d], state[s]
             if b is not None and (a is None or (b > a if self.is_max else b < a)):
                 state[d] = b

@@ -43,12 +43,28 @@ __all__ = ["JoinKeys", "KeyedRows", "TimeQueue", "HeldRows", "JoinSide"]
 _EMPTY = np.zeros(0, np.int64)
 
 
+def _merge_runs(runs: list, size, merge) -> int:
+    """Merge the last of ``runs`` into the one before while that one is not
+    bigger, so sizes at least double from last to first (``O(log n)`` runs,
+    each entry moved ``O(log n)`` times in all); returns the entries moved."""
+    moved = 0
+    while len(runs) > 1 and size(runs[-2]) <= size(runs[-1]):
+        runs[-2:] = [merge(runs[-2], runs[-1])]
+        moved += size(runs[-1])
+    return moved
+
+
+def _merge_sorted(k1: np.ndarray, r1: np.ndarray, k2: np.ndarray, r2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two runs sorted by key (the first's entries first among equal keys) as one."""
+    k, r = np.concatenate([k1, k2]), np.concatenate([r1, r2])
+    order = np.argsort(k, kind="stable")  # two sorted runs: a linear merge
+    return k[order], r[order]
+
+
 def _key_storage(t: pa.DataType) -> pa.DataType:
     """The type a key column is grouped in: its own, or one the key table
     takes with the same equality (a decimal's text is exact for one decimal
     type)."""
-    if pat.is_dictionary(t):
-        t = t.value_type
     if pat.is_decimal(t):
         return pa.string()
     if pat.is_fixed_size_binary(t):
@@ -64,15 +80,15 @@ class JoinKeys:
     Parameters
     ----------
     types
-        The type each key column is compared in (both inputs cast to it).
-        A ``null``-typed key matches nothing; no key columns at all puts
-        every row under id 0 (a cross join).
+        The type each key column (at least one) is compared in (both
+        inputs cast to it; a dictionary type counts as its value type). A
+        ``null``-typed key matches nothing.
     names
         How to name each key in error messages (e.g. ``"k = k2"``).
     """
 
     def __init__(self, types: Sequence[pa.DataType], names: Optional[Sequence[str]] = None):
-        self.types = list(types)
+        self.types = [t.value_type if pat.is_dictionary(t) else t for t in types]
         self.names = [f"key{i}" for i in range(len(self.types))] if names is None else list(names)
         self.never = any(pat.is_null(t) for t in self.types)
         self._storage = [_key_storage(t) for t in self.types]
@@ -80,33 +96,25 @@ class JoinKeys:
         self.touched = 0
 
     def _new_table(self) -> Optional[KeyTable]:
-        if self.never or not self.types:
+        if self.never:
             return None
         return KeyTable(self.names, types=self._storage)
 
     @property
     def num_ids(self) -> int:
-        if self.table is None:
-            return 0 if self.never else 1
-        return self.table.num_groups
+        return 0 if self.table is None else self.table.num_groups
 
     def ids(self, columns: Sequence[Union[pa.Array, pa.ChunkedArray]]) -> np.ndarray:
         """Key id (int64) of every row of ``columns``; ``-1`` where a key is null."""
         if len(columns) != len(self.types):
             raise ValueError(f"expected {len(self.types)} key columns, got {len(columns)}")
-        n = len(columns[0]) if columns else 0
+        n = len(columns[0])
         self.touched += n
         if self.never:
             return np.full(n, -1, np.int64)
-        if self.table is None:
-            return np.zeros(n, np.int64)
         cols = []
         valid = None
         for c, t, s in zip(columns, self.types, self._storage):
-            if isinstance(c, pa.ChunkedArray):
-                c = c.combine_chunks() if c.num_chunks != 1 else c.chunk(0)
-            if pat.is_dictionary(c.type):
-                c = c.dictionary_decode()
             if c.type != t:
                 c = c.cast(t)
             if c.type != s:
@@ -177,15 +185,10 @@ class KeyedRows:
         if len(keys) == 0:
             return
         order = np.argsort(keys, kind="stable")
-        keys, rows = keys[order], rows[order]
-        self.touched += len(keys)
-        while self.runs and len(self.runs[-1][0]) <= len(keys):
-            k1, r1, _ = self.runs.pop()
-            k, r = np.concatenate([k1, keys]), np.concatenate([r1, rows])
-            order = np.argsort(k, kind="stable")  # two sorted runs: a linear merge
-            keys, rows = k[order], r[order]
-            self.touched += len(k)
-        self.runs.append(self._run(keys, rows))
+        self.runs.append((keys[order], rows[order], None))
+        self.touched += len(keys) + _merge_runs(self.runs, lambda run: len(run[0]),
+                                                lambda a, b: (*_merge_sorted(a[0], a[1], b[0], b[1]), None))
+        self.runs[-1] = self._run(*self.runs[-1][:2])
 
     def find(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(query index, row number) of every stored row under ``keys[i]``,
@@ -230,8 +233,8 @@ class KeyedRows:
 class HeldRows:
     """Rows appended in batches, stored as ``O(log n)`` chunks (see module docs)."""
 
-    def __init__(self, schema: Optional[pa.Schema] = None) -> None:
-        self.schema = schema
+    def __init__(self) -> None:
+        self.schema: Optional[pa.Schema] = None  # of the first batch appended
         self.chunks: list[pa.RecordBatch] = []
         self.num_rows = 0
         self.touched = 0
@@ -245,10 +248,7 @@ class HeldRows:
             batch = batch.select(self.schema.names).cast(self.schema)
         self.chunks.append(batch)
         self.num_rows += batch.num_rows
-        while len(self.chunks) > 1 and self.chunks[-2].num_rows <= self.chunks[-1].num_rows:
-            merged = pa.concat_batches(self.chunks[-2:])
-            self.chunks[-2:] = [merged]
-            self.touched += merged.num_rows
+        self.touched += _merge_runs(self.chunks, lambda c: c.num_rows, lambda a, b: pa.concat_batches([a, b]))
 
     def take(self, idx: np.ndarray, names: Optional[Sequence[str]] = None) -> list[pa.Array]:
         """Columns ``names`` (all if None) at rows ``idx``; index -1 gives null."""
@@ -307,15 +307,11 @@ class TimeQueue:
         if len(times) == 0:
             return
         order = np.argsort(times, kind="stable")
-        times, rows = times[order], rows[order]
-        self.touched += len(times)
-        while self.runs and len(self.runs[-1][0]) - self.runs[-1][2] <= len(times):
-            t1, r1, c = self.runs.pop()
-            t, r = np.concatenate([t1[c:], times]), np.concatenate([r1[c:], rows])
-            order = np.argsort(t, kind="stable")  # two sorted runs: a linear merge
-            times, rows = t[order], r[order]
-            self.touched += len(t)
-        self.runs.append([times, rows, 0])
+        self.runs.append([times[order], rows[order], 0])
+        # a run's entries below its cursor were popped: only the rest counts and moves
+        self.touched += len(times) + _merge_runs(
+            self.runs, lambda run: len(run[0]) - run[2],
+            lambda a, b: [*_merge_sorted(a[0][a[2]:], a[1][a[2]:], b[0][b[2]:], b[1][b[2]:]), 0])
 
     def pop(self, upto: int) -> np.ndarray:
         """The rows with time ``<= upto`` not popped before, in increasing row number."""

@@ -17,7 +17,7 @@ from fastops._arrow import as_batch
 from fastops.messages import MAX_WATERMARK, MIN_WATERMARK
 from fastops.operators.base import Operator
 from fastops.table.changelog import OP_COLUMN, _ipc, _pack_parts, _unipc, _unpack_parts, materialize
-from fastops.table.expressions import Expr, broadcast
+from fastops.table.expressions import Expr, PyArrowExpr, broadcast
 from fastops.table.join_index import HeldRows, JoinKeys, JoinSide
 
 __all__ = ["EvalOperator", "FinalAggregate", "DistinctRows", "GatherSort", "StreamJoin", "WindowAssign", "CumulateExpand",
@@ -255,6 +255,9 @@ class StreamJoin(Operator):
         self.key_types = [_common_type(left_schema.field(a).type, right_schema.field(b).type)
                           for a, b in zip(*self.keys)]
         self.condition = condition
+        # the columns of each side the condition reads (all of them if it holds a pyarrow expression)
+        used = None if condition is None or _opaque(condition) else condition.columns()
+        self.cond_schemas = tuple(pa.schema([f for f in s if used is None or f.name in used]) for s in self.schemas)
         self.bounds = bounds if incremental else None
         self.times = times
         self.incremental = incremental
@@ -363,9 +366,9 @@ class StreamJoin(Operator):
             li, ri = self._pairs(0, left, self._ids(0, left), held)
         out = self._output(left, right, li, ri)
         if self.outer[0]:
-            out += self._padded(0, left, np.setdiff1d(np.arange(left.num_rows), li))
+            out += self._padded(0, left, np.flatnonzero(np.bincount(li, minlength=left.num_rows) == 0))
         if self.outer[1] and right is not None:
-            out += self._padded(1, right, np.setdiff1d(np.arange(right.num_rows), ri))
+            out += self._padded(1, right, np.flatnonzero(np.bincount(ri, minlength=right.num_rows) == 0))
         return out
 
     # -- matching -----------------------------------------------------------------------
@@ -375,9 +378,13 @@ class StreamJoin(Operator):
         if self.condition is not None and len(ni):
             li, ri = (ni, oi) if side == 0 else (oi, ni)
             lt, rt = (new, held.rows) if side == 0 else (held.rows, new)
-            cols = _take(lt, self.schemas[0], li) + _take(rt, self.schemas[1], ri)
-            pairs = pa.RecordBatch.from_arrays(cols, names=self.schemas[0].names + self.schemas[1].names)
-            mask = broadcast(self.condition.eval(pairs), pairs.num_rows)
+            ls, rs = self.cond_schemas
+            cols = _take(lt, ls, li) + _take(rt, rs, ri)
+            if cols:
+                pairs = pa.RecordBatch.from_arrays(cols, names=ls.names + rs.names)
+            else:  # a condition naming no columns: evaluated over len(ni) rows of nothing
+                pairs = pa.record_batch([pa.nulls(len(ni))], names=["_"]).select([])
+            mask = broadcast(self.condition.eval(pairs), len(ni))
             ok = pc.fill_null(mask, False).to_numpy(zero_copy_only=False)
             ni, oi = ni[ok], oi[ok]
         return ni, oi
@@ -498,6 +505,11 @@ def _take(rows, schema: pa.Schema, idx: np.ndarray) -> list:
     taken = rows.select(schema.names).take(indices)
     return [c if isinstance(c, pa.Array) else c.combine_chunks() if c.num_chunks != 1 else c.chunk(0)
             for c in taken.columns]
+
+
+def _opaque(e: Expr) -> bool:
+    """Whether ``e`` holds a pyarrow expression, whose columns ``columns()`` does not know."""
+    return isinstance(e, PyArrowExpr) or any(_opaque(c) for c in e.children())
 
 
 def _common_type(a: pa.DataType, b: pa.DataType) -> pa.DataType:

@@ -41,6 +41,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import pyarrow as pa
 
+from fastops._arrow import is_binary_like
 from fastops.table.changelog import OP_COLUMN
 from fastops.table.expressions import (AggCall, Call, Col, Expr, ExpressionError, Interval, Lit, broadcast)
 from fastops.table.types import to_sql
@@ -226,7 +227,7 @@ class WindowTVF(PlanNode):
 def slot_aggregate(call: AggCall, column: Optional[str], input_type: Optional[pa.DataType] = None) -> Any:
     """The ``fastops.agg`` aggregate computing ``call`` over ``column`` (of ``input_type``)."""
     from fastops import agg
-    from fastops.table.aggregates import StringMinMax, is_string_like
+    from fastops.table.aggregates import StringMinMax
 
     fn = call.fn
     if call.distinct:
@@ -235,7 +236,7 @@ def slot_aggregate(call: AggCall, column: Optional[str], input_type: Optional[pa
         return agg.count(column)
     if column is None:
         raise PlanError(f"{fn.upper()}(*) is not a valid aggregate")
-    if fn in ("min", "max") and is_string_like(input_type):
+    if fn in ("min", "max") and input_type is not None and is_binary_like(input_type):
         return StringMinMax(column, fn == "max")
     simple = {"sum": agg.sum, "avg": agg.mean, "min": agg.min, "max": agg.max}
     if fn in simple:
@@ -358,8 +359,6 @@ class Join(PlanNode):
         super().__init__()
         if how not in ("inner", "left outer", "right outer", "full outer"):
             raise PlanError(f"unsupported join type {how!r}")
-        if not left_keys:
-            raise PlanError("a join needs at least one equality condition between the two sides")
         clash = set(left.schema.names) & set(right.schema.names)
         if clash:
             raise PlanError(f"join sides share column name(s) {sorted(clash)}; rename one side first")
@@ -407,21 +406,9 @@ def join_of(left: PlanNode, right: PlanNode, condition: Optional[Expr], how: str
 def split_equi_join(cond: Optional[Expr], left: Sequence[str], right: Sequence[str]
                     ) -> tuple[list[str], list[str], Optional[Expr]]:
     """Equalities ``left_col = right_col`` of an AND-ed join condition, and the rest."""
-    if cond is None:
-        return [], [], None
-    conj: list[Expr] = []
-
-    def flatten(c: Expr) -> None:
-        if isinstance(c, Call) and c.fn == "and_kleene":
-            for a in c.args:
-                flatten(a)
-        else:
-            conj.append(c)
-
-    flatten(cond)
     lk, rk, rest = [], [], []
     ls, rs = set(left), set(right)
-    for c in conj:
+    for c in _conjuncts(cond):
         if isinstance(c, Call) and c.fn == "equal" and all(isinstance(a, Col) for a in c.args):
             a, b = c.args[0].col, c.args[1].col
             if a in ls and b in rs:
@@ -437,6 +424,15 @@ def split_equi_join(cond: Optional[Expr], left: Sequence[str], right: Sequence[s
     for c in rest:
         residual = c if residual is None else Call("and_kleene", [residual, c])
     return lk, rk, residual
+
+
+def _conjuncts(cond: Optional[Expr]) -> list[Expr]:
+    """The terms of an AND-ed condition (none for no condition)."""
+    if cond is None:
+        return []
+    if isinstance(cond, Call) and cond.fn == "and_kleene":
+        return [t for a in cond.args for t in _conjuncts(a)]
+    return [cond]
 
 
 def _time_term(e: Expr, int_ok: bool) -> Optional[tuple[str, int]]:
@@ -479,19 +475,9 @@ def interval_bounds(condition: Optional[Expr], left_keys: Sequence[str], right_k
     for a, b in zip(left_keys, right_keys):
         if (a, b) == (tl, tr):
             lo, hi = max(lo, 0), min(hi, 0)
-    conj: list = []
-
-    def flatten(c: Optional[Expr]) -> None:
-        if isinstance(c, Call) and c.fn == "and_kleene":
-            for x in c.args:
-                flatten(x)
-        elif c is not None:
-            conj.append(c)
-
-    flatten(condition)
     flip = {"less": "greater", "less_equal": "greater_equal", "greater": "less", "greater_equal": "less_equal",
             "equal": "equal"}
-    for c in conj:
+    for c in _conjuncts(condition):
         if not (isinstance(c, Call) and c.fn in flip and len(c.args) == 2):
             continue
         x, y = _time_term(c.args[0], int_ok), _time_term(c.args[1], int_ok)

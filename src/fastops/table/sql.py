@@ -41,10 +41,10 @@ except ImportError as _exc:  # SQL is optional; the Table API works without it
 
 from fastops.table.expressions import (AggCall, Call, Case, Cast, Col, Expr, InList, Interval, Lit, UdfCall)
 from fastops.table.plan import (Filter, Lateral, PlanError, PlanNode, Project, Sort, SqlError, WindowDef,
-                                WindowTVF, join_of, split_equi_join)
+                                WindowTVF, join_of)
 from fastops.table.types import to_arrow
 
-__all__ = ["SqlError", "parse", "compile_query", "split_equi_join", "preprocess"]
+__all__ = ["SqlError", "parse", "compile_query", "preprocess"]
 
 
 # ---------------------------------------------------------------- preprocessing
