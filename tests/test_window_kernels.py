@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import window_reference as ref  # noqa: E402
 from fastops import _window, agg  # noqa: E402
-from fastops.agg import Columns, SlotAggregate, update_builtins  # noqa: E402
+from fastops.agg import Columns, SlotAggregate, builtin_layout, update_builtins  # noqa: E402
 
 # (reference kind, column, ddof)
 AGGS = [("count_rows", None, 1), ("count", "f", 1), ("sum", "f", 1), ("sum", "i", 1), ("min", "f", 1),
@@ -73,8 +73,8 @@ def test_update_result_and_combine_match_reference(case):
         Columns.share(states)
     cols = {"f": pa.array(f, pa.float64()), "i": pa.array(i, pa.int64())}
     slot_arr = np.array(slots, dtype=np.int64)
-    update_builtins(aggs, states, slot_arr, [None if c is None else cols[c] for _, c, _ in AGGS],
-                    np.array(ts, dtype=np.int64), nslots)
+    update_builtins(aggs, states, *builtin_layout(aggs, states), slot_arr,
+                    [None if c is None else cols[c] for _, c, _ in AGGS], np.array(ts, dtype=np.int64), nslots)
     n = len(slots)
 
     def expected(kind, col, ddof, chosen):

@@ -237,19 +237,19 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
 def pane_emit(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] hv,
               const int64_t[::1] s_group, const int64_t[::1] s_next, const uint8_t[::1] s_flags,
               const int64_t[::1] panes, bint refire, int64_t[::1] group_mark,
-              const int64_t[::1] ops, list srecs, const int64_t[::1] soffs,
-              const int64_t[::1] widths, int64_t[:, ::1] out_rec, int64_t row0,
+              const int64_t[::1] ops, const int64_t[::1] offs, const int64_t[:, ::1] rec,
+              int64_t[:, ::1] out_rec, int64_t row0,
               int64_t[::1] out_groups, int64_t[::1] out_row, int64_t[::1] out_src):
     """The output rows of one window made of ``panes``, merged.
 
     Every group with a slot in these panes gets one output row (in order of
     first appearance), or with ``refire`` only the groups having a DIRTY slot.
     Rows are numbered from ``row0``: ``out_groups[r]`` is the group of row
-    ``r`` and ``out_rec[r]`` the merge of its slots' records, aggregate ``a``
-    (merge code ``ops[a]``, state ``srecs[a]``, an (n_slots, W) int64 array,
-    its ``widths[a]`` words at ``soffs[a]``; states may share one array) in
-    words ``[widths[0] + ... + widths[a-1], ... + widths[a])``; a row's record is
-    zeroed when the row is created, so ``out_rec`` needs no initialisation.
+    ``r`` and ``out_rec[r]`` the merge of its slots' records ``rec[slot]``
+    (the aggregates' shared state, one (n_slots, W) array; ``out_rec`` has
+    the same W words per row), aggregate ``a`` (merge code ``ops[a]``) in
+    its words from ``offs[a]`` on in both; a row's record is zeroed when the
+    row is created, so ``out_rec`` needs no initialisation.
     The (row, slot) pairs are left in ``out_row`` / ``out_src`` (for
     aggregates merged outside). ``group_mark`` (one entry per group) must be
     all -1 and is left so. Capacities: ``out_groups`` and ``out_rec`` from
@@ -260,34 +260,26 @@ def pane_emit(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] h
     number the rows, merge; the last two prefetch ahead.
     """
     cdef Py_ssize_t a, i, m = panes.shape[0]
-    cdef int k, nagg = <int>ops.shape[0]
+    cdef Py_ssize_t k, nagg = ops.shape[0]
     cdef uint64_t mask = <uint64_t>(hv.shape[0] - 1)
     cdef int64_t slot, g, where, r, nrows = 0, npairs = 0, nslots = 0
-    cdef int64_t W = out_rec.shape[1]
+    cdef int64_t W = rec.shape[1]
+    cdef const int64_t* op = NULL
+    cdef const int64_t* off = NULL
+    cdef const int64_t* base = &rec[0, 0] if rec.shape[0] > 0 else NULL
     cdef int64_t* orec
     cdef const int64_t* b
     cdef int64_t* o
-    cdef int64_t[:, ::1] mv
-    cdef int64_t* sp[16]
-    cdef int64_t sf[16]
-    cdef int64_t so[16]
-    cdef int op[16]
-    cdef int64_t width = 0
-    if nagg != len(srecs) or nagg > 16 or soffs.shape[0] != nagg or widths.shape[0] != nagg:
-        raise ValueError(f"pane_emit: {nagg} merge codes for {len(srecs)} states, {soffs.shape[0]} "
-                         f"offsets, {widths.shape[0]} widths (at most 16)")
+    if offs.shape[0] != nagg or out_rec.shape[1] != W:
+        raise ValueError(f"pane_emit: {nagg} merge codes for {offs.shape[0]} offsets; out_rec has "
+                         f"{out_rec.shape[1]} words per row, the records {W}")
+    if nagg:
+        op = &ops[0]
+        off = &offs[0]
     for k in range(nagg):
-        mv = srecs[k]
-        if not (0 <= soffs[k] and 0 < widths[k] and soffs[k] + widths[k] <= mv.shape[1]):
-            raise ValueError(f"pane_emit: words {soffs[k]} + {widths[k]} outside records of "
-                             f"{mv.shape[1]} words")
-        sp[k] = &mv[0, 0] + soffs[k] if mv.shape[0] > 0 else NULL
-        sf[k] = mv.shape[1]
-        so[k] = width
-        op[k] = <int>ops[k]
-        width += widths[k]
-    if width > W:
-        raise ValueError(f"pane_emit: out_rec has {W} words per row, the states need {width}")
+        if not (0 <= op[k] <= 9 and 0 <= off[k] < W):
+            raise ValueError(f"pane_emit: unknown code {op[k]} or word {off[k]} outside records "
+                             f"of {W} words")
     if not 0 <= row0 < out_rec.shape[0] or out_groups.shape[0] != out_rec.shape[0]:
         raise ValueError(f"pane_emit: row0 {row0} outside out_rec / out_groups of "
                          f"{out_rec.shape[0]} / {out_groups.shape[0]} rows")
@@ -330,13 +322,12 @@ def pane_emit(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] h
             if i + PF < npairs:
                 prefetch(orec + out_row[i + PF] * W)
                 for k in range(nagg):
-                    prefetch(sp[k] + out_src[i + PF] * sf[k])
+                    prefetch(base + out_src[i + PF] * W + off[k])
             o = orec + out_row[i] * W
-            slot = out_src[i]
+            b = base + out_src[i] * W
             for k in range(nagg):
-                b = sp[k] + slot * sf[k]
-                if b[0] != 0:
-                    _merge_one(op[k], o + so[k], b)
+                if b[off[k]] != 0:
+                    _merge_one(<int>op[k], o + off[k], b + off[k])
         for r in range(nrows):
             group_mark[out_groups[row0 + r]] = -1
         for i in range(npairs):

@@ -199,18 +199,18 @@ class Columns:
         return out
 
     @staticmethod
-    def share(states: list["Columns"]) -> None:
-        """Move ``states`` into one record array (contents kept), each at its own words."""
-        if not states:
-            return
-        width = record_width(_builtins.sum(len(st.names) for st in states))
-        size = _builtins.max(st.size for st in states)
+    def share(states: list["Columns"]) -> _Records:
+        """Move ``states`` into one record array (contents kept), each at its own
+        words; returns its store (of one word per record for no states)."""
+        width = record_width(_builtins.max(_builtins.sum(len(st.names) for st in states), 1))
+        size = _builtins.max((st.size for st in states), default=0)
         store = _Records(width, size)
         off = 0
         for st in states:
             store.rec[: st.size, off : off + len(st.names)] = st.rec[:, st.off : st.off + len(st.names)]
             st.store, st.off = store, off
             off += len(st.names)
+        return store
 
     @property
     def rec(self) -> np.ndarray:
@@ -313,31 +313,33 @@ def _valid(values: pa.Array) -> tuple[np.ndarray, int]:
     return (_EMPTY_U8, 0) if v is None else (v, values.offset)
 
 
-def update_builtins(aggs: list["BuiltinAggregate"], states: list[Columns], slots: np.ndarray,
-                    columns: list[Optional[pa.Array]], ts: np.ndarray, size: int) -> None:
+def builtin_layout(aggs: list["BuiltinAggregate"], states: list[Columns]) -> tuple[np.ndarray, np.ndarray]:
+    """Merge codes (``_window.OPS``) and record word offsets of built-ins with
+    these states: fixed once the states are placed, so computed once."""
+    return (np.array([a._op() for a in aggs], dtype=np.int64),
+            np.array([st.off for st in states], dtype=np.int64))
+
+
+def update_builtins(aggs: list["BuiltinAggregate"], states: list[Columns], ops: np.ndarray,
+                    offs: np.ndarray, slots: np.ndarray, columns: list[Optional[pa.Array]],
+                    ts: np.ndarray, size: int) -> None:
     """Add row ``i`` of each aggregate's input column to slot ``slots[i]``
     (``< 0``: skipped; nulls skipped), every aggregate in one pass over the
-    rows. ``ts``: event times (int64, one per row; ``first``/``last``),
-    ``size``: the slot capacity to grow the states to."""
-    ops, recs, roffs, vals, valids, offs = [], [], [], [], [], []
-    for a, st, col in zip(aggs, states, columns):
+    rows. ``ops`` / ``offs``: from :func:`builtin_layout`; ``ts``: event
+    times (int64, one per row; ``first``/``last``), ``size``: the slot
+    capacity to grow the states to."""
+    recs, vals, valids, voffs = [], [], [], []
+    for a, st, op, col in zip(aggs, states, ops.tolist(), columns):
         st.ensure(size)
-        op = a._op()
-        ops.append(op)
         recs.append(st.rec)
-        roffs.append(st.off)
-        if col is None:
-            v, off = _EMPTY_U8, 0
-        else:
-            v, off = _valid(col)
+        v, off = (_EMPTY_U8, 0) if col is None else _valid(col)
         valids.append(v)
-        offs.append(off)
+        voffs.append(off)
         if col is None or op == _window.OPS["count"]:
             vals.append(_EMPTY_I64)
         else:
             vals.append(as_storage(col, a._dtype).view(np.int64))
-    _window.agg_update(slots, ts, np.array(ops, dtype=np.int64), recs,
-                       np.array(roffs, dtype=np.int64), vals, valids, np.array(offs, dtype=np.int64))
+    _window.agg_update(slots, ts, ops, recs, offs, vals, valids, np.array(voffs, dtype=np.int64))
 
 
 class BuiltinAggregate(SlotAggregate):
@@ -372,8 +374,8 @@ class BuiltinAggregate(SlotAggregate):
     def update(self, state: Columns, slots: np.ndarray, values: pa.Array) -> Columns:
         slots = np.ascontiguousarray(slots, dtype=np.int64)
         if len(slots):
-            update_builtins([self], [state], slots, [values], np.arange(len(slots), dtype=np.int64),
-                            int(slots.max()) + 1)
+            update_builtins([self], [state], *builtin_layout([self], [state]), slots, [values],
+                            np.arange(len(slots), dtype=np.int64), int(slots.max()) + 1)
         return state
 
     def reset(self, state: Columns, slots: np.ndarray) -> Columns:
