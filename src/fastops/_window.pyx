@@ -24,6 +24,7 @@ Session table
 ``[2]`` live hash entries, ``[3]`` tombstones.
 """
 from libc.stdint cimport int64_t, uint8_t, uint64_t
+from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
 cdef extern from *:
@@ -628,75 +629,94 @@ cdef inline void _update_one(int op, int64_t* r, const int64_t* v, int64_t t) no
     r[0] += 1
 
 
+cdef struct _Update:
+    int op             # code of OPS
+    int64_t* rec       # the aggregate's first word of slot 0
+    int64_t stride     # words per record
+    const int64_t* vals    # NULL for count()
+    const uint8_t* valid   # NULL: no nulls
+    int64_t voff       # bit of row 0 in valid
+
+
 def agg_update(const int64_t[::1] slots, const int64_t[::1] ts, const int64_t[::1] ops,
                list recs, const int64_t[::1] roffs, list vals, list valids, const int64_t[::1] voffs):
     """Add row ``i`` to slot ``slots[i]`` (``< 0``: skipped) of every aggregate,
-    in one pass over the rows. Aggregate ``a``: code ``ops[a]`` (``OPS``),
-    state ``recs[a]`` (int64 (n_slots, W), every slot in range; its record
-    at words ``roffs[a]`` on; states may share one array), values
-    ``vals[a]`` (8-byte words, int64 or float64 viewed as int64; empty for
-    ``count()``), validity ``valids[a]`` (Arrow bitmap, bit ``voffs[a] + i``;
-    empty: no nulls; null rows are skipped). ``ts``: event times (first /
-    last). Modifies ``recs``.
+    in one pass over the rows per 16 aggregates (any number). Aggregate ``a``:
+    code ``ops[a]`` (``OPS``), state ``recs[a]`` (int64 (n_slots, W), every
+    slot in range; its record at words ``roffs[a]`` on; states may share one
+    array), values ``vals[a]`` (8-byte words, int64 or float64 viewed as
+    int64; empty for ``count()``), validity ``valids[a]`` (Arrow bitmap, bit
+    ``voffs[a] + i``; empty: no nulls; null rows are skipped). ``ts``: event
+    times (first / last). Modifies ``recs``.
     """
-    cdef Py_ssize_t i, n = slots.shape[0]
-    cdef int k, nagg = <int>ops.shape[0]
+    cdef Py_ssize_t i, k, n = slots.shape[0], nagg = ops.shape[0]
     cdef int64_t s, j
     cdef int64_t[:, ::1] mv
     cdef const int64_t[::1] vv
     cdef const uint8_t[::1] bv
-    cdef int64_t* rp[16]
-    cdef int64_t rf[16]
-    cdef const int64_t* vp[16]
-    cdef const uint8_t* bm[16]
-    cdef int64_t bo[16]
-    cdef int op[16]
-    if nagg > 16 or len(recs) != nagg or len(vals) != nagg or len(valids) != nagg \
+    cdef Py_ssize_t c, m
+    cdef _Update* ag
+    cdef _Update* u
+    cdef _Update loc[16]
+    if len(recs) != nagg or len(vals) != nagg or len(valids) != nagg \
             or voffs.shape[0] != nagg or roffs.shape[0] != nagg:
         raise ValueError(f"agg_update: {nagg} codes for {len(recs)} states, {len(vals)} value "
-                         f"arrays, {len(valids)} bitmaps, {voffs.shape[0]} offsets (at most 16)")
+                         f"arrays, {len(valids)} bitmaps, {voffs.shape[0]} offsets")
     if ts.shape[0] != n:
         raise ValueError(f"agg_update: {ts.shape[0]} event times for {n} rows")
-    if n == 0:
+    if n == 0 or nagg == 0:
         return
-    for k in range(nagg):
-        op[k] = <int>ops[k]
-        if not 0 <= op[k] <= 9:
-            raise ValueError(f"agg_update: unknown code {op[k]}")
-        mv = recs[k]
-        if not 0 <= roffs[k] < mv.shape[1]:
-            raise ValueError(f"agg_update: word offset {roffs[k]} outside records of {mv.shape[1]} words")
-        rp[k] = &mv[0, 0] + roffs[k] if mv.shape[0] > 0 else NULL
-        rf[k] = mv.shape[1]
-        vv = vals[k]
-        if vv.shape[0] == 0 and op[k] == 0:
-            vp[k] = NULL
-        elif vv.shape[0] != n:
-            raise ValueError(f"agg_update: aggregate {k} has {vv.shape[0]} values for {n} rows")
-        else:
-            vp[k] = &vv[0]
-        bv = valids[k]
-        bo[k] = voffs[k]
-        if bv.shape[0] == 0:
-            bm[k] = NULL
-        elif bv.shape[0] * 8 < bo[k] + n:
-            raise ValueError(f"agg_update: aggregate {k}'s validity bitmap is too short")
-        else:
-            bm[k] = &bv[0]
-    with nogil:
-        for i in range(n):
-            if i + PF < n and slots[i + PF] >= 0:
-                for k in range(nagg):
-                    prefetch(rp[k] + slots[i + PF] * rf[k])
-            s = slots[i]
-            if s < 0:
-                continue
-            for k in range(nagg):
-                if bm[k] != NULL:
-                    j = bo[k] + i
-                    if not ((bm[k][j >> 3] >> (j & 7)) & 1):
+    ag = <_Update*>malloc(<size_t>nagg * sizeof(_Update))
+    if ag == NULL:
+        raise MemoryError(f"agg_update: state of {nagg} aggregates")
+    try:
+        for k in range(nagg):
+            u = &ag[k]
+            u.op = <int>ops[k]
+            if not 0 <= u.op <= 9:
+                raise ValueError(f"agg_update: unknown code {u.op}")
+            mv = recs[k]
+            if not 0 <= roffs[k] < mv.shape[1]:
+                raise ValueError(f"agg_update: word offset {roffs[k]} outside records of "
+                                 f"{mv.shape[1]} words")
+            u.rec = &mv[0, 0] + roffs[k] if mv.shape[0] > 0 else NULL
+            u.stride = mv.shape[1]
+            vv = vals[k]
+            if vv.shape[0] == 0 and u.op == 0:
+                u.vals = NULL
+            elif vv.shape[0] != n:
+                raise ValueError(f"agg_update: aggregate {k} has {vv.shape[0]} values for {n} rows")
+            else:
+                u.vals = &vv[0]
+            bv = valids[k]
+            u.voff = voffs[k]
+            if bv.shape[0] == 0:
+                u.valid = NULL
+            elif bv.shape[0] * 8 < u.voff + n:
+                raise ValueError(f"agg_update: aggregate {k}'s validity bitmap is too short")
+            else:
+                u.valid = &bv[0]
+        with nogil:
+            for c in range(0, nagg, 16):  # from a local copy, which the record writes cannot alias
+                m = min(16, nagg - c)
+                for k in range(m):
+                    loc[k] = ag[c + k]
+                for i in range(n):
+                    if i + PF < n and slots[i + PF] >= 0:
+                        for k in range(m):
+                            prefetch(loc[k].rec + slots[i + PF] * loc[k].stride)
+                    s = slots[i]
+                    if s < 0:
                         continue
-                _update_one(op[k], rp[k] + s * rf[k], vp[k] + i if vp[k] != NULL else NULL, ts[i])
+                    for k in range(m):
+                        if loc[k].valid != NULL:
+                            j = loc[k].voff + i
+                            if not ((loc[k].valid[j >> 3] >> (j & 7)) & 1):
+                                continue
+                        _update_one(loc[k].op, loc[k].rec + s * loc[k].stride,
+                                    loc[k].vals + i if loc[k].vals != NULL else NULL, ts[i])
+    finally:
+        free(ag)
 
 
 # merges: drec[dst[i]] <- drec[dst[i]] (+) srec[src[i]], in order. ``drec`` and
