@@ -392,14 +392,6 @@ class BuiltinAggregate(SlotAggregate):
         _window.merge_records(self._op(), dst, src, state.rec, state.off, state.rec, state.off)
         return state
 
-    def combine(self, state: Columns, rows: np.ndarray, src: np.ndarray, nrows: int,
-                top: int) -> tuple[Columns, pa.Array]:
-        """Merges into a fresh record per output row (one pass over the pairs),
-        then reads those records in order; ``top`` is not needed."""
-        out = Columns(state.spec, nrows)
-        _window.merge_records(self._op(), rows, src, out.rec, 0, state.rec, state.off)
-        return state, self.result(out, None)
-
     def to_bytes(self, state: Columns) -> bytes:
         return state.to_bytes()
 
