@@ -68,7 +68,7 @@ import numpy as np
 import pyarrow as pa
 
 from fastops import _arrow, _window
-from fastops.agg import (BuiltinAggregate, Columns, SlotAggregate, aligned_records, builtin_layout,
+from fastops.agg import (BuiltinAggregate, Columns, SlotAggregate, _Records, builtin_layout,
                          update_builtins)
 from fastops.durations import parse_duration
 from fastops.keys import KeyTable
@@ -295,9 +295,9 @@ class WindowAggregator:
             self._hv = np.full(256, -1, dtype=np.int64)
             self._s_pane = np.zeros(64, dtype=np.int64)
             self._panes: list[int] = []
-            self._emit_rec = np.empty((0, 0), dtype=np.int64)  # emission scratch (see _ensure_emit)
-            self._emit_groups = np.empty(0, dtype=np.int64)
-            self._emit_pairs = np.empty((2, 0), dtype=np.int64)
+            self._emit_groups = np.empty(0, dtype=np.int64)  # emission scratch (see _ensure_emit)
+            self._emit_row = np.empty(0, dtype=np.int64)
+            self._emit_src = np.empty(0, dtype=np.int64)
             self._mark = np.full(64, -1, dtype=np.int64)
             # per group ``ways`` cached (pane, slot) pairs: room for the live panes of a key
             self._ways = 4
@@ -357,12 +357,14 @@ class WindowAggregator:
     def _share_states(self) -> None:
         """Built-in aggregates keep their records side by side in one array (one
         cache line per slot). Their positions, merge codes and word offsets are
-        fixed from here on, so every update and emission reuses them."""
+        fixed from here on, so every update and emission reuses them; a pane
+        window's output rows merge them into records of the same layout."""
         self._builtin = [i for i, (a, _) in enumerate(zip(self._agg_list, self._states))
                          if isinstance(a, BuiltinAggregate)]
         states = [self._states[i] for i in self._builtin]
         self._records = Columns.share(states)
         self._ops, self._offs = builtin_layout([self._agg_list[i] for i in self._builtin], states)
+        self._merged = _Records(self._records.rec.shape[1])
 
     def _check_columns(self, names: Sequence[str]) -> None:
         if self.time is not None and self.time not in names:
@@ -481,22 +483,14 @@ class WindowAggregator:
             self._s_end = _grown(self._s_end, need)
             self._s_parent = _grown(self._s_parent, need, -1)
 
-    def _ensure_emit(self, used: int, rows: int, width: int, pairs: int) -> None:
-        """Room for ``rows`` more output rows of ``width`` merged words after
-        the first ``used`` (kept), and for ``pairs`` (row, slot) pairs: the
-        emission scratch, kept across calls."""
-        if self._emit_pairs.shape[1] < pairs:
-            self._emit_pairs = np.empty((2, max(pairs, 2 * self._emit_pairs.shape[1])), dtype=np.int64)
-        rec = self._emit_rec
-        if rec.shape[0] >= used + rows and rec.shape[1] == width:
-            return
-        new = max(used + rows, 2 * rec.shape[0], 64)
-        grown = aligned_records(new, width)
-        groups = np.empty(new, dtype=np.int64)
-        if used:  # rows of windows emitted earlier in this call
-            grown[:used] = rec[:used]
-            groups[:used] = self._emit_groups[:used]
-        self._emit_rec, self._emit_groups = grown, groups
+    def _ensure_emit(self, rows: int, pairs: int) -> None:
+        """Room for ``rows`` output rows (merged records and groups; those of
+        windows emitted earlier in this call kept) and ``pairs`` (row, slot)
+        pairs: the emission scratch, kept across calls."""
+        self._merged.ensure(rows)
+        self._emit_groups = _grown(self._emit_groups, rows)
+        self._emit_row = _grown(self._emit_row, pairs)
+        self._emit_src = _grown(self._emit_src, pairs)
 
     def _ensure_hash(self, force: bool = False) -> None:
         """Keep the pane map at most half full (``force``: grow or clean now)."""
@@ -688,16 +682,16 @@ class WindowAggregator:
                 continue
             if refire:
                 refire_panes.update(panes.tolist())
-            self._ensure_emit(total_rows, max(nlive, 1), rec.shape[1], nlive)
+            self._ensure_emit(total_rows + max(nlive, 1), nlive)
             nrows, npairs = _window.pane_emit(self._hg, self._hq, self._hv, self._s_group, self._s_next,
                                               self._s_flags, panes, refire, self._mark, self._ops,
-                                              self._offs, rec, self._emit_rec, total_rows, self._emit_groups,
-                                              self._emit_pairs[0], self._emit_pairs[1])
+                                              self._offs, rec, self._merged.rec, total_rows,
+                                              self._emit_groups, self._emit_row, self._emit_src)
             if nrows == 0:
                 continue
             if want_pairs:
-                pieces_row.append(self._emit_pairs[0, :npairs].copy())
-                pieces_s.append(self._emit_pairs[1, :npairs].copy())
+                pieces_row.append(self._emit_row[:npairs].copy())
+                pieces_s.append(self._emit_src[:npairs].copy())
             starts.append(self._offset + j * self._slide)
             counts.append(nrows)
             total_rows += nrows
@@ -708,7 +702,7 @@ class WindowAggregator:
         out = self._empty()
         if total_rows:
             results: list = [None] * len(self._agg_list)
-            merged = self._emit_rec[:total_rows]
+            merged = self._merged.rec[:total_rows]
             for i in self._builtin:
                 st = self._states[i]
                 results[i] = self._agg_list[i].result(Columns.wrap(st.spec, merged, st.off), None)
