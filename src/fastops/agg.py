@@ -384,8 +384,8 @@ class BuiltinAggregate(SlotAggregate):
         return state
 
     def _op(self) -> int:
-        """The merge kernel's code for this aggregate (``_window.OPS``)."""
-        return _window.OPS["count"]
+        """The kernels' code for this aggregate (``_window.OPS``)."""
+        raise NotImplementedError
 
     def merge(self, state: Columns, dst: np.ndarray, src: np.ndarray) -> Columns:
         self._grow(state, dst, src)
@@ -397,10 +397,6 @@ class BuiltinAggregate(SlotAggregate):
 
     def from_bytes(self, data: bytes) -> Columns:
         return Columns.from_bytes(self._state_spec(), data)
-
-    def _null(self, state: Columns, slots: np.ndarray) -> Optional[np.ndarray]:
-        null = state["cnt"][slots] == 0
-        return null if null.any() else None
 
     def _grow(self, state: Columns, *slot_arrays: np.ndarray) -> None:
         hi = 0
@@ -429,6 +425,8 @@ class Count(BuiltinAggregate):
     def validate(self, input_type):
         return None
 
+    def _op(self):
+        return _window.OPS["count"]
 
     def result(self, state, slots):
         (cnt,), _ = state.gather(slots, ["cnt"])
@@ -453,7 +451,6 @@ class Sum(BuiltinAggregate):
 
     def _op(self):
         return _window.OPS["sum_i64" if self._dtype == np.int64 else "sum_f64"]
-
 
     def result(self, state, slots):
         if self._dtype == np.int64:
@@ -498,7 +495,6 @@ class MinMax(_Ordered):
         return _window.OPS[f"{self.name}_{'i64' if self._dtype == np.int64 else 'f64'}"]
 
 
-
 class FirstLast(_Ordered):
     def __init__(self, column, is_last):
         self.name = "last" if is_last else "first"
@@ -540,7 +536,6 @@ class Moments(BuiltinAggregate):
 
     def _op(self):
         return _window.OPS["welford"]
-
 
     def result(self, state, slots):
         (cnt, mean, m2), _ = state.gather(slots, ["cnt", "mean", "m2"])
