@@ -27,9 +27,9 @@ def pane_emit(hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # const int64[::1
               refire: bool,
               group_mark: np.ndarray,   # int64[::1], all -1 (restored)
               ops: np.ndarray,          # const int64[::1] codes of OPS
-              srecs: list[np.ndarray],  # int64[:, ::1] state records (may be one shared array)
-              soffs: np.ndarray, widths: np.ndarray,  # const int64[::1] words of each state
-              out_rec: np.ndarray,      # int64[:, ::1] merged records, modified
+              offs: np.ndarray,         # const int64[::1] first word of each aggregate
+              rec: np.ndarray,          # const int64[:, ::1] the aggregates' shared state records
+              out_rec: np.ndarray,      # int64[:, ::1] merged records (rec's layout), modified
               row0: int,
               out_groups: np.ndarray, out_row: np.ndarray, out_src: np.ndarray,  # int64, modified
               ) -> tuple[int, int]: ...

@@ -24,6 +24,7 @@ Session table
 ``[2]`` live hash entries, ``[3]`` tombstones.
 """
 from libc.stdint cimport int64_t, uint8_t, uint64_t
+from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
 cdef extern from *:
@@ -237,19 +238,19 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
 def pane_emit(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] hv,
               const int64_t[::1] s_group, const int64_t[::1] s_next, const uint8_t[::1] s_flags,
               const int64_t[::1] panes, bint refire, int64_t[::1] group_mark,
-              const int64_t[::1] ops, list srecs, const int64_t[::1] soffs,
-              const int64_t[::1] widths, int64_t[:, ::1] out_rec, int64_t row0,
+              const int64_t[::1] ops, const int64_t[::1] offs, const int64_t[:, ::1] rec,
+              int64_t[:, ::1] out_rec, int64_t row0,
               int64_t[::1] out_groups, int64_t[::1] out_row, int64_t[::1] out_src):
     """The output rows of one window made of ``panes``, merged.
 
     Every group with a slot in these panes gets one output row (in order of
     first appearance), or with ``refire`` only the groups having a DIRTY slot.
     Rows are numbered from ``row0``: ``out_groups[r]`` is the group of row
-    ``r`` and ``out_rec[r]`` the merge of its slots' records, aggregate ``a``
-    (merge code ``ops[a]``, state ``srecs[a]``, an (n_slots, W) int64 array,
-    its ``widths[a]`` words at ``soffs[a]``; states may share one array) in
-    words ``[widths[0] + ... + widths[a-1], ... + widths[a])``; a row's record is
-    zeroed when the row is created, so ``out_rec`` needs no initialisation.
+    ``r`` and ``out_rec[r]`` the merge of its slots' records ``rec[slot]``
+    (the aggregates' shared state, one (n_slots, W) array; ``out_rec`` has
+    the same W words per row), aggregate ``a`` (merge code ``ops[a]``) in
+    its words from ``offs[a]`` on in both; a row's record is zeroed when the
+    row is created, so ``out_rec`` needs no initialisation.
     The (row, slot) pairs are left in ``out_row`` / ``out_src`` (for
     aggregates merged outside). ``group_mark`` (one entry per group) must be
     all -1 and is left so. Capacities: ``out_groups`` and ``out_rec`` from
@@ -260,35 +261,27 @@ def pane_emit(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] h
     number the rows, merge; the last two prefetch ahead.
     """
     cdef Py_ssize_t a, i, m = panes.shape[0]
-    cdef int k, nagg = <int>ops.shape[0]
+    cdef Py_ssize_t k, nagg = ops.shape[0]
     cdef uint64_t mask = <uint64_t>(hv.shape[0] - 1)
     cdef int64_t slot, g, where, r, nrows = 0, npairs = 0, nslots = 0
-    cdef int64_t W = out_rec.shape[1]
+    cdef int64_t W = rec.shape[1]
+    cdef const int64_t* op = NULL
+    cdef const int64_t* off = NULL
+    cdef const int64_t* base = &rec[0, 0] if rec.shape[0] > 0 else NULL
     cdef int64_t* orec
     cdef const int64_t* b
     cdef int64_t* o
-    cdef int64_t[:, ::1] mv
-    cdef int64_t* sp[16]
-    cdef int64_t sf[16]
-    cdef int64_t so[16]
-    cdef int op[16]
-    cdef int64_t width = 0
-    if nagg != len(srecs) or nagg > 16 or soffs.shape[0] != nagg or widths.shape[0] != nagg:
-        raise ValueError(f"pane_emit: {nagg} merge codes for {len(srecs)} states, {soffs.shape[0]} "
-                         f"offsets, {widths.shape[0]} widths (at most 16)")
+    if offs.shape[0] != nagg or out_rec.shape[1] != W:
+        raise ValueError(f"pane_emit: {nagg} merge codes for {offs.shape[0]} offsets; out_rec has "
+                         f"{out_rec.shape[1]} words per row, the records {W}")
+    if nagg:
+        op = &ops[0]
+        off = &offs[0]
     for k in range(nagg):
-        mv = srecs[k]
-        if not (0 <= soffs[k] and 0 < widths[k] and soffs[k] + widths[k] <= mv.shape[1]):
-            raise ValueError(f"pane_emit: words {soffs[k]} + {widths[k]} outside records of "
-                             f"{mv.shape[1]} words")
-        sp[k] = &mv[0, 0] + soffs[k] if mv.shape[0] > 0 else NULL
-        sf[k] = mv.shape[1]
-        so[k] = width
-        op[k] = <int>ops[k]
-        width += widths[k]
-    if width > W:
-        raise ValueError(f"pane_emit: out_rec has {W} words per row, the states need {width}")
-    if not 0 <= row0 < out_rec.shape[0] or out_groups.shape[0] != out_rec.shape[0]:
+        if not (0 <= op[k] <= 9 and 0 <= off[k] < W):
+            raise ValueError(f"pane_emit: unknown code {op[k]} or word {off[k]} outside records "
+                             f"of {W} words")
+    if not (0 <= row0 < out_rec.shape[0] and row0 < out_groups.shape[0]):
         raise ValueError(f"pane_emit: row0 {row0} outside out_rec / out_groups of "
                          f"{out_rec.shape[0]} / {out_groups.shape[0]} rows")
     orec = &out_rec[row0, 0]
@@ -330,13 +323,12 @@ def pane_emit(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] h
             if i + PF < npairs:
                 prefetch(orec + out_row[i + PF] * W)
                 for k in range(nagg):
-                    prefetch(sp[k] + out_src[i + PF] * sf[k])
+                    prefetch(base + out_src[i + PF] * W + off[k])
             o = orec + out_row[i] * W
-            slot = out_src[i]
+            b = base + out_src[i] * W
             for k in range(nagg):
-                b = sp[k] + slot * sf[k]
-                if b[0] != 0:
-                    _merge_one(op[k], o + so[k], b)
+                if b[off[k]] != 0:
+                    _merge_one(<int>op[k], o + off[k], b + off[k])
         for r in range(nrows):
             group_mark[out_groups[row0 + r]] = -1
         for i in range(npairs):
@@ -637,75 +629,94 @@ cdef inline void _update_one(int op, int64_t* r, const int64_t* v, int64_t t) no
     r[0] += 1
 
 
+cdef struct _Update:
+    int op             # code of OPS
+    int64_t* rec       # the aggregate's first word of slot 0
+    int64_t stride     # words per record
+    const int64_t* vals    # NULL for count()
+    const uint8_t* valid   # NULL: no nulls
+    int64_t voff       # bit of row 0 in valid
+
+
 def agg_update(const int64_t[::1] slots, const int64_t[::1] ts, const int64_t[::1] ops,
                list recs, const int64_t[::1] roffs, list vals, list valids, const int64_t[::1] voffs):
     """Add row ``i`` to slot ``slots[i]`` (``< 0``: skipped) of every aggregate,
-    in one pass over the rows. Aggregate ``a``: code ``ops[a]`` (``OPS``),
-    state ``recs[a]`` (int64 (n_slots, W), every slot in range; its record
-    at words ``roffs[a]`` on; states may share one array), values
-    ``vals[a]`` (8-byte words, int64 or float64 viewed as int64; empty for
-    ``count()``), validity ``valids[a]`` (Arrow bitmap, bit ``voffs[a] + i``;
-    empty: no nulls; null rows are skipped). ``ts``: event times (first /
-    last). Modifies ``recs``.
+    in one pass over the rows per 16 aggregates (any number). Aggregate ``a``:
+    code ``ops[a]`` (``OPS``), state ``recs[a]`` (int64 (n_slots, W), every
+    slot in range; its record at words ``roffs[a]`` on; states may share one
+    array), values ``vals[a]`` (8-byte words, int64 or float64 viewed as
+    int64; empty for ``count()``), validity ``valids[a]`` (Arrow bitmap, bit
+    ``voffs[a] + i``; empty: no nulls; null rows are skipped). ``ts``: event
+    times (first / last). Modifies ``recs``.
     """
-    cdef Py_ssize_t i, n = slots.shape[0]
-    cdef int k, nagg = <int>ops.shape[0]
+    cdef Py_ssize_t i, k, n = slots.shape[0], nagg = ops.shape[0]
     cdef int64_t s, j
     cdef int64_t[:, ::1] mv
     cdef const int64_t[::1] vv
     cdef const uint8_t[::1] bv
-    cdef int64_t* rp[16]
-    cdef int64_t rf[16]
-    cdef const int64_t* vp[16]
-    cdef const uint8_t* bm[16]
-    cdef int64_t bo[16]
-    cdef int op[16]
-    if nagg > 16 or len(recs) != nagg or len(vals) != nagg or len(valids) != nagg \
+    cdef Py_ssize_t c, m
+    cdef _Update* ag
+    cdef _Update* u
+    cdef _Update loc[16]
+    if len(recs) != nagg or len(vals) != nagg or len(valids) != nagg \
             or voffs.shape[0] != nagg or roffs.shape[0] != nagg:
         raise ValueError(f"agg_update: {nagg} codes for {len(recs)} states, {len(vals)} value "
-                         f"arrays, {len(valids)} bitmaps, {voffs.shape[0]} offsets (at most 16)")
+                         f"arrays, {len(valids)} bitmaps, {voffs.shape[0]} offsets")
     if ts.shape[0] != n:
         raise ValueError(f"agg_update: {ts.shape[0]} event times for {n} rows")
-    if n == 0:
+    if n == 0 or nagg == 0:
         return
-    for k in range(nagg):
-        op[k] = <int>ops[k]
-        if not 0 <= op[k] <= 9:
-            raise ValueError(f"agg_update: unknown code {op[k]}")
-        mv = recs[k]
-        if not 0 <= roffs[k] < mv.shape[1]:
-            raise ValueError(f"agg_update: word offset {roffs[k]} outside records of {mv.shape[1]} words")
-        rp[k] = &mv[0, 0] + roffs[k] if mv.shape[0] > 0 else NULL
-        rf[k] = mv.shape[1]
-        vv = vals[k]
-        if vv.shape[0] == 0 and op[k] == 0:
-            vp[k] = NULL
-        elif vv.shape[0] != n:
-            raise ValueError(f"agg_update: aggregate {k} has {vv.shape[0]} values for {n} rows")
-        else:
-            vp[k] = &vv[0]
-        bv = valids[k]
-        bo[k] = voffs[k]
-        if bv.shape[0] == 0:
-            bm[k] = NULL
-        elif bv.shape[0] * 8 < bo[k] + n:
-            raise ValueError(f"agg_update: aggregate {k}'s validity bitmap is too short")
-        else:
-            bm[k] = &bv[0]
-    with nogil:
-        for i in range(n):
-            if i + PF < n and slots[i + PF] >= 0:
-                for k in range(nagg):
-                    prefetch(rp[k] + slots[i + PF] * rf[k])
-            s = slots[i]
-            if s < 0:
-                continue
-            for k in range(nagg):
-                if bm[k] != NULL:
-                    j = bo[k] + i
-                    if not ((bm[k][j >> 3] >> (j & 7)) & 1):
+    ag = <_Update*>malloc(<size_t>nagg * sizeof(_Update))
+    if ag == NULL:
+        raise MemoryError(f"agg_update: state of {nagg} aggregates")
+    try:
+        for k in range(nagg):
+            u = &ag[k]
+            u.op = <int>ops[k]
+            if not 0 <= u.op <= 9:
+                raise ValueError(f"agg_update: unknown code {u.op}")
+            mv = recs[k]
+            if not 0 <= roffs[k] < mv.shape[1]:
+                raise ValueError(f"agg_update: word offset {roffs[k]} outside records of "
+                                 f"{mv.shape[1]} words")
+            u.rec = &mv[0, 0] + roffs[k] if mv.shape[0] > 0 else NULL
+            u.stride = mv.shape[1]
+            vv = vals[k]
+            if vv.shape[0] == 0 and u.op == 0:
+                u.vals = NULL
+            elif vv.shape[0] != n:
+                raise ValueError(f"agg_update: aggregate {k} has {vv.shape[0]} values for {n} rows")
+            else:
+                u.vals = &vv[0]
+            bv = valids[k]
+            u.voff = voffs[k]
+            if bv.shape[0] == 0:
+                u.valid = NULL
+            elif bv.shape[0] * 8 < u.voff + n:
+                raise ValueError(f"agg_update: aggregate {k}'s validity bitmap is too short")
+            else:
+                u.valid = &bv[0]
+        with nogil:
+            for c in range(0, nagg, 16):  # from a local copy, which the record writes cannot alias
+                m = min(16, nagg - c)
+                for k in range(m):
+                    loc[k] = ag[c + k]
+                for i in range(n):
+                    if i + PF < n and slots[i + PF] >= 0:
+                        for k in range(m):
+                            prefetch(loc[k].rec + slots[i + PF] * loc[k].stride)
+                    s = slots[i]
+                    if s < 0:
                         continue
-                _update_one(op[k], rp[k] + s * rf[k], vp[k] + i if vp[k] != NULL else NULL, ts[i])
+                    for k in range(m):
+                        if loc[k].valid != NULL:
+                            j = loc[k].voff + i
+                            if not ((loc[k].valid[j >> 3] >> (j & 7)) & 1):
+                                continue
+                        _update_one(loc[k].op, loc[k].rec + s * loc[k].stride,
+                                    loc[k].vals + i if loc[k].vals != NULL else NULL, ts[i])
+    finally:
+        free(ag)
 
 
 # merges: drec[dst[i]] <- drec[dst[i]] (+) srec[src[i]], in order. ``drec`` and

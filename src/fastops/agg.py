@@ -199,18 +199,18 @@ class Columns:
         return out
 
     @staticmethod
-    def share(states: list["Columns"]) -> None:
-        """Move ``states`` into one record array (contents kept), each at its own words."""
-        if not states:
-            return
-        width = record_width(_builtins.sum(len(st.names) for st in states))
-        size = _builtins.max(st.size for st in states)
+    def share(states: list["Columns"]) -> _Records:
+        """Move ``states`` into one record array (contents kept), each at its own
+        words; returns its store (of one word per record for no states)."""
+        width = record_width(_builtins.max(_builtins.sum(len(st.names) for st in states), 1))
+        size = _builtins.max((st.size for st in states), default=0)
         store = _Records(width, size)
         off = 0
         for st in states:
             store.rec[: st.size, off : off + len(st.names)] = st.rec[:, st.off : st.off + len(st.names)]
             st.store, st.off = store, off
             off += len(st.names)
+        return store
 
     @property
     def rec(self) -> np.ndarray:
@@ -313,31 +313,33 @@ def _valid(values: pa.Array) -> tuple[np.ndarray, int]:
     return (_EMPTY_U8, 0) if v is None else (v, values.offset)
 
 
-def update_builtins(aggs: list["BuiltinAggregate"], states: list[Columns], slots: np.ndarray,
-                    columns: list[Optional[pa.Array]], ts: np.ndarray, size: int) -> None:
+def builtin_layout(aggs: list["BuiltinAggregate"], states: list[Columns]) -> tuple[np.ndarray, np.ndarray]:
+    """Merge codes (``_window.OPS``) and record word offsets of built-ins with
+    these states: fixed once the states are placed, so computed once."""
+    return (np.array([a._op() for a in aggs], dtype=np.int64),
+            np.array([st.off for st in states], dtype=np.int64))
+
+
+def update_builtins(aggs: list["BuiltinAggregate"], states: list[Columns], ops: np.ndarray,
+                    offs: np.ndarray, slots: np.ndarray, columns: list[Optional[pa.Array]],
+                    ts: np.ndarray, size: int) -> None:
     """Add row ``i`` of each aggregate's input column to slot ``slots[i]``
     (``< 0``: skipped; nulls skipped), every aggregate in one pass over the
-    rows. ``ts``: event times (int64, one per row; ``first``/``last``),
-    ``size``: the slot capacity to grow the states to."""
-    ops, recs, roffs, vals, valids, offs = [], [], [], [], [], []
-    for a, st, col in zip(aggs, states, columns):
+    rows. ``ops`` / ``offs``: from :func:`builtin_layout`; ``ts``: event
+    times (int64, one per row; ``first``/``last``), ``size``: the slot
+    capacity to grow the states to."""
+    recs, vals, valids, voffs = [], [], [], []
+    for a, st, op, col in zip(aggs, states, ops.tolist(), columns):
         st.ensure(size)
-        op = a._op()
-        ops.append(op)
         recs.append(st.rec)
-        roffs.append(st.off)
-        if col is None:
-            v, off = _EMPTY_U8, 0
-        else:
-            v, off = _valid(col)
+        v, off = (_EMPTY_U8, 0) if col is None else _valid(col)
         valids.append(v)
-        offs.append(off)
+        voffs.append(off)
         if col is None or op == _window.OPS["count"]:
             vals.append(_EMPTY_I64)
         else:
             vals.append(as_storage(col, a._dtype).view(np.int64))
-    _window.agg_update(slots, ts, np.array(ops, dtype=np.int64), recs,
-                       np.array(roffs, dtype=np.int64), vals, valids, np.array(offs, dtype=np.int64))
+    _window.agg_update(slots, ts, ops, recs, offs, vals, valids, np.array(voffs, dtype=np.int64))
 
 
 class BuiltinAggregate(SlotAggregate):
@@ -372,8 +374,8 @@ class BuiltinAggregate(SlotAggregate):
     def update(self, state: Columns, slots: np.ndarray, values: pa.Array) -> Columns:
         slots = np.ascontiguousarray(slots, dtype=np.int64)
         if len(slots):
-            update_builtins([self], [state], slots, [values], np.arange(len(slots), dtype=np.int64),
-                            int(slots.max()) + 1)
+            update_builtins([self], [state], *builtin_layout([self], [state]), slots, [values],
+                            np.arange(len(slots), dtype=np.int64), int(slots.max()) + 1)
         return state
 
     def reset(self, state: Columns, slots: np.ndarray) -> Columns:
@@ -382,31 +384,19 @@ class BuiltinAggregate(SlotAggregate):
         return state
 
     def _op(self) -> int:
-        """The merge kernel's code for this aggregate (``_window.OPS``)."""
-        return _window.OPS["count"]
+        """The kernels' code for this aggregate (``_window.OPS``)."""
+        raise NotImplementedError
 
     def merge(self, state: Columns, dst: np.ndarray, src: np.ndarray) -> Columns:
         self._grow(state, dst, src)
         _window.merge_records(self._op(), dst, src, state.rec, state.off, state.rec, state.off)
         return state
 
-    def combine(self, state: Columns, rows: np.ndarray, src: np.ndarray, nrows: int,
-                top: int) -> tuple[Columns, pa.Array]:
-        """Merges into a fresh record per output row (one pass over the pairs),
-        then reads those records in order; ``top`` is not needed."""
-        out = Columns(state.spec, nrows)
-        _window.merge_records(self._op(), rows, src, out.rec, 0, state.rec, state.off)
-        return state, self.result(out, None)
-
     def to_bytes(self, state: Columns) -> bytes:
         return state.to_bytes()
 
     def from_bytes(self, data: bytes) -> Columns:
         return Columns.from_bytes(self._state_spec(), data)
-
-    def _null(self, state: Columns, slots: np.ndarray) -> Optional[np.ndarray]:
-        null = state["cnt"][slots] == 0
-        return null if null.any() else None
 
     def _grow(self, state: Columns, *slot_arrays: np.ndarray) -> None:
         hi = 0
@@ -435,6 +425,8 @@ class Count(BuiltinAggregate):
     def validate(self, input_type):
         return None
 
+    def _op(self):
+        return _window.OPS["count"]
 
     def result(self, state, slots):
         (cnt,), _ = state.gather(slots, ["cnt"])
@@ -459,7 +451,6 @@ class Sum(BuiltinAggregate):
 
     def _op(self):
         return _window.OPS["sum_i64" if self._dtype == np.int64 else "sum_f64"]
-
 
     def result(self, state, slots):
         if self._dtype == np.int64:
@@ -504,7 +495,6 @@ class MinMax(_Ordered):
         return _window.OPS[f"{self.name}_{'i64' if self._dtype == np.int64 else 'f64'}"]
 
 
-
 class FirstLast(_Ordered):
     def __init__(self, column, is_last):
         self.name = "last" if is_last else "first"
@@ -546,7 +536,6 @@ class Moments(BuiltinAggregate):
 
     def _op(self):
         return _window.OPS["welford"]
-
 
     def result(self, state, slots):
         (cnt, mean, m2), _ = state.gather(slots, ["cnt", "mean", "m2"])

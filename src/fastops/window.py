@@ -68,7 +68,8 @@ import numpy as np
 import pyarrow as pa
 
 from fastops import _arrow, _window
-from fastops.agg import BuiltinAggregate, Columns, SlotAggregate, aligned_records, record_width, update_builtins
+from fastops.agg import (BuiltinAggregate, Columns, SlotAggregate, _Records, builtin_layout,
+                         update_builtins)
 from fastops.durations import parse_duration
 from fastops.keys import KeyTable
 from fastops.watermarks import MIN_WATERMARK, to_ms
@@ -294,9 +295,9 @@ class WindowAggregator:
             self._hv = np.full(256, -1, dtype=np.int64)
             self._s_pane = np.zeros(64, dtype=np.int64)
             self._panes: list[int] = []
-            self._emit_rec = np.empty((0, 0), dtype=np.int64)  # emission scratch (see _ensure_emit)
-            self._emit_groups = np.empty(0, dtype=np.int64)
-            self._emit_pairs = np.empty((2, 0), dtype=np.int64)
+            self._emit_groups = np.empty(0, dtype=np.int64)  # emission scratch (see _ensure_emit)
+            self._emit_row = np.empty(0, dtype=np.int64)
+            self._emit_src = np.empty(0, dtype=np.int64)
             self._mark = np.full(64, -1, dtype=np.int64)
             # per group ``ways`` cached (pane, slot) pairs: room for the live panes of a key
             self._ways = 4
@@ -354,8 +355,16 @@ class WindowAggregator:
         self._out_schema = pa.schema(fields)
 
     def _share_states(self) -> None:
-        """Built-in aggregates keep their records side by side (one cache line per slot)."""
-        Columns.share([st for a, st in zip(self._agg_list, self._states) if isinstance(a, BuiltinAggregate)])
+        """Built-in aggregates keep their records side by side in one array (one
+        cache line per slot). Their positions, merge codes and word offsets are
+        fixed from here on, so every update and emission reuses them; a pane
+        window's output rows merge them into records of the same layout."""
+        self._builtin = [i for i, (a, _) in enumerate(zip(self._agg_list, self._states))
+                         if isinstance(a, BuiltinAggregate)]
+        states = [self._states[i] for i in self._builtin]
+        self._records = Columns.share(states)
+        self._ops, self._offs = builtin_layout([self._agg_list[i] for i in self._builtin], states)
+        self._merged = _Records(self._records.rec.shape[1])
 
     def _check_columns(self, names: Sequence[str]) -> None:
         if self.time is not None and self.time not in names:
@@ -444,7 +453,8 @@ class WindowAggregator:
                     self._states[i] = a.update(st, slots, values)
         if builtin:
             aggs, states, columns = zip(*builtin)
-            update_builtins(list(aggs), list(states), slots, list(columns), ts, self._slot_capacity())
+            update_builtins(list(aggs), list(states), self._ops, self._offs, slots, list(columns), ts,
+                            self._slot_capacity())
         if self._mode == "session" and self._pending_release is not None:
             rel = self._pending_release
             self._pending_release = None
@@ -473,22 +483,14 @@ class WindowAggregator:
             self._s_end = _grown(self._s_end, need)
             self._s_parent = _grown(self._s_parent, need, -1)
 
-    def _ensure_emit(self, used: int, rows: int, width: int, pairs: int) -> None:
-        """Room for ``rows`` more output rows of ``width`` merged words after
-        the first ``used`` (kept), and for ``pairs`` (row, slot) pairs: the
-        emission scratch, kept across calls."""
-        if self._emit_pairs.shape[1] < pairs:
-            self._emit_pairs = np.empty((2, max(pairs, 2 * self._emit_pairs.shape[1])), dtype=np.int64)
-        rec = self._emit_rec
-        if rec.shape[0] >= used + rows and rec.shape[1] == width:
-            return
-        new = max(used + rows, 2 * rec.shape[0], 64)
-        grown = aligned_records(new, width)
-        groups = np.empty(new, dtype=np.int64)
-        if used:  # rows of windows emitted earlier in this call
-            grown[:used] = rec[:used]
-            groups[:used] = self._emit_groups[:used]
-        self._emit_rec, self._emit_groups = grown, groups
+    def _ensure_emit(self, rows: int, pairs: int) -> None:
+        """Room for ``rows`` output rows (merged records and groups; those of
+        windows emitted earlier in this call kept) and ``pairs`` (row, slot)
+        pairs: the emission scratch, kept across calls."""
+        self._merged.ensure(rows)
+        self._emit_groups = _grown(self._emit_groups, rows)
+        self._emit_row = _grown(self._emit_row, pairs)
+        self._emit_src = _grown(self._emit_src, pairs)
 
     def _ensure_hash(self, force: bool = False) -> None:
         """Keep the pane map at most half full (``force``: grow or clean now)."""
@@ -665,17 +667,10 @@ class WindowAggregator:
         if jf_new > jf_old:
             work += [(j, False) for j in self._pane_windows(jf_old, jf_new)]
         # built-in aggregates merge inside the emission kernel, into one record per
-        # output row (their states side by side); others get (row, slot) pairs
-        builtin = [i for i, a in enumerate(self._agg_list) if isinstance(a, BuiltinAggregate)]
-        cap = self._slot_capacity()
-        for i in builtin:
-            self._states[i].ensure(cap)
-        srecs = [self._states[i].rec for i in builtin]
-        soffs = np.array([self._states[i].off for i in builtin], dtype=np.int64)
-        widths = np.array([len(self._states[i].names) for i in builtin], dtype=np.int64)
-        ops = np.array([self._agg_list[i]._op() for i in builtin], dtype=np.int64)
-        width = record_width(max(int(widths.sum()), 1))
-        want_pairs = len(builtin) < len(self._agg_list)
+        # output row (laid out as their shared state); others get (row, slot) pairs
+        self._records.ensure(self._slot_capacity())
+        rec = self._records.rec
+        want_pairs = len(self._builtin) < len(self._agg_list)
         pieces_s, pieces_row, starts, counts = [], [], [], []
         nlive = int(self._counters[0])
         self._mark = _grown(self._mark, self._keys.num_groups, -1)
@@ -687,16 +682,16 @@ class WindowAggregator:
                 continue
             if refire:
                 refire_panes.update(panes.tolist())
-            self._ensure_emit(total_rows, max(nlive, 1), width, nlive)
+            self._ensure_emit(total_rows + max(nlive, 1), nlive)
             nrows, npairs = _window.pane_emit(self._hg, self._hq, self._hv, self._s_group, self._s_next,
-                                              self._s_flags, panes, refire, self._mark, ops, srecs,
-                                              soffs, widths, self._emit_rec, total_rows, self._emit_groups,
-                                              self._emit_pairs[0], self._emit_pairs[1])
+                                              self._s_flags, panes, refire, self._mark, self._ops,
+                                              self._offs, rec, self._merged.rec, total_rows,
+                                              self._emit_groups, self._emit_row, self._emit_src)
             if nrows == 0:
                 continue
             if want_pairs:
-                pieces_row.append(self._emit_pairs[0, :npairs].copy())
-                pieces_s.append(self._emit_pairs[1, :npairs].copy())
+                pieces_row.append(self._emit_row[:npairs].copy())
+                pieces_s.append(self._emit_src[:npairs].copy())
             starts.append(self._offset + j * self._slide)
             counts.append(nrows)
             total_rows += nrows
@@ -707,11 +702,10 @@ class WindowAggregator:
         out = self._empty()
         if total_rows:
             results: list = [None] * len(self._agg_list)
-            off = 0
-            for i, w in zip(builtin, widths.tolist()):
-                merged = Columns.wrap(self._states[i].spec, self._emit_rec[:total_rows], off)
-                results[i] = self._agg_list[i].result(merged, None)
-                off += w
+            merged = self._merged.rec[:total_rows]
+            for i in self._builtin:
+                st = self._states[i]
+                results[i] = self._agg_list[i].result(Columns.wrap(st.spec, merged, st.off), None)
             if want_pairs:  # plug-ins may use scratch slots from the high-water mark up
                 rows, src = np.concatenate(pieces_row), np.concatenate(pieces_s)
                 for i, (a, st) in enumerate(zip(self._agg_list, self._states)):
