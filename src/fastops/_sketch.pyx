@@ -29,8 +29,8 @@ from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memset
 from libcpp.algorithm cimport nth_element, sort
 
-from fastops._xxhash cimport (canon_f32, canon_f64, xxh64_many4, xxh64_many8, xxh64_u32,
-                              xxh64_u64, xxh64_values32, xxh64_values64)
+from fastops._xxhash cimport (xxh64_many4, xxh64_many8, xxh64_u64, xxh64_values32,
+                              xxh64_values64)
 
 cdef extern from *:
     """
@@ -355,65 +355,30 @@ cdef int _src_init(HashSrc* s, int mode, const uint8_t[::1] a, const uint8_t[::1
     return 0
 
 
-cdef inline uint64_t _hash_f64(uint64_t b, uint64_t seed) noexcept nogil:
-    return xxh64_u64(canon_f64(b), seed)
-
-
-cdef inline uint64_t _hash_f32(uint32_t b, uint64_t seed) noexcept nogil:
-    return xxh64_u32(canon_f32(b), seed)
-
-
 cdef inline int64_t _hash_block(const HashSrc* s, int64_t start, int64_t count,
                                 uint64_t* out, int64_t* rows) noexcept nogil:
     """Hash the valid rows of ``[start, start + count)`` into ``out``; their row
-    numbers go to ``rows``. Returns how many were written."""
+    numbers go to ``rows``. Returns how many were written. Every row is hashed
+    by the block loops, then nulls are dropped (cheaper than a branch per row)."""
     cdef int64_t i, j = 0, end = start + count
-    cdef uint64_t v
-    cdef uint32_t v32
-    if s.valid == NULL and s.mode not in (3, 4):   # no nulls, fixed width: the block loops
-        if s.mode == 0:
-            memcpy(out, s.a + 8 * start, <size_t>(8 * count))
-        elif s.mode == 1 or s.mode == 5:
-            xxh64_many8(<const uint64_t*>(s.a + 8 * start), count, s.seed, out, s.mode == 5)
-        else:
-            xxh64_many4(<const uint32_t*>(s.a + 4 * start), count, s.seed, out, s.mode == 6)
+    if s.mode == 0:
+        memcpy(out, s.a + 8 * start, <size_t>(8 * count))
+    elif s.mode == 1 or s.mode == 5:
+        xxh64_many8(<const uint64_t*>(s.a + 8 * start), count, s.seed, out, s.mode == 5)
+    elif s.mode == 2 or s.mode == 6:
+        xxh64_many4(<const uint32_t*>(s.a + 4 * start), count, s.seed, out, s.mode == 6)
+    elif s.mode == 3:
+        xxh64_values32(s.b, <const int32_t*>s.a + start, count, s.seed, out)
+    else:
+        xxh64_values64(s.b, <const int64_t*>s.a + start, count, s.seed, out)
+    if s.valid == NULL:
         for i in range(start, end):
             rows[i - start] = i
         return count
-    if s.mode == 3 or s.mode == 4:          # strings: all hashed by length, then the valid kept
-        if s.mode == 3:
-            xxh64_values32(s.b, <const int32_t*>s.a + start, count, s.seed, out)
-        else:
-            xxh64_values64(s.b, <const int64_t*>s.a + start, count, s.seed, out)
-        if s.valid == NULL:
-            for i in range(start, end):
-                rows[i - start] = i
-            return count
-        for i in range(start, end):
-            out[j] = out[i - start]
-            rows[j] = i
-            j += <int64_t>_bit(s.valid, s.voff + i)
-        return j
     for i in range(start, end):
-        if s.valid != NULL and not _bit(s.valid, s.voff + i):
-            continue
-        if s.mode == 0:
-            memcpy(&v, s.a + 8 * i, 8)
-            out[j] = v
-        elif s.mode == 1:
-            memcpy(&v, s.a + 8 * i, 8)
-            out[j] = xxh64_u64(v, s.seed)
-        elif s.mode == 2:
-            memcpy(&v32, s.a + 4 * i, 4)
-            out[j] = xxh64_u32(v32, s.seed)
-        elif s.mode == 5:
-            memcpy(&v, s.a + 8 * i, 8)
-            out[j] = _hash_f64(v, s.seed)
-        else:
-            memcpy(&v32, s.a + 4 * i, 4)
-            out[j] = _hash_f32(v32, s.seed)
+        out[j] = out[i - start]
         rows[j] = i
-        j += 1
+        j += <int64_t>_bit(s.valid, s.voff + i)
     return j
 
 
