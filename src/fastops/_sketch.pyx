@@ -29,8 +29,7 @@ from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memset
 from libcpp.algorithm cimport nth_element, sort
 
-from fastops._xxhash cimport (xxh64_many4, xxh64_many8, xxh64_u64, xxh64_values32,
-                              xxh64_values64)
+from fastops._xxhash cimport xxh64_many4, xxh64_many8, xxh64_values32, xxh64_values64
 
 cdef extern from *:
     """
@@ -358,8 +357,9 @@ cdef int _src_init(HashSrc* s, int mode, const uint8_t[::1] a, const uint8_t[::1
 cdef inline int64_t _hash_block(const HashSrc* s, int64_t start, int64_t count,
                                 uint64_t* out, int64_t* rows) noexcept nogil:
     """Hash the valid rows of ``[start, start + count)`` into ``out``; their row
-    numbers go to ``rows``. Returns how many were written. Every row is hashed
-    by the block loops, then nulls are dropped (cheaper than a branch per row)."""
+    numbers go to ``rows`` unless it is NULL. Returns how many were written.
+    Every row is hashed by the block loops, then nulls are dropped (cheaper
+    than a branch per row)."""
     cdef int64_t i, j = 0, end = start + count
     if s.mode == 0:
         memcpy(out, s.a + 8 * start, <size_t>(8 * count))
@@ -372,12 +372,14 @@ cdef inline int64_t _hash_block(const HashSrc* s, int64_t start, int64_t count,
     else:
         xxh64_values64(s.b, <const int64_t*>s.a + start, count, s.seed, out)
     if s.valid == NULL:
-        for i in range(start, end):
-            rows[i - start] = i
+        if rows != NULL:
+            for i in range(start, end):
+                rows[i - start] = i
         return count
     for i in range(start, end):
         out[j] = out[i - start]
-        rows[j] = i
+        if rows != NULL:
+            rows[j] = i
         j += <int64_t>_bit(s.valid, s.voff + i)
     return j
 
@@ -421,24 +423,18 @@ def hll_update(uint8_t[::1] regs, int p, int mode, const uint8_t[::1] a,
     if p < 4 or p > 18 or regs.shape[0] != (1 << p):
         raise ValueError("bad precision / register count")
     cdef uint64_t hb[BLOCK]
-    cdef int64_t rb[BLOCK]
     cdef int64_t start, got, j
     cdef uint8_t* r = &regs[0]
     cdef uint64_t v
-    cdef const uint8_t* src = s.a
     with nogil:
-        if s.valid == NULL and s.mode == 1:       # hot path: int64 keys, no nulls
+        if s.mode == 0 and s.valid == NULL:   # hashes given, no nulls: read in place, no copy
             for j in range(n):
-                memcpy(&v, src + 8 * j, 8)
-                _hll_add(r, p, xxh64_u64(v, seed))
-        elif s.valid == NULL and s.mode == 0:     # precomputed hashes, no nulls
-            for j in range(n):
-                memcpy(&v, src + 8 * j, 8)
+                memcpy(&v, s.a + 8 * j, 8)
                 _hll_add(r, p, v)
         else:
             start = 0
             while start < n:
-                got = _hash_block(&s, start, min(<int64_t>BLOCK, n - start), hb, rb)
+                got = _hash_block(&s, start, min(<int64_t>BLOCK, n - start), hb, NULL)
                 for j in range(got):
                     _hll_add(r, p, hb[j])
                 start += BLOCK
