@@ -1370,7 +1370,8 @@ cdef int64_t _ss_select(int64_t* tmp, uint64_t* hashes, int64_t* counts, int64_t
                         const int64_t* cr, int64_t n2, int64_t m1) noexcept nogil:
     """Keep the ``capacity`` largest of the summary (``size`` entries) and of
     ``n2`` candidates not in it, candidate ``j`` with count ``cc[j] + m1`` and
-    error ``ce[j] + m1``; ties go to the summary, then to the lower index.
+    error ``ce[j] + m1`` (``ce`` NULL: errors 0); ties go to the summary, then
+    to the lower index.
     Survivors are compacted in place (summary first, then candidates).
     ``tmp`` has room for ``size + n2`` values. Returns the new size.
 
@@ -1386,7 +1387,7 @@ cdef int64_t _ss_select(int64_t* tmp, uint64_t* hashes, int64_t* counts, int64_t
         for j in range(n2):
             hashes[size + j] = ch[j]
             counts[size + j] = cc[j] + m1
-            errs[size + j] = ce[j] + m1
+            errs[size + j] = (ce[j] if ce != NULL else 0) + m1
             reps[size + j] = cr[j]
         return total
     memset(hist, 0, sizeof(hist))
@@ -1439,7 +1440,7 @@ cdef int64_t _ss_select(int64_t* tmp, uint64_t* hashes, int64_t* counts, int64_t
         if take:
             hashes[keep] = ch[j]
             counts[keep] = c
-            errs[keep] = ce[j] + m1
+            errs[keep] = (ce[j] if ce != NULL else 0) + m1
             reps[keep] = cr[j]
             keep += 1
     return keep
@@ -1550,13 +1551,9 @@ def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
     cdef const int64_t* wp = &weights[0] if weighted else NULL
     cdef uint64_t hb[BLOCK]
     cdef int64_t rb[BLOCK]
-    cdef int64_t* sel = NULL       # scratch of the selection
+    cdef SSWork w                  # the chunk's candidates and the selection's scratch
     cdef int64_t off, cend, got, j, i, wt, distinct, m1, res = size
     cdef uint64_t pos, hv
-    cdef uint64_t* oh = NULL
-    cdef int64_t* oc = NULL
-    cdef int64_t* orow = NULL
-    cdef int64_t* oe = NULL
     cdef uint64_t* tpos = NULL
     cdef uint64_t* spos = NULL
     cdef int64_t* acc = NULL       # weight added by the chunk, by cell id
@@ -1579,18 +1576,13 @@ def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
         acc = <int64_t*>malloc((capacity + chunk + 1) * sizeof(int64_t))
         tpos = <uint64_t*>malloc((chunk + 1) * sizeof(uint64_t))
         spos = <uint64_t*>malloc((capacity + 1) * sizeof(uint64_t))
-        oh = <uint64_t*>malloc((chunk + 1) * sizeof(uint64_t))
-        oc = <int64_t*>malloc((chunk + 1) * sizeof(int64_t))
-        oe = <int64_t*>malloc((chunk + 1) * sizeof(int64_t))
-        orow = <int64_t*>malloc((chunk + 1) * sizeof(int64_t))
-        sel = <int64_t*>malloc((capacity + chunk + 1) * sizeof(int64_t))
-        if (tab == NULL or acc == NULL or sel == NULL or tpos == NULL or spos == NULL
-                or oh == NULL or oc == NULL or oe == NULL or orow == NULL):
+        # no keys for SSWork's table: the chunk is counted in ``tab``
+        if (_ssw_alloc(&w, 0, capacity + chunk) != 0 or tab == NULL or acc == NULL
+                or tpos == NULL or spos == NULL):
             res = ERR_NOMEM
         else:
             for j in range(tsize):
                 tab[j].id = -1
-            memset(oe, 0, (chunk + 1) * sizeof(int64_t))
             off = 0
             while off < n:
                 cend = min(off + chunk, n)
@@ -1628,7 +1620,7 @@ def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
                         # XXH64 bits index the table with no further mixing
                         isnew = _ss_add(tab, tmask, hb[j], wt, acc, capacity + distinct, &pos)
                         tpos[distinct] = pos
-                        orow[distinct] = -(rb[j] + 1)
+                        w.cr[distinct] = -(rb[j] + 1)
                         distinct += isnew
                     off += min(<int64_t>BLOCK, cend - off)
                 # an item new to the summary may have had up to m1 before
@@ -1642,20 +1634,16 @@ def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
                     if j + PREFETCH < distinct:
                         _prefetch(&tab[tpos[j + PREFETCH]])
                     e = &tab[tpos[j]]
-                    oh[j] = e.key
-                    oc[j] = acc[capacity + j]
+                    w.ch[j] = e.key
+                    w.cc[j] = acc[capacity + j]
                     e.id = -1
-                res = _ss_select(sel, &hashes[0], &counts[0], &errs[0], &reps[0], res,
-                                 capacity, oh, oc, oe, orow, distinct, m1)
-        free(sel)
+                res = _ss_select(w.tmp, &hashes[0], &counts[0], &errs[0], &reps[0], res,
+                                 capacity, w.ch, w.cc, NULL, w.cr, distinct, m1)
+        _ssw_free(&w)
         free(tab)
         free(acc)
         free(tpos)
         free(spos)
-        free(oh)
-        free(oc)
-        free(oe)
-        free(orow)
     return res
 
 
