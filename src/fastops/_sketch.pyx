@@ -85,8 +85,10 @@ cdef extern from *:
         while (i < nx) out[w++] = x[i++];
         while (j < ny) out[w++] = y[j++];
     }
-    /* Sort a[0..L), L <= 33: the last min(L, 32) items by two networks (padded
-       with +inf) and a merge, then the first one (if L == 33) inserted. */
+    /* Sort a[0..L), L <= FASTOPS_SORT_SMALL_MAX: the last min(L, 32) items by
+       two networks (padded with +inf) and a merge, then the first one (if
+       L == 33) inserted. */
+    #define FASTOPS_SORT_SMALL_MAX 33
     static inline void fastops_sort_small(double* a, int64_t L) {
         double buf[32], srt[32];
         int64_t extra = L > 32 ? 1 : 0, cnt = L - extra, i;
@@ -179,6 +181,7 @@ cdef extern from *:
     """
     double _nan "fastops_nan"() noexcept nogil
     void _sort_small "fastops_sort_small"(double* a, int64_t L) noexcept nogil
+    enum: SORT_SMALL_MAX "FASTOPS_SORT_SMALL_MAX"    # the most items _sort_small takes
     void _merge_back "fastops_merge_back"(double* dst, int64_t nd, const double* src,
                                           int64_t ns, int64_t stride) noexcept nogil
     void _merge_bidir "fastops_merge_bidir"(const double* x, int64_t nx, const double* y,
@@ -796,7 +799,7 @@ cdef int _kll_compress(KLLData* d, double* scratch) noexcept nogil:
         if L < 2:
             return 0
         if h == 0:
-            if L <= 33:                     # fastops_sort_small's limit
+            if L <= SORT_SMALL_MAX:
                 _sort_small(lvl, L)
             elif L <= _scratch_need(d.k):
                 _sort_runs(lvl, L, scratch)
@@ -1313,7 +1316,6 @@ cdef struct SSWork:
     int64_t* ce
     int64_t* cr
     int64_t* tmp
-    int64_t ncand
 
 
 cdef void _ssw_free(SSWork* w) noexcept nogil:
@@ -1331,10 +1333,9 @@ cdef int _ssw_alloc(SSWork* w, int64_t table_items, int64_t ncand) noexcept nogi
     """Scratch for a hash table of ``table_items`` keys and ``ncand`` candidates."""
     memset(w, 0, sizeof(SSWork))
     w.tsize = 16
-    while w.tsize < 2 * table_items + 2:
+    while w.tsize < TABLE_LOAD * table_items + 2:
         w.tsize *= 2
     w.mask = <uint64_t>(w.tsize - 1)
-    w.ncand = ncand
     w.tkeys = <uint64_t*>malloc(w.tsize * sizeof(uint64_t))
     w.tused = <uint8_t*>malloc(w.tsize)
     w.tval = <int64_t*>malloc(w.tsize * sizeof(int64_t))
