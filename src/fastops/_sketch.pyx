@@ -29,8 +29,7 @@ from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memset
 from libcpp.algorithm cimport nth_element, sort
 
-from fastops._xxhash cimport (canon_f32, canon_f64, xxh64_many4, xxh64_many8, xxh64_u32,
-                              xxh64_u64, xxh64_values32, xxh64_values64)
+from fastops._xxhash cimport xxh64_many4, xxh64_many8, xxh64_values32, xxh64_values64
 
 cdef extern from *:
     """
@@ -86,8 +85,10 @@ cdef extern from *:
         while (i < nx) out[w++] = x[i++];
         while (j < ny) out[w++] = y[j++];
     }
-    /* Sort a[0..L), L <= 33: the last min(L, 32) items by two networks (padded
-       with +inf) and a merge, then the first one (if L == 33) inserted. */
+    /* Sort a[0..L), L <= FASTOPS_SORT_SMALL_MAX: the last min(L, 32) items by
+       two networks (padded with +inf) and a merge, then the first one (if
+       L == 33) inserted. */
+    #define FASTOPS_SORT_SMALL_MAX 33
     static inline void fastops_sort_small(double* a, int64_t L) {
         double buf[32], srt[32];
         int64_t extra = L > 32 ? 1 : 0, cnt = L - extra, i;
@@ -180,6 +181,7 @@ cdef extern from *:
     """
     double _nan "fastops_nan"() noexcept nogil
     void _sort_small "fastops_sort_small"(double* a, int64_t L) noexcept nogil
+    enum: SORT_SMALL_MAX "FASTOPS_SORT_SMALL_MAX"    # the most items _sort_small takes
     void _merge_back "fastops_merge_back"(double* dst, int64_t nd, const double* src,
                                           int64_t ns, int64_t stride) noexcept nogil
     void _merge_bidir "fastops_merge_bidir"(const double* x, int64_t nx, const double* y,
@@ -355,65 +357,33 @@ cdef int _src_init(HashSrc* s, int mode, const uint8_t[::1] a, const uint8_t[::1
     return 0
 
 
-cdef inline uint64_t _hash_f64(uint64_t b, uint64_t seed) noexcept nogil:
-    return xxh64_u64(canon_f64(b), seed)
-
-
-cdef inline uint64_t _hash_f32(uint32_t b, uint64_t seed) noexcept nogil:
-    return xxh64_u32(canon_f32(b), seed)
-
-
 cdef inline int64_t _hash_block(const HashSrc* s, int64_t start, int64_t count,
                                 uint64_t* out, int64_t* rows) noexcept nogil:
     """Hash the valid rows of ``[start, start + count)`` into ``out``; their row
-    numbers go to ``rows``. Returns how many were written."""
+    numbers go to ``rows`` unless it is NULL. Returns how many were written.
+    Every row is hashed by the block loops, then nulls are dropped (cheaper
+    than a branch per row)."""
     cdef int64_t i, j = 0, end = start + count
-    cdef uint64_t v
-    cdef uint32_t v32
-    if s.valid == NULL and s.mode not in (3, 4):   # no nulls, fixed width: the block loops
-        if s.mode == 0:
-            memcpy(out, s.a + 8 * start, <size_t>(8 * count))
-        elif s.mode == 1 or s.mode == 5:
-            xxh64_many8(<const uint64_t*>(s.a + 8 * start), count, s.seed, out, s.mode == 5)
-        else:
-            xxh64_many4(<const uint32_t*>(s.a + 4 * start), count, s.seed, out, s.mode == 6)
-        for i in range(start, end):
-            rows[i - start] = i
-        return count
-    if s.mode == 3 or s.mode == 4:          # strings: all hashed by length, then the valid kept
-        if s.mode == 3:
-            xxh64_values32(s.b, <const int32_t*>s.a + start, count, s.seed, out)
-        else:
-            xxh64_values64(s.b, <const int64_t*>s.a + start, count, s.seed, out)
-        if s.valid == NULL:
+    if s.mode == 0:
+        memcpy(out, s.a + 8 * start, <size_t>(8 * count))
+    elif s.mode == 1 or s.mode == 5:
+        xxh64_many8(<const uint64_t*>(s.a + 8 * start), count, s.seed, out, s.mode == 5)
+    elif s.mode == 2 or s.mode == 6:
+        xxh64_many4(<const uint32_t*>(s.a + 4 * start), count, s.seed, out, s.mode == 6)
+    elif s.mode == 3:
+        xxh64_values32(s.b, <const int32_t*>s.a + start, count, s.seed, out)
+    else:
+        xxh64_values64(s.b, <const int64_t*>s.a + start, count, s.seed, out)
+    if s.valid == NULL:
+        if rows != NULL:
             for i in range(start, end):
                 rows[i - start] = i
-            return count
-        for i in range(start, end):
-            out[j] = out[i - start]
-            rows[j] = i
-            j += <int64_t>_bit(s.valid, s.voff + i)
-        return j
+        return count
     for i in range(start, end):
-        if s.valid != NULL and not _bit(s.valid, s.voff + i):
-            continue
-        if s.mode == 0:
-            memcpy(&v, s.a + 8 * i, 8)
-            out[j] = v
-        elif s.mode == 1:
-            memcpy(&v, s.a + 8 * i, 8)
-            out[j] = xxh64_u64(v, s.seed)
-        elif s.mode == 2:
-            memcpy(&v32, s.a + 4 * i, 4)
-            out[j] = xxh64_u32(v32, s.seed)
-        elif s.mode == 5:
-            memcpy(&v, s.a + 8 * i, 8)
-            out[j] = _hash_f64(v, s.seed)
-        else:
-            memcpy(&v32, s.a + 4 * i, 4)
-            out[j] = _hash_f32(v32, s.seed)
-        rows[j] = i
-        j += 1
+        out[j] = out[i - start]
+        if rows != NULL:
+            rows[j] = i
+        j += <int64_t>_bit(s.valid, s.voff + i)
     return j
 
 
@@ -456,24 +426,18 @@ def hll_update(uint8_t[::1] regs, int p, int mode, const uint8_t[::1] a,
     if p < 4 or p > 18 or regs.shape[0] != (1 << p):
         raise ValueError("bad precision / register count")
     cdef uint64_t hb[BLOCK]
-    cdef int64_t rb[BLOCK]
     cdef int64_t start, got, j
     cdef uint8_t* r = &regs[0]
     cdef uint64_t v
-    cdef const uint8_t* src = s.a
     with nogil:
-        if s.valid == NULL and s.mode == 1:       # hot path: int64 keys, no nulls
+        if s.mode == 0 and s.valid == NULL:   # hashes given, no nulls: read in place, no copy
             for j in range(n):
-                memcpy(&v, src + 8 * j, 8)
-                _hll_add(r, p, xxh64_u64(v, seed))
-        elif s.valid == NULL and s.mode == 0:     # precomputed hashes, no nulls
-            for j in range(n):
-                memcpy(&v, src + 8 * j, 8)
+                memcpy(&v, s.a + 8 * j, 8)
                 _hll_add(r, p, v)
         else:
             start = 0
             while start < n:
-                got = _hash_block(&s, start, min(<int64_t>BLOCK, n - start), hb, rb)
+                got = _hash_block(&s, start, min(<int64_t>BLOCK, n - start), hb, NULL)
                 for j in range(got):
                     _hll_add(r, p, hb[j])
                 start += BLOCK
@@ -835,7 +799,7 @@ cdef int _kll_compress(KLLData* d, double* scratch) noexcept nogil:
         if L < 2:
             return 0
         if h == 0:
-            if L <= 33:                     # fastops_sort_small's limit
+            if L <= SORT_SMALL_MAX:
                 _sort_small(lvl, L)
             elif L <= _scratch_need(d.k):
                 _sort_runs(lvl, L, scratch)
@@ -1352,7 +1316,6 @@ cdef struct SSWork:
     int64_t* ce
     int64_t* cr
     int64_t* tmp
-    int64_t ncand
 
 
 cdef void _ssw_free(SSWork* w) noexcept nogil:
@@ -1370,10 +1333,9 @@ cdef int _ssw_alloc(SSWork* w, int64_t table_items, int64_t ncand) noexcept nogi
     """Scratch for a hash table of ``table_items`` keys and ``ncand`` candidates."""
     memset(w, 0, sizeof(SSWork))
     w.tsize = 16
-    while w.tsize < 2 * table_items + 2:
+    while w.tsize < TABLE_LOAD * table_items + 2:
         w.tsize *= 2
     w.mask = <uint64_t>(w.tsize - 1)
-    w.ncand = ncand
     w.tkeys = <uint64_t*>malloc(w.tsize * sizeof(uint64_t))
     w.tused = <uint8_t*>malloc(w.tsize)
     w.tval = <int64_t*>malloc(w.tsize * sizeof(int64_t))
@@ -1409,7 +1371,8 @@ cdef int64_t _ss_select(int64_t* tmp, uint64_t* hashes, int64_t* counts, int64_t
                         const int64_t* cr, int64_t n2, int64_t m1) noexcept nogil:
     """Keep the ``capacity`` largest of the summary (``size`` entries) and of
     ``n2`` candidates not in it, candidate ``j`` with count ``cc[j] + m1`` and
-    error ``ce[j] + m1``; ties go to the summary, then to the lower index.
+    error ``ce[j] + m1`` (``ce`` NULL: errors 0); ties go to the summary, then
+    to the lower index.
     Survivors are compacted in place (summary first, then candidates).
     ``tmp`` has room for ``size + n2`` values. Returns the new size.
 
@@ -1425,7 +1388,7 @@ cdef int64_t _ss_select(int64_t* tmp, uint64_t* hashes, int64_t* counts, int64_t
         for j in range(n2):
             hashes[size + j] = ch[j]
             counts[size + j] = cc[j] + m1
-            errs[size + j] = ce[j] + m1
+            errs[size + j] = (ce[j] if ce != NULL else 0) + m1
             reps[size + j] = cr[j]
         return total
     memset(hist, 0, sizeof(hist))
@@ -1478,7 +1441,7 @@ cdef int64_t _ss_select(int64_t* tmp, uint64_t* hashes, int64_t* counts, int64_t
         if take:
             hashes[keep] = ch[j]
             counts[keep] = c
-            errs[keep] = ce[j] + m1
+            errs[keep] = (ce[j] if ce != NULL else 0) + m1
             reps[keep] = cr[j]
             keep += 1
     return keep
@@ -1589,13 +1552,9 @@ def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
     cdef const int64_t* wp = &weights[0] if weighted else NULL
     cdef uint64_t hb[BLOCK]
     cdef int64_t rb[BLOCK]
-    cdef int64_t* sel = NULL       # scratch of the selection
+    cdef SSWork w                  # the chunk's candidates and the selection's scratch
     cdef int64_t off, cend, got, j, i, wt, distinct, m1, res = size
     cdef uint64_t pos, hv
-    cdef uint64_t* oh = NULL
-    cdef int64_t* oc = NULL
-    cdef int64_t* orow = NULL
-    cdef int64_t* oe = NULL
     cdef uint64_t* tpos = NULL
     cdef uint64_t* spos = NULL
     cdef int64_t* acc = NULL       # weight added by the chunk, by cell id
@@ -1618,18 +1577,13 @@ def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
         acc = <int64_t*>malloc((capacity + chunk + 1) * sizeof(int64_t))
         tpos = <uint64_t*>malloc((chunk + 1) * sizeof(uint64_t))
         spos = <uint64_t*>malloc((capacity + 1) * sizeof(uint64_t))
-        oh = <uint64_t*>malloc((chunk + 1) * sizeof(uint64_t))
-        oc = <int64_t*>malloc((chunk + 1) * sizeof(int64_t))
-        oe = <int64_t*>malloc((chunk + 1) * sizeof(int64_t))
-        orow = <int64_t*>malloc((chunk + 1) * sizeof(int64_t))
-        sel = <int64_t*>malloc((capacity + chunk + 1) * sizeof(int64_t))
-        if (tab == NULL or acc == NULL or sel == NULL or tpos == NULL or spos == NULL
-                or oh == NULL or oc == NULL or oe == NULL or orow == NULL):
+        # no keys for SSWork's table: the chunk is counted in ``tab``
+        if (_ssw_alloc(&w, 0, capacity + chunk) != 0 or tab == NULL or acc == NULL
+                or tpos == NULL or spos == NULL):
             res = ERR_NOMEM
         else:
             for j in range(tsize):
                 tab[j].id = -1
-            memset(oe, 0, (chunk + 1) * sizeof(int64_t))
             off = 0
             while off < n:
                 cend = min(off + chunk, n)
@@ -1667,7 +1621,7 @@ def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
                         # XXH64 bits index the table with no further mixing
                         isnew = _ss_add(tab, tmask, hb[j], wt, acc, capacity + distinct, &pos)
                         tpos[distinct] = pos
-                        orow[distinct] = -(rb[j] + 1)
+                        w.cr[distinct] = -(rb[j] + 1)
                         distinct += isnew
                     off += min(<int64_t>BLOCK, cend - off)
                 # an item new to the summary may have had up to m1 before
@@ -1681,20 +1635,16 @@ def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
                     if j + PREFETCH < distinct:
                         _prefetch(&tab[tpos[j + PREFETCH]])
                     e = &tab[tpos[j]]
-                    oh[j] = e.key
-                    oc[j] = acc[capacity + j]
+                    w.ch[j] = e.key
+                    w.cc[j] = acc[capacity + j]
                     e.id = -1
-                res = _ss_select(sel, &hashes[0], &counts[0], &errs[0], &reps[0], res,
-                                 capacity, oh, oc, oe, orow, distinct, m1)
-        free(sel)
+                res = _ss_select(w.tmp, &hashes[0], &counts[0], &errs[0], &reps[0], res,
+                                 capacity, w.ch, w.cc, NULL, w.cr, distinct, m1)
+        _ssw_free(&w)
         free(tab)
         free(acc)
         free(tpos)
         free(spos)
-        free(oh)
-        free(oc)
-        free(oe)
-        free(orow)
     return res
 
 

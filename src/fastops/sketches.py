@@ -410,27 +410,8 @@ class HyperLogLog:
         for _, _, src, _ in _sources(values, self.seed):
             if src is None:
                 continue
-            if src.mode == 1 and len(src.valid) == 0:
-                self._update_u64(src.a.view(np.uint64)[: src.n])
-            else:
-                _sketch.hll_update(self._regs, self.precision, src.mode, src.a, src.b,
-                                   src.valid, src.voff, src.n, self.seed)
-
-    _BLOCK = 1 << 16
-
-    def _update_u64(self, words: np.ndarray) -> None:
-        """8-byte values without nulls: hash a block with the vectorised XXH64
-        loop of ``fastops._core``, then fold the hashes into the registers
-        (mode 0: precomputed hashes). Same registers as the one-pass kernel."""
-        from fastops import _core
-
-        buf = np.empty(min(len(words), self._BLOCK), dtype=np.uint64)
-        for start in range(0, len(words), self._BLOCK):
-            block = words[start:start + self._BLOCK]
-            h = buf[: len(block)]
-            _core.hash_u64(block, self.seed, h)
-            _sketch.hll_update(self._regs, self.precision, 0, h.view(np.uint8), _EMPTY_U8,
-                               _EMPTY_U8, 0, len(h), self.seed)
+            _sketch.hll_update(self._regs, self.precision, src.mode, src.a, src.b,
+                               src.valid, src.voff, src.n, self.seed)
 
     def estimate(self) -> float:
         """Estimated number of distinct non-null values."""
