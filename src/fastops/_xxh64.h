@@ -283,31 +283,26 @@ FASTOPS_AVX2 __m256i fastops_xxh64_x4(const uint8_t* const* s, size_t L, uint64_
 #define FASTOPS_CLONES
 #endif
 
-FASTOPS_CLONES static void fastops_xxh64_many8_plain(const uint64_t* v, int64_t n, uint64_t seed,
-                                                     uint64_t* out, int canon) {
-    for (int64_t i = 0; i < n; i++) out[i] = fastops_xxh64_u64(canon ? fastops_canon_f64(v[i]) : v[i], seed);
-}
-
-FASTOPS_CLONES static void fastops_xxh64_many4_plain(const uint32_t* v, int64_t n, uint64_t seed,
-                                                     uint64_t* out, int canon) {
-    for (int64_t i = 0; i < n; i++) out[i] = fastops_xxh64_u32(canon ? fastops_canon_f32(v[i]) : v[i], seed);
-}
-
-static inline void fastops_xxh64_many8(const uint64_t* v, int64_t n, uint64_t seed, uint64_t* out,
-                                       int canon) {
 #ifdef FASTOPS_HAVE_AVX2
-    if (fastops_use_avx2()) { fastops_hash8_avx2(v, n, seed, out, canon); return; }
+#define FASTOPS_TRY_AVX2(CALL) if (fastops_use_avx2()) { CALL; return; }
+#else
+#define FASTOPS_TRY_AVX2(CALL)
 #endif
-    fastops_xxh64_many8_plain(v, n, seed, out, canon);
-}
 
-static inline void fastops_xxh64_many4(const uint32_t* v, int64_t n, uint64_t seed, uint64_t* out,
-                                       int canon) {
-#ifdef FASTOPS_HAVE_AVX2
-    if (fastops_use_avx2()) { fastops_hash4_avx2(v, n, seed, out, canon); return; }
-#endif
-    fastops_xxh64_many4_plain(v, n, seed, out, canon);
+/* fastops_xxh64_many<W> for W-byte values of type T: the plain loop, then
+ * the entry point that takes the AVX2 loop where it runs */
+#define FASTOPS_HASH_MANY(W, T, HASH, CANON) \
+FASTOPS_CLONES static void fastops_xxh64_many##W##_plain(const T* v, int64_t n, uint64_t seed, \
+                                                      uint64_t* out, int canon) { \
+    for (int64_t i = 0; i < n; i++) out[i] = HASH(canon ? CANON(v[i]) : v[i], seed); \
+} \
+static inline void fastops_xxh64_many##W(const T* v, int64_t n, uint64_t seed, uint64_t* out, \
+                                         int canon) { \
+    FASTOPS_TRY_AVX2(fastops_hash##W##_avx2(v, n, seed, out, canon)) \
+    fastops_xxh64_many##W##_plain(v, n, seed, out, canon); \
 }
+FASTOPS_HASH_MANY(8, uint64_t, fastops_xxh64_u64, fastops_canon_f64)
+FASTOPS_HASH_MANY(4, uint32_t, fastops_xxh64_u32, fastops_canon_f32)
 
 /* Variable-width values. XXH64's control flow depends on the length (8-byte
  * steps, a 4-byte step, 0..3 single bytes), and random lengths make every one
@@ -412,7 +407,7 @@ FASTOPS_HASH_BLOCK(fastops_xxh64_block64_avx2, int64_t, FASTOPS_AVX2_LOOP, FASTO
 /* out[i] = XXH64(base[off[i]:off[i+1]]) for i < n, block by block. ``base``
  * may be NULL only when every value is empty. */
 #define FASTOPS_HASH_VALUES(NAME, BLOCK, OFF_T) \
-static void NAME(const uint8_t* base, const OFF_T* off, int64_t n, uint64_t seed, \
+static inline void NAME(const uint8_t* base, const OFF_T* off, int64_t n, uint64_t seed, \
                  uint64_t* out) { \
     static const uint8_t empty = 0; \
     int64_t i, m; \
