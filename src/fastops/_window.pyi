@@ -32,6 +32,7 @@ def pane_emit(hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # const int64[::1
               out_rec: np.ndarray,      # int64[:, ::1] merged records (rec's layout), modified
               row0: int,
               out_groups: np.ndarray, out_row: np.ndarray, out_src: np.ndarray,  # int64, modified
+              merge: bool = True,       # False: out_rec untouched (windows of one pane)
               ) -> tuple[int, int]: ...
 def pairs_plan(rows: np.ndarray, src: np.ndarray,  # const int64[::1]
                nrows: int, top: int,
@@ -92,6 +93,9 @@ def agg_update(slots: np.ndarray,  # const int64[::1] (< 0: skip)
 def merge_records(op: int, dst: np.ndarray, src: np.ndarray,  # const int64[::1]
                   drec: np.ndarray, doff: int,  # int64[:, ::1], modified
                   srec: np.ndarray, soff: int,  # const int64[:, ::1]
+                  ) -> None: ...
+def clear_records(rec: np.ndarray,    # int64[:, ::1], modified
+                  slots: np.ndarray,   # const int64[::1]
                   ) -> None: ...
 def gather_fields(rec: np.ndarray,     # const int64[:, ::1]
                   cnt_word: int,

@@ -37,7 +37,7 @@ cdef extern from *:
     """
     void prefetch "FASTOPS_PREFETCH"(const void* p) noexcept nogil
 
-cdef Py_ssize_t PF = 16  # prefetch distance (rows)
+cdef Py_ssize_t PF = 16  # prefetch distance (rows); pane_assign keeps a ring of PF panes (at most 16)
 
 cdef int64_t EMPTY = -1
 cdef int64_t TOMB = -2
@@ -175,14 +175,20 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
     cdef int64_t hq_cache[8]
     cdef int64_t hpos_cache[8]
     cdef int h8
+    cdef int64_t q_ahead[16]  # pane of rows i .. i + PF - 1 (ring), worked out when prefetched
+    cdef Py_ssize_t ia
     for h8 in range(8):
         hpos_cache[h8] = -1
     with nogil:
+        for ia in range(start, min(start + PF, n)):
+            q_ahead[ia & 15] = _floordiv_by(ts[ia] - offset, p, inv_p)
         i = start
         while i < n:
-            if i + PF < n:
-                prefetch(&gcache[2 * ways * gids[i + PF]])
-            q = _floordiv_by(ts[i] - offset, p, inv_p)
+            q = q_ahead[i & 15]
+            if i + PF < n:  # the way row i + PF will read
+                ia = i + PF
+                q_ahead[ia & 15] = _floordiv_by(ts[ia] - offset, p, inv_p)
+                prefetch(&gcache[2 * ways * gids[ia] + 2 * (q_ahead[ia & 15] & (ways - 1))])
             if q < q_dead:
                 out_slots[i] = -1
                 nlate += 1
@@ -240,7 +246,7 @@ def pane_emit(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] h
               const int64_t[::1] panes, bint refire, int64_t[::1] group_mark,
               const int64_t[::1] ops, const int64_t[::1] offs, const int64_t[:, ::1] rec,
               int64_t[:, ::1] out_rec, int64_t row0,
-              int64_t[::1] out_groups, int64_t[::1] out_row, int64_t[::1] out_src):
+              int64_t[::1] out_groups, int64_t[::1] out_row, int64_t[::1] out_src, bint merge=True):
     """The output rows of one window made of ``panes``, merged.
 
     Every group with a slot in these panes gets one output row (in order of
@@ -250,7 +256,9 @@ def pane_emit(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] h
     (the aggregates' shared state, one (n_slots, W) array; ``out_rec`` has
     the same W words per row), aggregate ``a`` (merge code ``ops[a]``) in
     its words from ``offs[a]`` on in both; a row's record is zeroed when the
-    row is created, so ``out_rec`` needs no initialisation.
+    row is created, so ``out_rec`` needs no initialisation. Without
+    ``merge``, ``out_rec`` is left alone: for windows of one pane the pairs
+    are the rows, in order, and the caller reads the slots' records.
     The (row, slot) pairs are left in ``out_row`` / ``out_src`` (for
     aggregates merged outside). ``group_mark`` (one entry per group) must be
     all -1 and is left so. Capacities: ``out_groups`` and ``out_rec`` from
@@ -302,7 +310,8 @@ def pane_emit(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] h
                 if (s_flags[out_src[i]] & DIRTY) and group_mark[g] < 0:
                     group_mark[g] = nrows
                     out_groups[row0 + nrows] = g
-                    memset(orec + nrows * W, 0, <size_t>W * 8)
+                    if merge:
+                        memset(orec + nrows * W, 0, <size_t>W * 8)
                     nrows += 1
         for i in range(nslots):
             if i + PF < nslots:
@@ -313,13 +322,14 @@ def pane_emit(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] h
                 r = nrows
                 group_mark[g] = r
                 out_groups[row0 + nrows] = g
-                memset(orec + nrows * W, 0, <size_t>W * 8)
+                if merge:
+                    memset(orec + nrows * W, 0, <size_t>W * 8)
                 nrows += 1
             if r >= 0:
                 out_row[npairs] = r
                 out_src[npairs] = out_src[i]
                 npairs += 1
-        for i in range(npairs):
+        for i in range(npairs if merge else 0):
             if i + PF < npairs:
                 prefetch(orec + out_row[i + PF] * W)
                 for k in range(nagg):
@@ -833,6 +843,23 @@ def merge_records(int op, const int64_t[::1] dst, const int64_t[::1] src, int64_
             b = sw + src[i] * SF
             if b[0] != 0:
                 _merge_one(op, w + dst[i] * DF, b)
+
+
+def clear_records(int64_t[:, ::1] rec, const int64_t[::1] slots):
+    """Zero the records ``rec[slots[i]]`` (purged slots, emptied for reuse)."""
+    cdef Py_ssize_t i, n = slots.shape[0]
+    cdef int64_t W = rec.shape[1], nrec = rec.shape[0], bad = 0
+    cdef int64_t* w = &rec[0, 0] if nrec > 0 else NULL
+    cdef bint ok = True
+    with nogil:
+        for i in range(n):
+            if not 0 <= slots[i] < nrec:
+                bad = slots[i]
+                ok = False
+                break
+            memset(w + slots[i] * W, 0, <size_t>W * 8)
+    if not ok:
+        raise ValueError(f"clear_records: slot {bad} outside {nrec} records")
 
 
 def gather_fields(const int64_t[:, ::1] rec, int64_t cnt_word, const int64_t[::1] fields,

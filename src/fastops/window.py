@@ -577,8 +577,12 @@ class WindowAggregator:
     def _reset_slots(self, slots: np.ndarray) -> None:
         if len(slots) == 0:
             return
+        if self._builtin:  # their shared records in one pass (as BuiltinAggregate.reset, for all)
+            self._records.ensure(int(slots.max()) + 1)
+            _window.clear_records(self._records.rec, slots)
         for i, (a, st) in enumerate(zip(self._agg_list, self._states)):
-            self._states[i] = a.reset(st, slots)
+            if not isinstance(a, BuiltinAggregate):
+                self._states[i] = a.reset(st, slots)
 
     def _add_late(self, batch: pa.RecordBatch, mask: np.ndarray, reason: str) -> None:
         rows = batch.filter(pa.array(mask))
@@ -671,6 +675,7 @@ class WindowAggregator:
         self._records.ensure(self._slot_capacity())
         rec = self._records.rec
         want_pairs = len(self._builtin) < len(self._agg_list)
+        direct = self._k == 1  # a window is one pane: read each row's slot, merge nothing
         pieces_s, pieces_row, starts, counts = [], [], [], []
         nlive = int(self._counters[0])
         self._mark = _grown(self._mark, self._keys.num_groups, -1)
@@ -686,10 +691,11 @@ class WindowAggregator:
             nrows, npairs = _window.pane_emit(self._hg, self._hq, self._hv, self._s_group, self._s_next,
                                               self._s_flags, panes, refire, self._mark, self._ops,
                                               self._offs, rec, self._merged.rec, total_rows,
-                                              self._emit_groups, self._emit_row, self._emit_src)
+                                              self._emit_groups, self._emit_row, self._emit_src,
+                                              not direct)
             if nrows == 0:
                 continue
-            if want_pairs:
+            if want_pairs or direct:
                 pieces_row.append(self._emit_row[:npairs].copy())
                 pieces_s.append(self._emit_src[:npairs].copy())
             starts.append(self._offset + j * self._slide)
@@ -702,12 +708,13 @@ class WindowAggregator:
         out = self._empty()
         if total_rows:
             results: list = [None] * len(self._agg_list)
-            merged = self._merged.rec[:total_rows]
+            if want_pairs or direct:
+                rows, src = np.concatenate(pieces_row), np.concatenate(pieces_s)
+            merged, read = (rec, src) if direct else (self._merged.rec[:total_rows], None)
             for i in self._builtin:
                 st = self._states[i]
-                results[i] = self._agg_list[i].result(Columns.wrap(st.spec, merged, st.off), None)
+                results[i] = self._agg_list[i].result(Columns.wrap(st.spec, merged, st.off), read)
             if want_pairs:  # plug-ins may use scratch slots from the high-water mark up
-                rows, src = np.concatenate(pieces_row), np.concatenate(pieces_s)
                 for i, (a, st) in enumerate(zip(self._agg_list, self._states)):
                     if results[i] is None:
                         self._states[i], results[i] = a.combine(st, rows, src, total_rows, nlive)
