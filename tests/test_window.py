@@ -6,6 +6,7 @@ import os
 import random
 import sys
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -243,6 +244,28 @@ def test_nan_ignored_by_min_max_and_all_null_group():
     assert d["mn"] == [1.0, None] and d["mx"] == [2.0, None]
     assert math.isnan(d["s"][0]) and d["s"][1] is None
     assert d["c"] == [3, 0] and d["m"][1] is None  # NaN is a value, not a null
+
+
+@pytest.mark.parametrize("window", [Tumbling(10), Sliding(20, 10)])
+def test_float_sum_with_infinities_as_numpy(window):
+    """A sum reaching +-inf stays there (or NaN for inf - inf); in a sliding
+    window the pane merges must agree too."""
+    inf = math.inf
+    groups = {1: [inf, 1.0], 2: [1.0, -inf, 2.0], 3: [inf, -inf], 4: [1e308, 1e308], 5: [2.5, -1.0]}
+    rows = [(k, v) for k, vs in groups.items() for v in vs]
+    b = pa.record_batch({"ts": [i % 7 for i in range(len(rows))], "k": [k for k, _ in rows],
+                         "x": [v for _, v in rows]})
+    wa = WindowAggregator(window, ["k"], {"s": agg.sum("x")})
+    for i in range(len(rows)):  # one row per batch: every value after the first goes through the update
+        wa.process(b.slice(i, 1))
+    d = wa.flush().to_pydict()
+    got = {}
+    for k, s in zip(d["k"], d["s"]):
+        got.setdefault(k, s)
+    for k, vs in groups.items():
+        with np.errstate(over="ignore", invalid="ignore"):
+            want = float(np.sum(np.array(vs)))
+        assert (math.isnan(want) and math.isnan(got[k])) or got[k] == want, (k, got[k], want)
 
 
 def test_global_window_running_aggregate():

@@ -599,27 +599,36 @@ cdef inline void _update_one(int op, int64_t* r, const int64_t* v, int64_t t) no
     if op == 0:
         r[0] += 1
         return
+    # The first value of a slot (r[0] == 0) is chosen by selects, not branches:
+    # which rows start a slot is unpredictable, so a branch would often miss.
+    cdef bint first = r[0] == 0
+    cdef double tot, comp, cur
+    cdef int64_t icur
     if op == 1:
         x = (<const double*>v)[0]
-        if r[0] == 0:
-            f[1] = x
-            f[2] = 0.0
-        else:
-            _two_sum(&f[1], &f[2], x)
+        tot = 0.0 if first else f[1]
+        comp = 0.0 if first else f[2]
+        _two_sum(&tot, &comp, x)
+        f[1] = tot
+        f[2] = comp
     elif op == 2:
-        r[1] = v[0] if r[0] == 0 else <int64_t>(<uint64_t>r[1] + <uint64_t>v[0])
+        icur = 0 if first else r[1]
+        r[1] = <int64_t>(<uint64_t>icur + <uint64_t>v[0])
     elif op == 3:
-        if r[0] == 0 or v[0] > r[1]:
-            r[1] = v[0]
+        icur = v[0] if first else r[1]
+        r[1] = v[0] if v[0] > icur else icur
     elif op == 4:
-        if r[0] == 0 or v[0] < r[1]:
-            r[1] = v[0]
+        icur = v[0] if first else r[1]
+        r[1] = v[0] if v[0] < icur else icur
     elif op == 5 or op == 6:
         x = (<const double*>v)[0]
         if x != x:
             return
-        if r[0] == 0 or (x > f[1] if op == 5 else x < f[1]):
-            f[1] = x
+        cur = x if first else f[1]
+        if op == 5:
+            f[1] = x if x > cur else cur
+        else:
+            f[1] = x if x < cur else cur
     elif op == 7:
         x = (<const double*>v)[0]
         c = r[0] + 1

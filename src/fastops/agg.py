@@ -458,7 +458,8 @@ class Sum(BuiltinAggregate):
             t = pa.int64()
         else:
             (total, comp), null = state.gather(slots, ["sum", "comp"])
-            vals = total + comp
+            with np.errstate(invalid="ignore"):  # an infinite sum's error term is NaN: not added
+                vals = np.where(np.isfinite(total), total + comp, total)
             t = pa.float64()
         return pa.array(vals, type=t, mask=null)
 
