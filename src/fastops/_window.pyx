@@ -257,8 +257,9 @@ def pane_emit(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] h
     the same W words per row), aggregate ``a`` (merge code ``ops[a]``) in
     its words from ``offs[a]`` on in both; a row's record is zeroed when the
     row is created, so ``out_rec`` needs no initialisation. Without
-    ``merge``, ``out_rec`` is left alone: for windows of one pane the pairs
-    are the rows, in order, and the caller reads the slots' records.
+    ``merge`` (windows of one pane, where a group has one slot) each slot is
+    a row: the pairs are the rows in order, ``out_rec`` and ``group_mark``
+    are left alone, and the caller reads the slots' records.
     The (row, slot) pairs are left in ``out_row`` / ``out_src`` (for
     aggregates merged outside). ``group_mark`` (one entry per group) must be
     all -1 and is left so. Capacities: ``out_groups`` and ``out_rec`` from
@@ -300,49 +301,58 @@ def pane_emit(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] h
                 out_src[nslots] = slot
                 nslots += 1
                 slot = s_next[slot]
-        for i in range(nslots):
-            out_row[i] = s_group[out_src[i]]
-        if refire:  # rows: the groups with a DIRTY slot
+        if not merge:  # one pane: each slot (with refire: each DIRTY slot) is a row
+            for i in range(nslots):
+                slot = out_src[i]
+                if refire and not (s_flags[slot] & DIRTY):
+                    continue
+                out_groups[row0 + nrows] = s_group[slot]
+                out_src[nrows] = slot
+                out_row[nrows] = row0 + nrows
+                nrows += 1
+            npairs = nrows
+        else:
+            for i in range(nslots):
+                out_row[i] = s_group[out_src[i]]
+            if refire:  # rows: the groups with a DIRTY slot
+                for i in range(nslots):
+                    if i + PF < nslots:
+                        prefetch(&group_mark[out_row[i + PF]])
+                    g = out_row[i]
+                    if (s_flags[out_src[i]] & DIRTY) and group_mark[g] < 0:
+                        group_mark[g] = nrows
+                        out_groups[row0 + nrows] = g
+                        memset(orec + nrows * W, 0, <size_t>W * 8)
+                        nrows += 1
             for i in range(nslots):
                 if i + PF < nslots:
                     prefetch(&group_mark[out_row[i + PF]])
                 g = out_row[i]
-                if (s_flags[out_src[i]] & DIRTY) and group_mark[g] < 0:
-                    group_mark[g] = nrows
+                r = group_mark[g]
+                if r < 0 and not refire:
+                    r = nrows
+                    group_mark[g] = r
                     out_groups[row0 + nrows] = g
-                    if merge:
-                        memset(orec + nrows * W, 0, <size_t>W * 8)
-                    nrows += 1
-        for i in range(nslots):
-            if i + PF < nslots:
-                prefetch(&group_mark[out_row[i + PF]])
-            g = out_row[i]
-            r = group_mark[g]
-            if r < 0 and not refire:
-                r = nrows
-                group_mark[g] = r
-                out_groups[row0 + nrows] = g
-                if merge:
                     memset(orec + nrows * W, 0, <size_t>W * 8)
-                nrows += 1
-            if r >= 0:
-                out_row[npairs] = r
-                out_src[npairs] = out_src[i]
-                npairs += 1
-        for i in range(npairs if merge else 0):
-            if i + PF < npairs:
-                prefetch(orec + out_row[i + PF] * W)
+                    nrows += 1
+                if r >= 0:
+                    out_row[npairs] = r
+                    out_src[npairs] = out_src[i]
+                    npairs += 1
+            for i in range(npairs):
+                if i + PF < npairs:
+                    prefetch(orec + out_row[i + PF] * W)
+                    for k in range(nagg):
+                        prefetch(base + out_src[i + PF] * W + off[k])
+                o = orec + out_row[i] * W
+                b = base + out_src[i] * W
                 for k in range(nagg):
-                    prefetch(base + out_src[i + PF] * W + off[k])
-            o = orec + out_row[i] * W
-            b = base + out_src[i] * W
-            for k in range(nagg):
-                if b[off[k]] != 0:
-                    _merge_one(<int>op[k], o + off[k], b + off[k])
-        for r in range(nrows):
-            group_mark[out_groups[row0 + r]] = -1
-        for i in range(npairs):
-            out_row[i] += row0
+                    if b[off[k]] != 0:
+                        _merge_one(<int>op[k], o + off[k], b + off[k])
+            for r in range(nrows):
+                group_mark[out_groups[row0 + r]] = -1
+            for i in range(npairs):
+                out_row[i] += row0
     return nrows, npairs
 
 
