@@ -306,41 +306,35 @@ FASTOPS_HASH_MANY(4, uint32_t, fastops_xxh64_u32, fastops_canon_f32)
 
 /* Variable-width values. XXH64's control flow depends on the length (8-byte
  * steps, a 4-byte step, 0..3 single bytes), and random lengths make every one
- * of those branches mispredict. So the values of a block of rows are first
- * grouped by exact length (a counting sort of up to 1024 row numbers, all in
- * L1), then each length up to 32 runs its own loop in which the length is a
+ * of those branches mispredict. So the row numbers of a block of values are
+ * first put in one bucket per exact length (one pass; the buckets' used ends
+ * stay in L1), then each length up to 32 runs its own loop in which the length is a
  * compile-time constant: no data-dependent branch is left, and the hashes of
  * neighbouring values overlap in the pipeline. Longer values take the generic
  * path. */
 #define FASTOPS_HBLOCK 1024
 #define FASTOPS_HCLASSES 34   /* lengths 0..32, then 33 = longer */
 #define FASTOPS_HCASE(L) case L: \
-    for (; j < e; j++) hv[order[j]] = fastops_xxh64(start[j], L, seed); \
+    for (; j < e; j++) out[ord[j]] = fastops_xxh64(base + off[ord[j]], L, seed); \
     break;
 /* out[i] = XXH64(base[off[i]:off[i+1]]) for i < m <= FASTOPS_HBLOCK. */
 #define FASTOPS_HASH_BLOCK(NAME, OFF_T, ATTR, HCASE) \
 ATTR void NAME(const uint8_t* base, const OFF_T* off, int m, uint64_t seed, \
                  uint64_t* out) { \
-    /* four interleaved cursors per class, so that runs of one length do \
-       not serialise on a single counter */ \
-    int pos[4 * FASTOPS_HCLASSES + 1]; \
-    uint8_t cls[FASTOPS_HBLOCK]; \
-    uint16_t order[FASTOPS_HBLOCK];        /* row numbers by class */ \
-    const uint8_t* start[FASTOPS_HBLOCK];  /* and their values' bytes */ \
-    uint64_t hv[FASTOPS_HBLOCK];           /* hashes, copied out in order */ \
-    int c, i, j, e, mixed = 0; \
+    uint16_t order[FASTOPS_HCLASSES][FASTOPS_HBLOCK];  /* row numbers by class */ \
+    int cnt[FASTOPS_HCLASSES]; \
+    int c, i, j, e, c0; \
     uint8_t touch = 0; \
     const uint8_t* q; \
     if (m <= 0) return; \
-    memset(pos, 0, sizeof(pos)); \
+    memset(cnt, 0, sizeof(cnt)); \
+    { int64_t len0 = (int64_t)off[1] - (int64_t)off[0]; c0 = len0 <= 32 ? (int)len0 : 33; } \
     for (i = 0; i < m; i++) { \
         int64_t len = (int64_t)off[i + 1] - (int64_t)off[i]; \
         c = len <= 32 ? (int)len : 33; \
-        cls[i] = (uint8_t)c; \
-        mixed |= c ^ cls[0]; \
-        pos[4 * c + (i & 3) + 1]++; \
+        order[c][cnt[c]++] = (uint16_t)i; \
     } \
-    if (!mixed) {   /* one length: the plain loop predicts well */ \
+    if (cnt[c0] == m) {   /* one length: the plain loop predicts well */ \
         for (i = 0; i < m; i++) \
             out[i] = fastops_xxh64(base + off[i], \
                 (size_t)((int64_t)off[i + 1] - (int64_t)off[i]), seed); \
@@ -351,17 +345,11 @@ ATTR void NAME(const uint8_t* base, const OFF_T* off, int m, uint64_t seed, \
     for (q = base + off[0]; q < base + off[m]; q += 64) \
         touch |= *(volatile const uint8_t*)q; \
     (void)touch; \
-    for (c = 0; c < 4 * FASTOPS_HCLASSES; c++) pos[c + 1] += pos[c]; \
-    for (i = 0; i < m; i++) { \
-        int k = pos[4 * cls[i] + (i & 3)]++; \
-        order[k] = (uint16_t)i; \
-        start[k] = base + off[i]; \
-    } \
-    /* pos[4c + 3] is now the end of class c */ \
-    j = 0; \
     for (c = 0; c < FASTOPS_HCLASSES; c++) { \
-        e = pos[4 * c + 3]; \
-        if (j == e) continue; \
+        const uint16_t* ord = order[c]; \
+        e = cnt[c]; \
+        j = 0; \
+        if (e == 0) continue; \
         switch (c) { \
         HCASE(0) HCASE(1) HCASE(2) HCASE(3) HCASE(4) HCASE(5) HCASE(6) HCASE(7) \
         HCASE(8) HCASE(9) HCASE(10) HCASE(11) HCASE(12) HCASE(13) HCASE(14) HCASE(15) \
@@ -370,13 +358,12 @@ ATTR void NAME(const uint8_t* base, const OFF_T* off, int m, uint64_t seed, \
         FASTOPS_HCASE(32) \
         default: \
             for (; j < e; j++) { \
-                int r = order[j]; \
-                hv[r] = fastops_xxh64(start[j], \
+                int r = ord[j]; \
+                out[r] = fastops_xxh64(base + off[r], \
                     (size_t)((int64_t)off[r + 1] - (int64_t)off[r]), seed); \
             } \
         } \
     } \
-    memcpy(out, hv, (size_t)m * sizeof(uint64_t)); \
 }
 FASTOPS_HASH_BLOCK(fastops_xxh64_block32, int32_t, static, FASTOPS_HCASE)
 FASTOPS_HASH_BLOCK(fastops_xxh64_block64, int64_t, static, FASTOPS_HCASE)
@@ -385,14 +372,16 @@ FASTOPS_HASH_BLOCK(fastops_xxh64_block64, int64_t, static, FASTOPS_HCASE)
    registers per step, as for fixed-width values */
 #define FASTOPS_HCASE_AVX2(L) case L: \
     for (; j + 6 <= e; j += 6) { \
-        uint64_t four[4], a = fastops_xxh64(start[j + 4], L, seed); \
-        uint64_t b = fastops_xxh64(start[j + 5], L, seed); \
-        _mm256_storeu_si256((__m256i*)four, fastops_xxh64_x4(start + j, L, seed)); \
-        hv[order[j]] = four[0]; hv[order[j + 1]] = four[1]; \
-        hv[order[j + 2]] = four[2]; hv[order[j + 3]] = four[3]; \
-        hv[order[j + 4]] = a; hv[order[j + 5]] = b; \
+        const uint8_t* p4[4] = {base + off[ord[j]], base + off[ord[j + 1]], \
+                                base + off[ord[j + 2]], base + off[ord[j + 3]]}; \
+        uint64_t four[4], a = fastops_xxh64(base + off[ord[j + 4]], L, seed); \
+        uint64_t b = fastops_xxh64(base + off[ord[j + 5]], L, seed); \
+        _mm256_storeu_si256((__m256i*)four, fastops_xxh64_x4(p4, L, seed)); \
+        out[ord[j]] = four[0]; out[ord[j + 1]] = four[1]; \
+        out[ord[j + 2]] = four[2]; out[ord[j + 3]] = four[3]; \
+        out[ord[j + 4]] = a; out[ord[j + 5]] = b; \
     } \
-    for (; j < e; j++) hv[order[j]] = fastops_xxh64(start[j], L, seed); \
+    for (; j < e; j++) out[ord[j]] = fastops_xxh64(base + off[ord[j]], L, seed); \
     break;
 FASTOPS_HASH_BLOCK(fastops_xxh64_block32_avx2, int32_t, FASTOPS_AVX2_LOOP, FASTOPS_HCASE_AVX2)
 FASTOPS_HASH_BLOCK(fastops_xxh64_block64_avx2, int64_t, FASTOPS_AVX2_LOOP, FASTOPS_HCASE_AVX2)
