@@ -269,10 +269,11 @@ def pane_emit(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] h
     Three passes over the pairs: list the slots (a walk of the pane lists),
     number the rows, merge; the last two prefetch ahead.
     """
-    cdef Py_ssize_t a, i, m = panes.shape[0]
+    cdef Py_ssize_t a, a0, na, live, i, m = panes.shape[0]
     cdef Py_ssize_t k, nagg = ops.shape[0]
     cdef uint64_t mask = <uint64_t>(hv.shape[0] - 1)
     cdef int64_t slot, g, where, r, nrows = 0, npairs = 0, nslots = 0
+    cdef int64_t cur[16]
     cdef int64_t W = rec.shape[1]
     cdef const int64_t* op = NULL
     cdef const int64_t* off = NULL
@@ -295,12 +296,22 @@ def pane_emit(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] h
                          f"{out_rec.shape[0]} / {out_groups.shape[0]} rows")
     orec = &out_rec[row0, 0]
     with nogil:
-        for a in range(m):
-            slot = _find(&hg[0], &hq[0], &hv[0], mask, -1, panes[a], &where)
-            while slot >= 0:
-                out_src[nslots] = slot
-                nslots += 1
-                slot = s_next[slot]
+        # the pane lists, up to 16 walked side by side: each step of a walk
+        # waits for the load of the last, so several walks overlap those waits
+        for a0 in range(0, m, 16):
+            na = min(16, m - a0)
+            for a in range(na):
+                cur[a] = _find(&hg[0], &hq[0], &hv[0], mask, -1, panes[a0 + a], &where)
+            live = na
+            while live > 0:
+                live = 0
+                for a in range(na):
+                    slot = cur[a]
+                    if slot >= 0:
+                        out_src[nslots] = slot
+                        nslots += 1
+                        cur[a] = s_next[slot]
+                        live += 1
         if not merge:  # one pane: each slot (with refire: each DIRTY slot) is a row
             for i in range(nslots):
                 slot = out_src[i]
