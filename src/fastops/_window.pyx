@@ -351,10 +351,10 @@ def pane_emit(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] h
                     out_src[npairs] = out_src[i]
                     npairs += 1
             for i in range(npairs):
-                if i + PF < npairs:
-                    prefetch(orec + out_row[i + PF] * W)
-                    for k in range(nagg):
-                        prefetch(base + out_src[i + PF] * W + off[k])
+                if i + PF < npairs:  # one prefetch per 8 words (a line of aligned records)
+                    for k in range(0, W, 8):
+                        prefetch(orec + out_row[i + PF] * W + k)
+                        prefetch(base + out_src[i + PF] * W + k)
                 o = orec + out_row[i] * W
                 b = base + out_src[i] * W
                 for k in range(nagg):
