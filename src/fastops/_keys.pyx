@@ -12,10 +12,15 @@ handed over normalised by ``fastops.keys``:
 - kind 1, variable width: int64 offsets (``n + 1``) into a byte buffer.
 
 Nulls come as one byte per row (1 = null) or not at all; a null equals only a
-null. ``KeyIndex`` owns its memory (``malloc``) and frees it in ``__dealloc__``.
+null. ``KeyIndex`` owns its memory (``_mem.h``: tables of 2 MB and more on huge
+pages) and frees it in ``__dealloc__``.
 """
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
-from libc.stdlib cimport free, malloc, realloc
+from libc.stdlib cimport free, malloc
+
+cdef extern from "_mem.h" nogil:
+    void* fastops_alloc(size_t nbytes)
+    void* fastops_realloc(void* p, size_t old, size_t nbytes)
 from libc.string cimport memcmp, memcpy, memset
 
 from fastops._xxhash cimport canon_f32, canon_f64
@@ -173,22 +178,25 @@ cdef class KeyIndex:
             return 0
         while newcap < need:
             newcap *= 2
-        p = realloc(self.ghash, sizeof(uint64_t) * newcap)
+        p = fastops_realloc(self.ghash, sizeof(uint64_t) * self.gcap, sizeof(uint64_t) * newcap)
         if p == NULL:
             raise MemoryError()
         self.ghash = <uint64_t*>p
         for c in range(self.ncols):
-            p = realloc(self.cols[c].gnull, newcap)
+            p = fastops_realloc(self.cols[c].gnull, self.gcap, newcap)
             if p == NULL:
                 raise MemoryError()
             self.cols[c].gnull = <uint8_t*>p
             if self.cols[c].kind == 0:
-                p = realloc(self.cols[c].gvals, sizeof(uint64_t) * newcap)
+                p = fastops_realloc(self.cols[c].gvals, sizeof(uint64_t) * self.gcap,
+                                    sizeof(uint64_t) * newcap)
                 if p == NULL:
                     raise MemoryError()
                 self.cols[c].gvals = <uint64_t*>p
             else:
-                p = realloc(self.cols[c].goffs, sizeof(int64_t) * (newcap + 1))
+                p = fastops_realloc(self.cols[c].goffs, sizeof(int64_t) * (self.gcap + 1)
+                                    if self.cols[c].goffs != NULL else 0,
+                                    sizeof(int64_t) * (newcap + 1))
                 if p == NULL:
                     raise MemoryError()
                 if self.cols[c].goffs == NULL:
@@ -206,7 +214,7 @@ cdef class KeyIndex:
             return 0
         while newcap < need:
             newcap *= 2
-        p = realloc(col.gdata, newcap)
+        p = fastops_realloc(col.gdata, col.dcap if col.gdata != NULL else 0, newcap)
         if p == NULL:
             raise MemoryError()
         col.gdata = <uint8_t*>p
@@ -214,7 +222,7 @@ cdef class KeyIndex:
         return 0
 
     cdef int _rehash(self, int64_t newcap) except -1:
-        cdef int64_t* t = <int64_t*>malloc(sizeof(int64_t) * newcap * (2 if self.fast else 1))
+        cdef int64_t* t = <int64_t*>fastops_alloc(sizeof(int64_t) * newcap * (2 if self.fast else 1))
         cdef int64_t g, pos
         cdef uint64_t mask = <uint64_t>(newcap - 1)
         if t == NULL:
