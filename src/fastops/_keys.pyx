@@ -414,6 +414,8 @@ cdef class KeyIndex:
         col = &self.cols[c]
         with nogil:
             for i in range(n):
+                if i + PF < n and 0 <= ids[i + PF] < self.ngroups:
+                    prefetch(&col.gvals[ids[i + PF]])
                 g = ids[i]
                 if g < 0 or g >= self.ngroups:
                     nnull = -1

@@ -210,22 +210,25 @@ class KeyTable:
             return np.zeros(len(ids), dtype=np.uint64)
         out = np.empty(len(ids), dtype=np.uint64)
         if self._index.group_hashes(ids, out) < 0:
-            raise KeyError("group id out of range")
+            raise self._bad_id(ids)
         return out
 
     def _ids(self, ids: Optional[np.ndarray]) -> np.ndarray:
+        """``ids`` as contiguous int64 (every group for None); the kernels check the range."""
         if ids is None:
             return np.arange(self.num_groups, dtype=np.int64)
-        ids = np.ascontiguousarray(ids, dtype=np.int64)
-        if len(ids) and (ids.min() < 0 or ids.max() >= self.num_groups):
-            bad = ids[(ids < 0) | (ids >= self.num_groups)][0]
-            raise KeyError(f"group id {int(bad)} out of range (0..{self.num_groups - 1})")
-        return ids
+        return np.ascontiguousarray(ids, dtype=np.int64)
+
+    def _bad_id(self, ids: np.ndarray) -> KeyError:
+        bad = ids[(ids < 0) | (ids >= self.num_groups)][0]
+        return KeyError(f"group id {int(bad)} out of range (0..{self.num_groups - 1})")
 
     def keys(self, ids: Optional[np.ndarray] = None) -> list[pa.Array]:
         """The key columns of groups ``ids`` (all groups if None), original types."""
         ids = self._ids(ids)
         if self._index is None or self.types is None:
+            if len(ids) and (ids.min() < 0 or ids.max() >= self.num_groups):
+                raise self._bad_id(ids)
             return []
         n = len(ids)
         out = []
@@ -234,6 +237,8 @@ class KeyTable:
             if _arrow.is_binary_like(t):
                 offsets = np.empty(n + 1, dtype=np.int64)
                 total = self._index.binary_sizes(c, ids, offsets, nulls)
+                if total < 0:
+                    raise self._bad_id(ids)
                 data = np.empty(max(total, 1), dtype=np.uint8)
                 self._index.binary_fill(c, ids, offsets, data)
                 large = pat.is_large_string(t) or pat.is_large_binary(t)
@@ -243,15 +248,17 @@ class KeyTable:
                                          f"in {t}'s 32-bit offsets")
                     offsets = offsets.astype(np.int32)
                 bufs = [offsets, data[:total]]
+                nnull = int(nulls.sum())
             else:
                 vals = np.empty(n, dtype=np.uint64)
-                self._index.gather_fixed(c, ids, vals, nulls)
+                nnull = self._index.gather_fixed(c, ids, vals, nulls)
+                if nnull < 0:
+                    raise self._bad_id(ids)
                 if pat.is_boolean(t):
                     bufs = [np.packbits(vals.astype(np.uint8), bitorder="little")]
                 else:
                     sd = _storage_dtype(t)
                     bufs = [vals.astype(sd) if sd.itemsize < 8 else vals.view(sd)]
-            nnull = int(nulls.sum())
             validity = None
             if nnull:
                 validity = pa.py_buffer(np.packbits(1 - nulls, bitorder="little"))

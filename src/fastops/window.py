@@ -96,6 +96,12 @@ def _clamp(v: int) -> int:
     return max(-_FAR, min(_FAR, v))
 
 
+def _timestamps(ms: np.ndarray) -> pa.Array:
+    """int64 ms as a timestamp[ms] array, sharing the memory."""
+    ms = np.ascontiguousarray(ms, dtype=np.int64)
+    return pa.Array.from_buffers(_TS, len(ms), [None, pa.py_buffer(ms)])
+
+
 def _grown(a: np.ndarray, n: int, fill: int = 0) -> np.ndarray:
     if len(a) >= n:
         return a
@@ -614,7 +620,7 @@ class WindowAggregator:
         aggregate results already computed."""
         cols = []
         if self._windowed:
-            cols += [pa.array(starts, type=_TS), pa.array(ends, type=_TS)]
+            cols += [_timestamps(starts), _timestamps(ends)]
         cols += self._keys.keys(groups) if self.by else []
         if isinstance(slots, list):
             cols += slots
