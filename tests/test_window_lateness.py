@@ -192,15 +192,16 @@ def test_bad_configuration():
     assert wa.watermark == 5
 
 
-def test_large_stream_against_pandas():
-    """Many keys and panes (map growth, cache-way collisions, slot reuse) vs a pandas group-by."""
+@pytest.mark.parametrize("size, slide", [(2000, 500), (500, 500)])
+def test_large_stream_against_pandas(size, slide):
+    """Many keys and panes (map growth, cache-way collisions, slot reuse) vs a
+    pandas group-by; tumbling windows purge each pane as it fires."""
     pd = pytest.importorskip("pandas")
     rng = np.random.default_rng(7)
     n = 60_000
     ts = np.sort(rng.integers(0, 200_000, n)) - rng.integers(0, 3000, n)
     k = rng.integers(0, 3000, n)
     v = rng.standard_normal(n)
-    size, slide = 2000, 500
     wa = WindowAggregator(Sliding(size, slide), ["k"], {"n": agg.count(), "s": agg.sum("v"), "mn": agg.min("v")})
     outs = []
     for i in range(0, n, 7000):

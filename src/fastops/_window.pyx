@@ -416,12 +416,17 @@ def pane_clear_dirty(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t
 def pane_purge(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
                const int64_t[::1] s_group, const int64_t[::1] s_next, const uint8_t[::1] s_flags,
                int64_t[::1] free_stack, int64_t[::1] counters, const int64_t[::1] panes,
-               int64_t[::1] out_slots):
+               int64_t[::1] out_slots, int64_t known_pane=0, const int64_t[::1] known=None):
     """Drop every slot of ``panes``: tombstone their entries, push them on the
-    free stack and list them in ``out_slots``. Returns the number of slots."""
-    cdef Py_ssize_t a, m = panes.shape[0]
+    free stack and list them in ``out_slots``. Returns the number of slots.
+
+    ``known`` (if given) lists every slot of pane ``known_pane``, as an
+    emission of it just walked them: that pane's slots are read from it
+    instead of walking its list one dependent load at a time."""
+    cdef Py_ssize_t a, ki, nk = 0 if known is None else known.shape[0], m = panes.shape[0]
     cdef uint64_t mask = <uint64_t>(hv.shape[0] - 1)
     cdef int64_t slot, where, w2, n = 0
+    cdef bint listed
     with nogil:
         for a in range(m):
             slot = _find(&hg[0], &hq[0], &hv[0], mask, -1, panes[a], &where)
@@ -430,6 +435,10 @@ def pane_purge(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
             hv[where] = TOMB
             counters[2] -= 1
             counters[3] += 1
+            listed = nk > 0 and panes[a] == known_pane
+            ki = 0
+            if listed:
+                slot = known[0]
             while slot >= 0:
                 if (s_flags[slot] & IN_MAP) and \
                         _find(&hg[0], &hq[0], &hv[0], mask, s_group[slot], panes[a], &w2) >= 0:
@@ -440,7 +449,11 @@ def pane_purge(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
                 counters[1] += 1
                 out_slots[n] = slot
                 n += 1
-                slot = s_next[slot]
+                if listed:
+                    ki += 1
+                    slot = known[ki] if ki < nk else -1
+                else:
+                    slot = s_next[slot]
     return n
 
 

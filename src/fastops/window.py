@@ -686,6 +686,7 @@ class WindowAggregator:
         nlive = int(self._counters[0])
         self._mark = _grown(self._mark, self._keys.num_groups, -1)
         refire_panes: set[int] = set()
+        listed: Optional[tuple[int, np.ndarray]] = None  # a one-pane window's every slot, for the purge
         total_rows = 0
         for j, refire in work:
             panes = self._window_panes(j)
@@ -704,6 +705,8 @@ class WindowAggregator:
             if want_pairs or direct:
                 pieces_row.append(self._emit_row[:npairs].copy())
                 pieces_s.append(self._emit_src[:npairs].copy())
+                if direct and not refire:
+                    listed = (int(panes[0]), pieces_s[-1])
             starts.append(self._offset + j * self._slide)
             counts.append(nrows)
             total_rows += nrows
@@ -734,7 +737,8 @@ class WindowAggregator:
             del self._panes[:b]
             freed = np.empty(int(self._counters[0]), dtype=np.int64)
             nf = _window.pane_purge(self._hg, self._hq, self._hv, self._s_group, self._s_next,
-                                    self._s_flags, self._free, self._counters, dead, freed)
+                                    self._s_flags, self._free, self._counters, dead, freed,
+                                    *(listed or ()))
             self._reset_slots(freed[:nf])
         return out
 
