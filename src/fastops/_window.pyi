@@ -9,7 +9,7 @@ def pane_rehash(og: np.ndarray, oq: np.ndarray, ov: np.ndarray,  # const int64[:
                 hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # int64[::1], modified
                 ) -> None: ...
 def pane_assign(hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # int64[::1], modified
-                s_group: np.ndarray, s_pane: np.ndarray, s_next: np.ndarray,  # int64, modified
+                s_group: np.ndarray, s_next: np.ndarray,  # int64, modified
                 s_flags: np.ndarray,      # uint8[::1], modified
                 free_stack: np.ndarray,   # int64[::1], modified
                 counters: np.ndarray,     # int64[::1] (4), modified

@@ -135,7 +135,7 @@ def pane_rehash(const int64_t[::1] og, const int64_t[::1] oq, const int64_t[::1]
 
 
 def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
-                int64_t[::1] s_group, int64_t[::1] s_pane, int64_t[::1] s_next,
+                int64_t[::1] s_group, int64_t[::1] s_next,
                 uint8_t[::1] s_flags, int64_t[::1] free_stack, int64_t[::1] counters,
                 const int64_t[::1] gids, const int64_t[::1] ts, int64_t offset,
                 int64_t p, int64_t ks, int64_t k, int64_t j_purged, int64_t j_fired,
@@ -207,7 +207,6 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
                         break
                     slot = _alloc(&free_stack[0], cnt)
                     s_group[slot] = g
-                    s_pane[slot] = q
                     s_flags[slot] = 0
                     if way_free:
                         gcache[c] = q

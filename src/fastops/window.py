@@ -299,7 +299,6 @@ class WindowAggregator:
             self._hg = np.zeros(256, dtype=np.int64)
             self._hq = np.zeros(256, dtype=np.int64)
             self._hv = np.full(256, -1, dtype=np.int64)
-            self._s_pane = np.zeros(64, dtype=np.int64)
             self._panes: list[int] = []
             self._emit_groups = np.empty(0, dtype=np.int64)  # emission scratch (see _ensure_emit)
             self._emit_row = np.empty(0, dtype=np.int64)
@@ -482,9 +481,7 @@ class WindowAggregator:
         self._s_next = _grown(self._s_next, need, -1)
         self._s_flags = _grown(self._s_flags, need)
         self._free = _grown(self._free, need)
-        if self._mode == "pane":
-            self._s_pane = _grown(self._s_pane, need)
-        elif self._mode == "session":
+        if self._mode == "session":
             self._s_start = _grown(self._s_start, need)
             self._s_end = _grown(self._s_end, need)
             self._s_parent = _grown(self._s_parent, need, -1)
@@ -543,7 +540,7 @@ class WindowAggregator:
         while True:
             self._ensure_hash()
             done, nnew, nlate, ndirty = _window.pane_assign(
-                self._hg, self._hq, self._hv, self._s_group, self._s_pane, self._s_next, self._s_flags,
+                self._hg, self._hq, self._hv, self._s_group, self._s_next, self._s_flags,
                 self._free, self._counters, gids, ts, self._offset, self._p, self._ks, self._k,
                 jp, jf, self._gcache, self._ways, done, len(self._hv) // 2,
                 len(self._panes) + len(new_all), out, new_panes)
@@ -810,7 +807,7 @@ class WindowAggregator:
         arrays = {"counters": self._counters, "free": self._free, "s_group": self._s_group,
                   "s_next": self._s_next, "s_flags": self._s_flags}
         if self._mode == "pane":
-            arrays.update(hg=self._hg, hq=self._hq, hv=self._hv, s_pane=self._s_pane,
+            arrays.update(hg=self._hg, hq=self._hq, hv=self._hv,
                           panes=np.array(self._panes, dtype=np.int64), gcache=self._gcache)
         elif self._mode == "session":
             arrays.update(g_head=self._g_head, s_start=self._s_start, s_end=self._s_end,
@@ -844,7 +841,7 @@ class WindowAggregator:
         self._counters, self._free, self._s_group = a["counters"], a["free"], a["s_group"]
         self._s_next, self._s_flags = a["s_next"], a["s_flags"]
         if self._mode == "pane":
-            self._hg, self._hq, self._hv, self._s_pane = a["hg"], a["hq"], a["hv"], a["s_pane"]
+            self._hg, self._hq, self._hv = a["hg"], a["hq"], a["hv"]
             self._panes = a["panes"].tolist()
             self._gcache = a["gcache"]
         elif self._mode == "session":
