@@ -17,11 +17,11 @@ pages) and frees it in ``__dealloc__``.
 """
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
+from libc.string cimport memcmp, memcpy, memset
 
 cdef extern from "_mem.h" nogil:
     void* fastops_alloc(size_t nbytes)
     void* fastops_realloc(void* p, size_t old, size_t nbytes)
-from libc.string cimport memcmp, memcpy, memset
 
 from fastops._xxhash cimport canon_f32, canon_f64
 
@@ -194,8 +194,7 @@ cdef class KeyIndex:
                     raise MemoryError()
                 self.cols[c].gvals = <uint64_t*>p
             else:
-                p = fastops_realloc(self.cols[c].goffs, sizeof(int64_t) * (self.gcap + 1)
-                                    if self.cols[c].goffs != NULL else 0,
+                p = fastops_realloc(self.cols[c].goffs, sizeof(int64_t) * (self.gcap + 1),
                                     sizeof(int64_t) * (newcap + 1))
                 if p == NULL:
                     raise MemoryError()
@@ -214,7 +213,7 @@ cdef class KeyIndex:
             return 0
         while newcap < need:
             newcap *= 2
-        p = fastops_realloc(col.gdata, col.dcap if col.gdata != NULL else 0, newcap)
+        p = fastops_realloc(col.gdata, col.dcap, newcap)
         if p == NULL:
             raise MemoryError()
         col.gdata = <uint8_t*>p

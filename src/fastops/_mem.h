@@ -27,7 +27,8 @@ static void* fastops_alloc(size_t nbytes) {
     return malloc(nbytes ? nbytes : 1);
 }
 
-/* realloc that keeps large blocks huge-page backed; ``old`` bytes are kept */
+/* realloc that keeps large blocks huge-page backed; the first ``old`` bytes
+ * of ``p`` are kept (none when ``p`` is NULL) */
 static void* fastops_realloc(void* p, size_t old, size_t nbytes) {
     void* q;
     if (nbytes < FASTOPS_HUGE) return realloc(p, nbytes ? nbytes : 1);

@@ -581,8 +581,7 @@ class WindowAggregator:
         if len(slots) == 0:
             return
         if self._builtin:  # their shared records in one pass (as BuiltinAggregate.reset, for all)
-            self._records.ensure(int(slots.max()) + 1)
-            _window.clear_records(self._records.rec, slots)
+            _window.clear_records(self._records.rec, slots)  # sized to every slot by the updates
         for i, (a, st) in enumerate(zip(self._agg_list, self._states)):
             if not isinstance(a, BuiltinAggregate):
                 self._states[i] = a.reset(st, slots)
@@ -699,8 +698,9 @@ class WindowAggregator:
                                               not direct)
             if nrows == 0:
                 continue
-            if want_pairs or direct:
+            if want_pairs:
                 pieces_row.append(self._emit_row[:npairs].copy())
+            if want_pairs or direct:
                 pieces_s.append(self._emit_src[:npairs].copy())
                 if direct and not refire:
                     listed = (int(panes[0]), pieces_s[-1])
@@ -715,12 +715,13 @@ class WindowAggregator:
         if total_rows:
             results: list = [None] * len(self._agg_list)
             if want_pairs or direct:
-                rows, src = np.concatenate(pieces_row), np.concatenate(pieces_s)
+                src = np.concatenate(pieces_s)
             merged, read = (rec, src) if direct else (self._merged.rec[:total_rows], None)
             for i in self._builtin:
                 st = self._states[i]
                 results[i] = self._agg_list[i].result(Columns.wrap(st.spec, merged, st.off), read)
             if want_pairs:  # plug-ins may use scratch slots from the high-water mark up
+                rows = np.concatenate(pieces_row)
                 for i, (a, st) in enumerate(zip(self._agg_list, self._states)):
                     if results[i] is None:
                         self._states[i], results[i] = a.combine(st, rows, src, total_rows, nlive)
