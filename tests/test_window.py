@@ -1,6 +1,7 @@
 """WindowAggregator against the independent model in ``window_reference``."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import random
@@ -192,6 +193,22 @@ def test_snapshot_restore_same_output(window, stream, data):
     _, restored = run(window, key_names, batches, advance, bound, cut=cut)
     assert plain.schema == restored.schema
     assert plain.to_pandas().equals(restored.to_pandas())
+
+
+def test_restore_refuses_another_pane_layout():
+    """A pane snapshot records how its slots are laid out; a state of
+    another layout is refused by name, and the aggregator is left as it was."""
+    wa = WindowAggregator(Sliding(20, 5), ["k"], {"n": agg.count()})
+    wa.process(pa.record_batch({"ts": [1, 7], "k": [1, 2]}))
+    state = wa.snapshot()
+    old = dataclasses.replace(state, meta={k: v for k, v in state.meta.items() if k != "pane_layout"})
+    other = WindowAggregator(Sliding(20, 5), ["k"], {"n": agg.count()})
+    other.process(pa.record_batch({"ts": [3], "k": [3]}))
+    with pytest.raises(ValueError, match="pane slots"):
+        other.restore(old)
+    assert other.flush().column("k").to_pylist() == [3, 3, 3, 3]
+    other.restore(State.from_bytes(state.to_bytes()))
+    assert sorted(other.flush().column("k").to_pylist()) == [1, 1, 1, 1, 2, 2, 2, 2]
 
 
 @pytest.mark.parametrize("window", [Tumbling(10), Sliding(20, 5)])

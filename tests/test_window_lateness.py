@@ -227,6 +227,37 @@ def test_large_stream_against_pandas(size, slide):
     assert wa.num_slots == 0  # everything purged after flush; memory reused, not grown per window
 
 
+def test_sparse_and_dense_panes_reuse_slots():
+    """Phases of one-row panes (1 ms windows) and of dense panes alternate:
+    results match pandas, and the slot high-water mark stops growing once
+    each phase has run once (freed chunks of every size are reused)."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(3)
+    wa = WindowAggregator(Tumbling(1), ["k"], {"n": agg.count(), "s": agg.sum("v")})
+    outs, frames, marks, t0 = [], [], [], 0
+    for phase in range(8):
+        sparse = phase % 2 == 0
+        n = 3000
+        keys = np.zeros(n, dtype=np.int64) if sparse else rng.integers(0, 2000, n)
+        ts = t0 + (np.arange(n) if sparse else rng.integers(0, 3, n))
+        v = rng.standard_normal(n)
+        wa.process(pa.record_batch({"ts": ts, "k": keys, "v": v}))
+        outs.append(wa.advance_watermark(int(ts.max()) + 1))
+        frames.append(pd.DataFrame({"ws": ts, "k": keys, "v": v}))
+        marks.append(int(wa._counters[0]))
+        t0 = int(ts.max()) + 1
+    assert wa.num_slots == 0
+    assert marks[-1] == marks[1]  # after one sparse and one dense phase, no new slots
+    table = pa.Table.from_batches(outs)
+    got = pd.DataFrame({"ws": table.column("window_start").cast(pa.int64()).to_numpy(),
+                        "k": table.column("k").to_numpy(), "n": table.column("n").to_numpy(),
+                        "s": table.column("s").to_numpy()}).sort_values(["ws", "k"]).reset_index(drop=True)
+    exp = pd.concat(frames).groupby(["ws", "k"]).agg(n=("v", "size"), s=("v", "sum")).reset_index()
+    assert len(got) == len(exp)
+    assert (got[["ws", "k", "n"]].to_numpy() == exp[["ws", "k", "n"]].to_numpy()).all()
+    np.testing.assert_allclose(got["s"].to_numpy(), exp["s"].to_numpy(), rtol=1e-9, atol=1e-12)
+
+
 class _SumSquares(agg.SlotAggregate):
     """A plug-in aggregate kept in plain NumPy, to exercise the protocol path."""
 

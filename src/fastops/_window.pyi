@@ -5,14 +5,16 @@ marks outputs written in place.
 """
 import numpy as np
 
+PANE_CHUNK_MAX: int  # slots of the largest pane chunk
+PANE_LAYOUT: str     # how pane slots are laid out (recorded in snapshots)
+
 def pane_rehash(og: np.ndarray, oq: np.ndarray, ov: np.ndarray,  # const int64[::1]
                 hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # int64[::1], modified
                 ) -> None: ...
 def pane_assign(hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # int64[::1], modified
                 s_group: np.ndarray, s_next: np.ndarray,  # int64, modified
                 s_flags: np.ndarray,      # uint8[::1], modified
-                free_stack: np.ndarray,   # int64[::1], modified
-                counters: np.ndarray,     # int64[::1] (4), modified
+                counters: np.ndarray,     # int64[::1] (12), modified
                 gids: np.ndarray, ts: np.ndarray,  # const int64[::1]
                 offset: int, p: int, ks: int, k: int, j_purged: int, j_fired: int,
                 gcache: np.ndarray,       # int64[::1] (2 * ways per group), modified
@@ -46,9 +48,10 @@ def pane_clear_dirty(hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # const in
                      panes: np.ndarray,    # const int64[::1]
                      ) -> None: ...
 def pane_purge(hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # int64[::1], modified
-               s_group: np.ndarray, s_next: np.ndarray,  # const int64[::1]
+               s_group: np.ndarray,    # const int64[::1]
+               s_next: np.ndarray,     # int64[::1], modified (free lists)
                s_flags: np.ndarray,    # const uint8[::1]
-               free_stack: np.ndarray, counters: np.ndarray,  # int64[::1], modified
+               counters: np.ndarray,   # int64[::1] (12), modified
                panes: np.ndarray,      # const int64[::1]
                out_slots: np.ndarray,  # int64[::1], modified
                known_pane: int = 0,

@@ -3,7 +3,7 @@
 
 A *slot* is one accumulator: (group, pane) for tumbling and sliding windows,
 (group, session) for session windows. Slot ids are dense int64, reused after
-purge through a free stack. All state lives in NumPy arrays owned by
+purge through a free stack: of single slots for sessions, of chunks for panes. All state lives in NumPy arrays owned by
 ``fastops.window``; every kernel takes contiguous memoryviews, runs one
 ``with nogil:`` block, and modifies the arrays it is given. Capacities are
 ensured by the caller before the call (``counters`` holds the sizes).
@@ -11,7 +11,14 @@ ensured by the caller before the call (``counters`` holds the sizes).
 Pane table (tumbling / sliding)
     Open-addressing hash map ``(g, q) -> slot`` (arrays ``hg, hq, hv``; ``hv``
     is ``-1`` for empty, ``-2`` for a tombstone). Entry ``(-1, q)`` is the head
-    of pane ``q``'s list of slots (linked through ``s_next``). Times are
+    of pane ``q``'s list of slots (linked through ``s_next``). A pane owns
+    whole chunks of consecutive slots, filled in order, each chunk twice the
+    last (1, 2, 4 .. 64 slots, aligned to their size): a dense pane's slots,
+    records and list links lie together in memory, so walking it (emission,
+    purge) and reading its records are sequential, while a sparse pane
+    wastes no more slots than it uses. Free chunks wait in one list per size
+    (linked through ``s_next`` of their first slot); 64-slot chunks are cut
+    from the high-water mark and split for the smaller sizes. Times are
     relative to the window offset; pane ``q`` covers ``[q*p, (q+1)*p)``;
     window ``j`` covers panes ``[j*ks, j*ks + k)`` with ``ks = slide/p``,
     ``k = size/p``.
@@ -20,8 +27,9 @@ Session table
     Per group a list of live sessions sorted by start (``g_head``,
     ``s_next``); ``s_start``/``s_end`` with ``end = last + gap``.
 
-``counters``: ``[0]`` slot high-water mark, ``[1]`` free stack size,
-``[2]`` live hash entries, ``[3]`` tombstones.
+``counters``: ``[0]`` slot high-water mark, ``[1]`` free stack size
+(sessions), ``[2]`` live hash entries, ``[3]`` tombstones, ``[4]`` live pane
+slots, ``[5 + c]`` first slot + 1 of the free chunks of class ``c`` (0: none).
 """
 from libc.stdint cimport int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc
@@ -38,6 +46,11 @@ cdef extern from *:
     void prefetch "FASTOPS_PREFETCH"(const void* p) noexcept nogil
 
 cdef Py_ssize_t PF = 16  # prefetch distance (rows); pane_assign keeps a ring of PF panes (at most 16)
+
+DEF MAX_CLASS = 6     # pane chunks hold 2**class slots, class 0 .. MAX_CLASS
+DEF CLASS_SHIFT = 4   # a pane slot's chunk class sits in its flags from this bit on
+PANE_CHUNK_MAX = 1 << MAX_CLASS  # slots of the largest pane chunk
+PANE_LAYOUT = "chunks-64"  # recorded in snapshots: how pane slots are laid out
 
 cdef int64_t EMPTY = -1
 cdef int64_t TOMB = -2
@@ -106,6 +119,33 @@ cdef inline void _put(int64_t* hg, int64_t* hq, int64_t* hv, int64_t pos, int64_
     counters[2] += 1
 
 
+cdef inline int64_t _chunk_take(int64_t* s_next, int64_t* cnt, int c) noexcept nogil:
+    """First slot of a free chunk of class ``c``; the caller checked that
+    one exists or that a 64-slot chunk fits above the high-water mark."""
+    cdef int64_t base, piece, size = <int64_t>1 << c
+    if cnt[5 + c] > 0:
+        base = cnt[5 + c] - 1
+        cnt[5 + c] = s_next[base] + 1
+        return base
+    if cnt[5 + MAX_CLASS] > 0:
+        base = cnt[5 + MAX_CLASS] - 1
+        cnt[5 + MAX_CLASS] = s_next[base] + 1
+    else:
+        base = cnt[0]
+        cnt[0] += <int64_t>1 << MAX_CLASS
+    piece = base + (<int64_t>1 << MAX_CLASS) - size
+    while piece > base:  # the rest of the split chunk, on the free list of its class
+        s_next[piece] = cnt[5 + c] - 1
+        cnt[5 + c] = piece + 1
+        piece -= size
+    return base
+
+
+cdef inline void _chunk_give(int64_t* s_next, int64_t* cnt, int64_t base, int c) noexcept nogil:
+    s_next[base] = cnt[5 + c] - 1
+    cnt[5 + c] = base + 1
+
+
 cdef inline int64_t _alloc(int64_t* free_stack, int64_t* counters) noexcept nogil:
     if counters[1] > 0:
         counters[1] -= 1
@@ -136,7 +176,7 @@ def pane_rehash(const int64_t[::1] og, const int64_t[::1] oq, const int64_t[::1]
 
 def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
                 int64_t[::1] s_group, int64_t[::1] s_next,
-                uint8_t[::1] s_flags, int64_t[::1] free_stack, int64_t[::1] counters,
+                uint8_t[::1] s_flags, int64_t[::1] counters,
                 const int64_t[::1] gids, const int64_t[::1] ts, int64_t offset,
                 int64_t p, int64_t ks, int64_t k, int64_t j_purged, int64_t j_fired,
                 int64_t[::1] gcache, int64_t ways, Py_ssize_t start, int64_t max_fill,
@@ -148,8 +188,9 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
     1) * ks``) or empty (slot ``-1``) is free. A (g, q) that finds its way
     taken by another live pane goes to the hash map (flag IN_MAP). The map
     also holds the head of every pane's slot list (entry ``(-1, q)``); a new
-    slot is prepended to its pane's list, a new pane is written to
-    ``new_panes``. A row whose pane has a fired, unpurged window marks the
+    slot is the one after the head in the head's chunk, or the first of a
+    new chunk (see the module docstring), and is prepended to its pane's
+    list; a new pane is written to ``new_panes``. A row whose pane has a fired, unpurged window marks the
     slot DIRTY.
 
     ``nheads`` is the number of pane heads in the map: while it holds nothing
@@ -158,13 +199,16 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
     the call), so a new slot finds its pane's head without a probe.
 
     Stops early (before an insertion) once the map holds ``max_fill`` live +
-    tombstone entries, so the caller can grow it. Returns ``(next row, new
+    tombstone entries, or a new chunk would not fit in the slot arrays, so
+    the caller can grow them. Returns ``(next row, new
     panes, late rows, dirty rows)``; ``next row == len(gids)`` when done.
     """
     cdef Py_ssize_t i, n = gids.shape[0]
     cdef uint64_t mask = <uint64_t>(hv.shape[0] - 1)
-    cdef int64_t q, g, slot, head, where, c
+    cdef int64_t q, g, slot, head, where, hwhere, c
     cdef int64_t nnew = 0, nlate = 0, ndirty = 0
+    cdef int64_t cap = min(s_group.shape[0], s_next.shape[0], s_flags.shape[0])
+    cdef int cls
     cdef int64_t q_dead = (j_purged + 1) * ks
     # DIRTY iff some window of q is fired and not purged: max(first window of q,
     # j_purged + 1) <= j_fired, i.e. q <= q_dirty (no division per row)
@@ -177,6 +221,8 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
     cdef int h8
     cdef int64_t q_ahead[16]  # pane of rows i .. i + PF - 1 (ring), worked out when prefetched
     cdef Py_ssize_t ia
+    if counters.shape[0] < 6 + MAX_CLASS:
+        raise ValueError(f"pane_assign: counters has {counters.shape[0]} entries, needs {6 + MAX_CLASS}")
     for h8 in range(8):
         hpos_cache[h8] = -1
     with nogil:
@@ -205,33 +251,43 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
                 if slot < 0:
                     if cnt[2] + cnt[3] + 2 >= max_fill:
                         break
-                    slot = _alloc(&free_stack[0], cnt)
+                    # the pane's head: its newest slot, the next one is free unless it starts a chunk
+                    h8 = <int>(q & 7)
+                    if hpos_cache[h8] >= 0 and hq_cache[h8] == q:
+                        hwhere = hpos_cache[h8]
+                        head = hv[hwhere]
+                    else:
+                        head = _find(&hg[0], &hq[0], &hv[0], mask, -1, q, &hwhere)
+                    cls = 0 if head < 0 else s_flags[head] >> CLASS_SHIFT
+                    if head >= 0 and ((head + 1) & ((<int64_t>1 << cls) - 1)) != 0:
+                        slot = head + 1
+                    else:
+                        if head >= 0 and cls < MAX_CLASS:
+                            cls += 1
+                        if cnt[5 + cls] == 0 and cnt[5 + MAX_CLASS] == 0 and \
+                                cnt[0] + (<int64_t>1 << MAX_CLASS) > cap:
+                            break  # the caller grows the slot arrays
+                        slot = _chunk_take(&s_next[0], cnt, cls)
+                    cnt[4] += 1
                     s_group[slot] = g
-                    s_flags[slot] = 0
+                    s_flags[slot] = <uint8_t>(cls << CLASS_SHIFT)
+                    s_next[slot] = head
+                    if head < 0:
+                        _put(&hg[0], &hq[0], &hv[0], hwhere, -1, q, slot, cnt)
+                        nheads += 1
+                        new_panes[nnew] = q
+                        nnew += 1
+                    else:
+                        hv[hwhere] = slot
+                    hq_cache[h8] = q
+                    hpos_cache[h8] = hwhere
                     if way_free:
                         gcache[c] = q
                         gcache[c + 1] = slot
                     else:
                         _find(&hg[0], &hq[0], &hv[0], mask, g, q, &where)
                         _put(&hg[0], &hq[0], &hv[0], where, g, q, slot, cnt)
-                        s_flags[slot] = IN_MAP
-                    h8 = <int>(q & 7)
-                    if hpos_cache[h8] >= 0 and hq_cache[h8] == q:
-                        where = hpos_cache[h8]
-                        head = hv[where]
-                    else:
-                        head = _find(&hg[0], &hq[0], &hv[0], mask, -1, q, &where)
-                    if head < 0:
-                        s_next[slot] = -1
-                        _put(&hg[0], &hq[0], &hv[0], where, -1, q, slot, cnt)
-                        nheads += 1
-                        new_panes[nnew] = q
-                        nnew += 1
-                    else:
-                        s_next[slot] = head
-                        hv[where] = slot
-                    hq_cache[h8] = q
-                    hpos_cache[h8] = where
+                        s_flags[slot] |= IN_MAP
             if q <= q_dirty:
                 s_flags[slot] |= DIRTY
                 ndirty += 1
@@ -413,19 +469,23 @@ def pane_clear_dirty(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t
 
 
 def pane_purge(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
-               const int64_t[::1] s_group, const int64_t[::1] s_next, const uint8_t[::1] s_flags,
-               int64_t[::1] free_stack, int64_t[::1] counters, const int64_t[::1] panes,
+               const int64_t[::1] s_group, int64_t[::1] s_next, const uint8_t[::1] s_flags,
+               int64_t[::1] counters, const int64_t[::1] panes,
                int64_t[::1] out_slots, int64_t known_pane=0, const int64_t[::1] known=None):
-    """Drop every slot of ``panes``: tombstone their entries, push them on the
-    free stack and list them in ``out_slots``. Returns the number of slots.
+    """Drop every slot of ``panes``: tombstone their entries, put their
+    chunks on the free lists and list them in ``out_slots``. Returns the
+    number of slots.
 
     ``known`` (if given) lists every slot of pane ``known_pane``, as an
     emission of it just walked them: that pane's slots are read from it
     instead of walking its list one dependent load at a time."""
     cdef Py_ssize_t a, ki, nk = 0 if known is None else known.shape[0], m = panes.shape[0]
     cdef uint64_t mask = <uint64_t>(hv.shape[0] - 1)
-    cdef int64_t slot, where, w2, n = 0
+    cdef int64_t slot, nxt, where, w2, n = 0
+    cdef int cls
     cdef bint listed
+    if counters.shape[0] < 6 + MAX_CLASS:
+        raise ValueError(f"pane_purge: counters has {counters.shape[0]} entries, needs {6 + MAX_CLASS}")
     with nogil:
         for a in range(m):
             slot = _find(&hg[0], &hq[0], &hv[0], mask, -1, panes[a], &where)
@@ -444,15 +504,18 @@ def pane_purge(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
                     hv[w2] = TOMB
                     counters[2] -= 1
                     counters[3] += 1
-                free_stack[counters[1]] = slot
-                counters[1] += 1
                 out_slots[n] = slot
                 n += 1
+                nxt = s_next[slot]
+                cls = s_flags[slot] >> CLASS_SHIFT
+                if (slot & ((<int64_t>1 << cls) - 1)) == 0:  # a chunk's first slot: the chunk is free
+                    _chunk_give(&s_next[0], &counters[0], slot, cls)
                 if listed:
                     ki += 1
                     slot = known[ki] if ki < nk else -1
                 else:
-                    slot = s_next[slot]
+                    slot = nxt
+        counters[4] -= n
     return n
 
 

@@ -283,7 +283,7 @@ class WindowAggregator:
 
     # ------------------------------------------------------------ setup
     def _init_tables(self) -> None:
-        self._counters = np.zeros(4, dtype=np.int64)
+        self._counters = np.zeros(12, dtype=np.int64)
         self._free = np.zeros(64, dtype=np.int64)
         self._s_group = np.zeros(64, dtype=np.int64)
         self._s_next = np.full(64, -1, dtype=np.int64)
@@ -400,6 +400,8 @@ class WindowAggregator:
         """Slots in use (open windows / panes / sessions times keys)."""
         if self._mode == "global":
             return self._keys.num_groups
+        if self._mode == "pane":
+            return int(self._counters[4])
         return int(self._counters[0] - self._counters[1])
 
     # ------------------------------------------------------------ process
@@ -541,7 +543,7 @@ class WindowAggregator:
             self._ensure_hash()
             done, nnew, nlate, ndirty = _window.pane_assign(
                 self._hg, self._hq, self._hv, self._s_group, self._s_next, self._s_flags,
-                self._free, self._counters, gids, ts, self._offset, self._p, self._ks, self._k,
+                self._counters, gids, ts, self._offset, self._p, self._ks, self._k,
                 jp, jf, self._gcache, self._ways, done, len(self._hv) // 2,
                 len(self._panes) + len(new_all), out, new_panes)
             nlate_all += nlate
@@ -549,7 +551,10 @@ class WindowAggregator:
             new_all += new_panes[:nnew].tolist()
             if done == n:
                 break
-            self._ensure_hash(force=True)
+            if int(self._counters[0]) + _window.PANE_CHUNK_MAX > len(self._s_group):
+                self._ensure_slots(n - done + _window.PANE_CHUNK_MAX)  # out of room for a new chunk
+            else:
+                self._ensure_hash(force=True)
         for q in new_all:
             bisect.insort(self._panes, q)
         return out, nlate_all
@@ -735,7 +740,7 @@ class WindowAggregator:
             del self._panes[:b]
             freed = np.empty(int(self._counters[0]), dtype=np.int64)
             nf = _window.pane_purge(self._hg, self._hq, self._hv, self._s_group, self._s_next,
-                                    self._s_flags, self._free, self._counters, dead, freed,
+                                    self._s_flags, self._counters, dead, freed,
                                     *(listed or ()))
             self._reset_slots(freed[:nf])
         return out
@@ -818,6 +823,8 @@ class WindowAggregator:
         arrays = {k: np.array(v, copy=True) for k, v in arrays.items()}
         meta = {"watermark": self._wm, "ndirty": self._ndirty, "rows_in": self.rows_in,
                 "rows_late": self.rows_late, "bound": self._input_types is not None}
+        if self._mode == "pane":
+            meta["pane_layout"] = _window.PANE_LAYOUT
         schema = pa.schema([]) if self._input_types is None else pa.schema(
             [pa.field(k, v) for k, v in self._input_types.items()])
         return State(self._config(), meta, arrays, self._keys.snapshot(), self._keys.group_hashes(),
@@ -833,6 +840,9 @@ class WindowAggregator:
         if state.config != self._config():
             raise ValueError(f"state was taken from a differently configured aggregator: "
                              f"{state.config} != {self._config()}")
+        if self._mode == "pane" and state.meta.get("pane_layout") != _window.PANE_LAYOUT:
+            raise ValueError(f"state lays out pane slots as {state.meta.get('pane_layout')!r}, this version "
+                             f"as {_window.PANE_LAYOUT!r}: take the snapshot with this version")
         self._init_tables()
         self._keys = KeyTable.restore(state.keys)
         if state.meta.get("bound"):
