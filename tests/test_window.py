@@ -138,7 +138,7 @@ def ref_rows(rows, key_names):
     return out
 
 
-def run(window, key_names, batches, advance, bound, lateness=0, cut=None, specs=AGGS):
+def run(window, key_names, batches, advance, bound, lateness=0, cut=None, specs=AGGS, at_cut=None):
     schema = schema_for(key_names)
     by = ["k_" + k for k in key_names]
 
@@ -150,9 +150,9 @@ def run(window, key_names, batches, advance, bound, lateness=0, cut=None, specs=
     max_ts = None
     for bi, b in enumerate(batches):
         if cut is not None and bi == cut:
-            data = wa.snapshot().to_bytes()
+            state = wa.snapshot() if at_cut is None else at_cut(wa.snapshot())
             wa = fresh()
-            wa.restore(State.from_bytes(data))
+            wa.restore(State.from_bytes(state.to_bytes()))
         wa.process(to_batch(b, schema))
         if b:
             m = max(r["ts"] for r in b)
@@ -195,13 +195,48 @@ def test_snapshot_restore_same_output(window, stream, data):
     assert plain.to_pandas().equals(restored.to_pandas())
 
 
+def _single_slot_layout(state):
+    """``state`` as an older version laid out pane slots: one at a time from a
+    free stack holding every slot below the high-water mark not in a pane's
+    list, no size classes in the flags, four counters, no layout recorded."""
+    arr = dict(state.arrays)
+    if "hv" not in arr:
+        return state
+    hg, hv, s_next, c = arr["hg"], arr["hv"], arr["s_next"], arr["counters"]
+    live = []
+    for head in hv[(hg == -1) & (hv >= 0)]:
+        s = int(head)
+        while s >= 0:
+            live.append(s)
+            s = int(s_next[s])
+    free = np.setdiff1d(np.arange(int(c[0])), live)
+    arr.update(counters=np.array([c[0], len(free), c[2], c[3]], dtype=np.int64),
+               free=np.concatenate([free, np.zeros(max(64, int(c[0])) - len(free), dtype=np.int64)]),
+               s_flags=arr["s_flags"] & 3)
+    meta = {k: v for k, v in state.meta.items() if k != "pane_layout"}
+    return dataclasses.replace(state, arrays=arr, meta=meta)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(windows.filter(lambda w: not isinstance(w, Session)), streams(), st.data())
+def test_restore_of_an_older_pane_layout(window, stream, data):
+    """A snapshot whose pane slots were taken one at a time (as older versions
+    did) restores into the chunked layout and gives the same output."""
+    key_names, rows, batches, advance, bound = stream
+    cut = data.draw(st.integers(0, len(batches)))
+    _, plain = run(window, key_names, batches, advance, bound, lateness=5)
+    _, restored = run(window, key_names, batches, advance, bound, lateness=5, cut=cut,
+                      at_cut=_single_slot_layout)
+    assert plain.to_pandas().equals(restored.to_pandas())
+
+
 def test_restore_refuses_another_pane_layout():
     """A pane snapshot records how its slots are laid out; a state of
     another layout is refused by name, and the aggregator is left as it was."""
     wa = WindowAggregator(Sliding(20, 5), ["k"], {"n": agg.count()})
     wa.process(pa.record_batch({"ts": [1, 7], "k": [1, 2]}))
     state = wa.snapshot()
-    old = dataclasses.replace(state, meta={k: v for k, v in state.meta.items() if k != "pane_layout"})
+    old = dataclasses.replace(state, meta={**state.meta, "pane_layout": "chunks-8"})
     other = WindowAggregator(Sliding(20, 5), ["k"], {"n": agg.count()})
     other.process(pa.record_batch({"ts": [3], "k": [3]}))
     with pytest.raises(ValueError, match="pane slots"):

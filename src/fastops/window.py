@@ -111,6 +111,34 @@ def _grown(a: np.ndarray, n: int, fill: int = 0) -> np.ndarray:
     return b
 
 
+_SINGLE_SLOTS = "single"  # pane layout of snapshots from before chunks (they record none)
+
+
+def _chunks_from_single_slots(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Pane table arrays of an older snapshot (slots taken one at a time from a
+    free stack) in the chunked layout: each slot is a chunk of one slot (size
+    class 0, as its flags already say), the free stack becomes that class's
+    free list, and new chunks start at the next multiple of the largest chunk."""
+    old = a["counters"]
+    high, nfree = int(old[0]), int(old[1])
+    big = _window.PANE_CHUNK_MAX
+    counters = np.zeros(12, dtype=np.int64)
+    counters[0] = -(-high // big) * big
+    counters[2:4] = old[2:4]
+    counters[4] = high - nfree
+    free = a["free"][:nfree]
+    s_next = _grown(a["s_next"], int(counters[0]), -1)
+    if nfree:
+        s_next[free[:-1]] = free[1:]
+        s_next[free[-1]] = -1
+        counters[5] = free[0] + 1
+    a.update(counters=counters, s_next=s_next,
+             s_group=_grown(a["s_group"], int(counters[0])),
+             s_flags=_grown(a["s_flags"], int(counters[0])),
+             free=_grown(a["free"], int(counters[0])))
+    return a
+
+
 # ---------------------------------------------------------------- state
 
 @dataclass(frozen=True)
@@ -840,8 +868,9 @@ class WindowAggregator:
         if state.config != self._config():
             raise ValueError(f"state was taken from a differently configured aggregator: "
                              f"{state.config} != {self._config()}")
-        if self._mode == "pane" and state.meta.get("pane_layout") != _window.PANE_LAYOUT:
-            raise ValueError(f"state lays out pane slots as {state.meta.get('pane_layout')!r}, this version "
+        layout = state.meta.get("pane_layout", _SINGLE_SLOTS)
+        if self._mode == "pane" and layout not in (_window.PANE_LAYOUT, _SINGLE_SLOTS):
+            raise ValueError(f"state lays out pane slots as {layout!r}, this version "
                              f"as {_window.PANE_LAYOUT!r}: take the snapshot with this version")
         self._init_tables()
         self._keys = KeyTable.restore(state.keys)
@@ -849,6 +878,8 @@ class WindowAggregator:
             self._input_types = None
             self._bind(state.input_schema)
         a = {k: np.array(v, copy=True) for k, v in state.arrays.items()}
+        if self._mode == "pane" and layout == _SINGLE_SLOTS:
+            a = _chunks_from_single_slots(a)
         self._counters, self._free, self._s_group = a["counters"], a["free"], a["s_group"]
         self._s_next, self._s_flags = a["s_next"], a["s_flags"]
         if self._mode == "pane":
