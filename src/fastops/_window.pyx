@@ -3,7 +3,8 @@
 
 A *slot* is one accumulator: (group, pane) for tumbling and sliding windows,
 (group, session) for session windows. Slot ids are dense int64, reused after
-purge through a free stack: of single slots for sessions, of chunks for panes. All state lives in NumPy arrays owned by
+purge: sessions through a free stack of slots, panes through free lists of
+chunks. All state lives in NumPy arrays owned by
 ``fastops.window``; every kernel takes contiguous memoryviews, runs one
 ``with nogil:`` block, and modifies the arrays it is given. Capacities are
 ensured by the caller before the call (``counters`` holds the sizes).
@@ -190,8 +191,8 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
     also holds the head of every pane's slot list (entry ``(-1, q)``); a new
     slot is the one after the head in the head's chunk, or the first of a
     new chunk (see the module docstring), and is prepended to its pane's
-    list; a new pane is written to ``new_panes``. A row whose pane has a fired, unpurged window marks the
-    slot DIRTY.
+    list; a new pane is written to ``new_panes``. A row whose pane has a
+    fired, unpurged window marks the slot DIRTY.
 
     ``nheads`` is the number of pane heads in the map: while it holds nothing
     else, a (g, q) missing from its way is new without probing the map. The
@@ -200,8 +201,8 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
 
     Stops early (before an insertion) once the map holds ``max_fill`` live +
     tombstone entries, or a new chunk would not fit in the slot arrays, so
-    the caller can grow them. Returns ``(next row, new
-    panes, late rows, dirty rows)``; ``next row == len(gids)`` when done.
+    the caller can grow them. Returns ``(next row, new panes, late rows,
+    dirty rows)``; ``next row == len(gids)`` when done.
     """
     cdef Py_ssize_t i, n = gids.shape[0]
     cdef uint64_t mask = <uint64_t>(hv.shape[0] - 1)
