@@ -35,6 +35,7 @@ def pane_emit(hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # const int64[::1
               row0: int,
               out_groups: np.ndarray, out_row: np.ndarray, out_src: np.ndarray,  # int64, modified
               merge: bool = True,       # False: out_rec untouched (windows of one pane)
+              pairs: bool = True,       # False (with merge, no refire): no pairs kept, one pass
               ) -> tuple[int, int]: ...
 def pairs_plan(rows: np.ndarray, src: np.ndarray,  # const int64[::1]
                nrows: int, top: int,

@@ -34,7 +34,7 @@ slots, ``[5 + c]`` first slot + 1 of the free chunks of class ``c`` (0: none).
 """
 from libc.stdint cimport int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc
-from libc.string cimport memset
+from libc.string cimport memcpy, memset
 
 cdef extern from *:
     """
@@ -297,12 +297,63 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
     return i, nnew, nlate, ndirty
 
 
+cdef int64_t _emit_merged(const int64_t* hg, const int64_t* hq, const int64_t* hv, uint64_t mask,
+                          const int64_t* s_group, const int64_t* s_next, const uint8_t* s_flags,
+                          const int64_t* panes, Py_ssize_t m, int64_t* group_mark,
+                          const int64_t* op, const int64_t* off, Py_ssize_t nagg,
+                          const int64_t* base, int64_t W, int64_t* orec,
+                          int64_t* out_groups) noexcept nogil:
+    """``pane_emit`` without pairs or refire, in one pass: each pane's list is
+    walked a chunk at a time (a run of consecutive slots, newest first), and
+    each slot's record is copied to a new row or merged into its group's row
+    at once. Returns the number of rows."""
+    cdef Py_ssize_t a
+    cdef int64_t slot, lo, x, g, r, nrows = 0, where, xa
+    cdef Py_ssize_t k
+    cdef const int64_t* b
+    cdef int64_t* o
+    for a in range(m):
+        slot = _find(hg, hq, hv, mask, -1, panes[a], &where)
+        while slot >= 0:
+            lo = slot & ~((<int64_t>1 << (s_flags[slot] >> CLASS_SHIFT)) - 1)  # the run's first slot
+            x = slot
+            while x >= lo:
+                xa = x - PF
+                if xa >= lo:
+                    prefetch(&group_mark[s_group[xa]])
+                    prefetch(base + xa * W)
+                xa = x - PF // 2
+                if xa >= lo:
+                    r = group_mark[s_group[xa]]
+                    if r >= 0:
+                        prefetch(orec + r * W)
+                g = s_group[x]
+                r = group_mark[g]
+                b = base + x * W
+                if r < 0:
+                    group_mark[g] = nrows
+                    out_groups[nrows] = g
+                    memcpy(orec + nrows * W, b, <size_t>W * 8)
+                    nrows += 1
+                else:
+                    o = orec + r * W
+                    for k in range(nagg):
+                        if b[off[k]] != 0:
+                            _merge_one(<int>op[k], o + off[k], b + off[k])
+                x -= 1
+            slot = s_next[lo]
+    for r in range(nrows):
+        group_mark[out_groups[r]] = -1
+    return nrows
+
+
 def pane_emit(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] hv,
               const int64_t[::1] s_group, const int64_t[::1] s_next, const uint8_t[::1] s_flags,
               const int64_t[::1] panes, bint refire, int64_t[::1] group_mark,
               const int64_t[::1] ops, const int64_t[::1] offs, const int64_t[:, ::1] rec,
               int64_t[:, ::1] out_rec, int64_t row0,
-              int64_t[::1] out_groups, int64_t[::1] out_row, int64_t[::1] out_src, bint merge=True):
+              int64_t[::1] out_groups, int64_t[::1] out_row, int64_t[::1] out_src, bint merge=True,
+              bint pairs=True):
     """The output rows of one window made of ``panes``, merged.
 
     Every group with a slot in these panes gets one output row (in order of
@@ -317,7 +368,9 @@ def pane_emit(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] h
     a row: the pairs are the rows in order, ``out_rec`` and ``group_mark``
     are left alone, and the caller reads the slots' records.
     The (row, slot) pairs are left in ``out_row`` / ``out_src`` (for
-    aggregates merged outside). ``group_mark`` (one entry per group) must be
+    aggregates merged outside); without ``pairs`` (merging, not refiring)
+    they are not kept, and each slot is merged as its pane is walked (one
+    pass, ``_emit_merged``; ``pairs`` is then returned as 0). ``group_mark`` (one entry per group) must be
     all -1 and is left so. Capacities: ``out_groups`` and ``out_rec`` from
     ``row0`` on, and the pair arrays, hold at least every slot of these
     panes. Returns ``(rows, pairs)``.
@@ -351,6 +404,12 @@ def pane_emit(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] h
         raise ValueError(f"pane_emit: row0 {row0} outside out_rec / out_groups of "
                          f"{out_rec.shape[0]} / {out_groups.shape[0]} rows")
     orec = &out_rec[row0, 0]
+    if merge and not refire and not pairs:
+        with nogil:
+            nrows = _emit_merged(&hg[0], &hq[0], &hv[0], mask, &s_group[0], &s_next[0], &s_flags[0],
+                                 &panes[0] if m > 0 else NULL, m, &group_mark[0], op, off, nagg,
+                                 base, W, orec, &out_groups[row0])
+        return nrows, 0
     with nogil:
         # the pane lists, up to 16 walked side by side: each step of a walk
         # waits for the load of the last, so several walks overlap those waits

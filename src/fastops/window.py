@@ -728,7 +728,7 @@ class WindowAggregator:
                                               self._s_flags, panes, refire, self._mark, self._ops,
                                               self._offs, rec, self._merged.rec, total_rows,
                                               self._emit_groups, self._emit_row, self._emit_src,
-                                              not direct)
+                                              not direct, want_pairs or direct)
             if nrows == 0:
                 continue
             if want_pairs:
