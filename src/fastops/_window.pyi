@@ -106,7 +106,7 @@ def clear_records(rec: np.ndarray,    # int64[:, ::1], modified
 def gather_fields(rec: np.ndarray,     # const int64[:, ::1]
                   cnt_word: int,
                   fields: np.ndarray,  # const int64[::1] word indices
-                  slots: np.ndarray,   # const int64[::1]
-                  out: np.ndarray,     # int64[:, ::1] (len(fields), len(slots)), modified
-                  null: np.ndarray,    # uint8[::1] (len(slots)), modified
+                  slots: np.ndarray | None,  # const int64[::1]; None: rows 0 .. n-1
+                  out: np.ndarray,     # int64[:, ::1] (len(fields), n), modified
+                  null: np.ndarray,    # uint8[::1] (n), modified
                   ) -> int: ...

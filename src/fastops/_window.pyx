@@ -1030,14 +1030,20 @@ def clear_records(int64_t[:, ::1] rec, const int64_t[::1] slots):
 def gather_fields(const int64_t[:, ::1] rec, int64_t cnt_word, const int64_t[::1] fields,
                   const int64_t[::1] slots, int64_t[:, ::1] out, uint8_t[::1] null):
     """out[j, i] = rec[slots[i], fields[j]] (raw 8-byte words: one contiguous
-    column per field) and null[i] = (rec[slots[i], cnt_word] == 0). Modifies
-    outputs. Returns the number of nulls."""
-    cdef Py_ssize_t i, j, n = slots.shape[0], m = fields.shape[0]
-    cdef int64_t F = rec.shape[1], nnull = 0
+    column per field) and null[i] = (rec[slots[i], cnt_word] == 0); ``slots``
+    None: rows 0 .. n-1 in order (n = out.shape[1]). Modifies outputs.
+    Returns the number of nulls."""
+    cdef bint seq = slots is None
+    cdef Py_ssize_t i, j, n = out.shape[1] if seq else slots.shape[0], m = fields.shape[0]
+    cdef int64_t F = rec.shape[1], nnull = 0, s, c
     cdef const int64_t* w
     cdef const int64_t* r
+    cdef int64_t** cols
+    cdef const int64_t* fld = &fields[0] if m > 0 else NULL
     if out.shape[0] != m or out.shape[1] != n or null.shape[0] != n:
         raise ValueError(f"gather_fields: out must be ({m}, {n}) and null ({n},)")
+    if seq and n > rec.shape[0]:
+        raise ValueError(f"gather_fields: {n} rows asked of {rec.shape[0]} records")
     if n == 0:
         return 0
     for j in range(m):
@@ -1045,14 +1051,25 @@ def gather_fields(const int64_t[:, ::1] rec, int64_t cnt_word, const int64_t[::1
             raise ValueError(f"gather_fields: word {fields[j]} outside records of {F} words")
     if not 0 <= cnt_word < F:
         raise ValueError(f"gather_fields: word {cnt_word} outside records of {F} words")
+    cols = <int64_t**>malloc(<size_t>(m if m > 0 else 1) * sizeof(int64_t*))
+    if cols == NULL:
+        raise MemoryError("gather_fields: column pointers")
+    for j in range(m):
+        cols[j] = &out[j, 0]
     w = &rec[0, 0]
     with nogil:
         for i in range(n):
-            if i + PF < n:
-                prefetch(w + slots[i + PF] * F)
-            r = w + slots[i] * F
+            if seq:
+                s = i
+            else:
+                s = slots[i]
+                if i + PF < n:
+                    prefetch(w + slots[i + PF] * F)
+            r = w + s * F
             for j in range(m):
-                out[j, i] = r[fields[j]]
-            null[i] = r[cnt_word] == 0
-            nnull += r[cnt_word] == 0
+                cols[j][i] = r[fld[j]]
+            c = r[cnt_word] == 0
+            null[i] = <uint8_t>c
+            nnull += c
+    free(cols)
     return nnull

@@ -232,11 +232,11 @@ class Columns:
         """Fields ``names`` of ``slots`` (None: every slot in order), copied in
         one kernel pass, and the null mask (``cnt == 0``; None when no slot is
         empty)."""
-        if slots is None:
-            slots = np.arange(self.size, dtype=np.int64)
-        slots = np.ascontiguousarray(slots, dtype=np.int64)
-        out = np.empty((len(names), len(slots)), dtype=np.int64)
-        null = np.empty(len(slots), dtype=np.uint8)
+        if slots is not None:
+            slots = np.ascontiguousarray(slots, dtype=np.int64)
+        n = self.size if slots is None else len(slots)
+        out = np.empty((len(names), n), dtype=np.int64)
+        null = np.empty(n, dtype=np.uint8)
         fields = np.array([self.off + self.names.index(k) for k in names], dtype=np.int64)
         nnull = _window.gather_fields(self.rec, self.off, fields, slots, out, null)
         cols = [out[j].view(self.spec[k]) for j, k in enumerate(names)]
