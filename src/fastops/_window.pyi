@@ -55,8 +55,6 @@ def pane_purge(hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # int64[::1], mo
                counters: np.ndarray,   # int64[::1] (12), modified
                panes: np.ndarray,      # const int64[::1]
                out_slots: np.ndarray,  # int64[::1], modified
-               known_pane: int = 0,
-               known: np.ndarray | None = None,  # const int64[::1] every slot of known_pane
                ) -> int: ...
 def session_assign(g_head: np.ndarray, s_group: np.ndarray, s_start: np.ndarray,
                    s_end: np.ndarray, s_next: np.ndarray,  # int64[::1], modified

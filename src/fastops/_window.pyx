@@ -120,10 +120,12 @@ cdef inline void _put(int64_t* hg, int64_t* hq, int64_t* hv, int64_t pos, int64_
     counters[2] += 1
 
 
-cdef inline int64_t _chunk_take(int64_t* s_next, int64_t* cnt, int c) noexcept nogil:
-    """First slot of a free chunk of class ``c``; the caller checked that
-    one exists or that a 64-slot chunk fits above the high-water mark."""
+cdef inline int64_t _chunk_take(int64_t* s_next, int64_t* cnt, int c, int64_t cap) noexcept nogil:
+    """First slot of a free chunk of class ``c``, or -1 (nothing changed)
+    when none is free and a 64-slot chunk would not fit below ``cap``."""
     cdef int64_t base, piece, size = <int64_t>1 << c
+    if cnt[5 + c] == 0 and cnt[5 + MAX_CLASS] == 0 and cnt[0] + (<int64_t>1 << MAX_CLASS) > cap:
+        return -1
     if cnt[5 + c] > 0:
         base = cnt[5 + c] - 1
         cnt[5 + c] = s_next[base] + 1
@@ -265,10 +267,9 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
                     else:
                         if head >= 0 and cls < MAX_CLASS:
                             cls += 1
-                        if cnt[5 + cls] == 0 and cnt[5 + MAX_CLASS] == 0 and \
-                                cnt[0] + (<int64_t>1 << MAX_CLASS) > cap:
+                        slot = _chunk_take(&s_next[0], cnt, cls, cap)
+                        if slot < 0:
                             break  # the caller grows the slot arrays
-                        slot = _chunk_take(&s_next[0], cnt, cls)
                     cnt[4] += 1
                     s_group[slot] = g
                     s_flags[slot] = <uint8_t>(cls << CLASS_SHIFT)
@@ -378,11 +379,10 @@ def pane_emit(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] h
     Three passes over the pairs: list the slots (a walk of the pane lists),
     number the rows, merge; the last two prefetch ahead.
     """
-    cdef Py_ssize_t a, a0, na, live, i, m = panes.shape[0]
+    cdef Py_ssize_t a, i, m = panes.shape[0]
     cdef Py_ssize_t k, nagg = ops.shape[0]
     cdef uint64_t mask = <uint64_t>(hv.shape[0] - 1)
     cdef int64_t slot, g, where, r, nrows = 0, npairs = 0, nslots = 0
-    cdef int64_t cur[16]
     cdef int64_t W = rec.shape[1]
     cdef const int64_t* op = NULL
     cdef const int64_t* off = NULL
@@ -411,22 +411,14 @@ def pane_emit(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] h
                                  base, W, orec, &out_groups[row0])
         return nrows, 0
     with nogil:
-        # the pane lists, up to 16 walked side by side: each step of a walk
-        # waits for the load of the last, so several walks overlap those waits
-        for a0 in range(0, m, 16):
-            na = min(16, m - a0)
-            for a in range(na):
-                cur[a] = _find(&hg[0], &hq[0], &hv[0], mask, -1, panes[a0 + a], &where)
-            live = na
-            while live > 0:
-                live = 0
-                for a in range(na):
-                    slot = cur[a]
-                    if slot >= 0:
-                        out_src[nslots] = slot
-                        nslots += 1
-                        cur[a] = s_next[slot]
-                        live += 1
+        # the pane lists, one after the other (a pane's slots lie in runs of
+        # consecutive slots, so each walk reads memory in order)
+        for a in range(m):
+            slot = _find(&hg[0], &hq[0], &hv[0], mask, -1, panes[a], &where)
+            while slot >= 0:
+                out_src[nslots] = slot
+                nslots += 1
+                slot = s_next[slot]
         if not merge:  # one pane: each slot (with refire: each DIRTY slot) is a row
             for i in range(nslots):
                 slot = out_src[i]
@@ -530,20 +522,14 @@ def pane_clear_dirty(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t
 
 def pane_purge(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
                const int64_t[::1] s_group, int64_t[::1] s_next, const uint8_t[::1] s_flags,
-               int64_t[::1] counters, const int64_t[::1] panes,
-               int64_t[::1] out_slots, int64_t known_pane=0, const int64_t[::1] known=None):
+               int64_t[::1] counters, const int64_t[::1] panes, int64_t[::1] out_slots):
     """Drop every slot of ``panes``: tombstone their entries, put their
     chunks on the free lists and list them in ``out_slots``. Returns the
-    number of slots.
-
-    ``known`` (if given) lists every slot of pane ``known_pane``, as an
-    emission of it just walked them: that pane's slots are read from it
-    instead of walking its list one dependent load at a time."""
-    cdef Py_ssize_t a, ki, nk = 0 if known is None else known.shape[0], m = panes.shape[0]
+    number of slots."""
+    cdef Py_ssize_t a, m = panes.shape[0]
     cdef uint64_t mask = <uint64_t>(hv.shape[0] - 1)
     cdef int64_t slot, nxt, where, w2, n = 0
     cdef int cls
-    cdef bint listed
     if counters.shape[0] < 6 + MAX_CLASS:
         raise ValueError(f"pane_purge: counters has {counters.shape[0]} entries, needs {6 + MAX_CLASS}")
     with nogil:
@@ -554,10 +540,6 @@ def pane_purge(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
             hv[where] = TOMB
             counters[2] -= 1
             counters[3] += 1
-            listed = nk > 0 and panes[a] == known_pane
-            ki = 0
-            if listed:
-                slot = known[0]
             while slot >= 0:
                 if (s_flags[slot] & IN_MAP) and \
                         _find(&hg[0], &hq[0], &hv[0], mask, s_group[slot], panes[a], &w2) >= 0:
@@ -570,11 +552,7 @@ def pane_purge(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
                 cls = s_flags[slot] >> CLASS_SHIFT
                 if (slot & ((<int64_t>1 << cls) - 1)) == 0:  # a chunk's first slot: the chunk is free
                     _chunk_give(&s_next[0], &counters[0], slot, cls)
-                if listed:
-                    ki += 1
-                    slot = known[ki] if ki < nk else -1
-                else:
-                    slot = nxt
+                slot = nxt
         counters[4] -= n
     return n
 

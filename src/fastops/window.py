@@ -715,7 +715,6 @@ class WindowAggregator:
         nlive = int(self._counters[0])
         self._mark = _grown(self._mark, self._keys.num_groups, -1)
         refire_panes: set[int] = set()
-        listed: Optional[tuple[int, np.ndarray]] = None  # a one-pane window's every slot, for the purge
         total_rows = 0
         for j, refire in work:
             panes = self._window_panes(j)
@@ -728,15 +727,13 @@ class WindowAggregator:
                                               self._s_flags, panes, refire, self._mark, self._ops,
                                               self._offs, rec, self._merged.rec, total_rows,
                                               self._emit_groups, self._emit_row, self._emit_src,
-                                              not direct, want_pairs or direct)
+                                              not direct, want_pairs)
             if nrows == 0:
                 continue
             if want_pairs:
                 pieces_row.append(self._emit_row[:npairs].copy())
             if want_pairs or direct:
                 pieces_s.append(self._emit_src[:npairs].copy())
-                if direct and not refire:
-                    listed = (int(panes[0]), pieces_s[-1])
             starts.append(self._offset + j * self._slide)
             counts.append(nrows)
             total_rows += nrows
@@ -768,8 +765,7 @@ class WindowAggregator:
             del self._panes[:b]
             freed = np.empty(int(self._counters[0]), dtype=np.int64)
             nf = _window.pane_purge(self._hg, self._hq, self._hv, self._s_group, self._s_next,
-                                    self._s_flags, self._counters, dead, freed,
-                                    *(listed or ()))
+                                    self._s_flags, self._counters, dead, freed)
             self._reset_slots(freed[:nf])
         return out
 
