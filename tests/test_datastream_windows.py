@@ -317,3 +317,14 @@ def test_value_state_against_a_dict_model(type_, make):
         for k, v in zip(keys, vals):
             model[k] = v  # the last row of a key wins, a null unsets it
         model = {k: v for k, v in model.items() if v is not None}
+
+
+def test_windowed_join_refuses_an_event_time_beyond_int64_windows():
+    env = fo.StreamEnvironment()
+    left = pa.table({"k": [1, 1], "t": [5, -2**63]})
+    right = pa.table({"k": [1], "t": [5]})
+    with pytest.raises(fo.JobFailed) as info:
+        (env.from_arrow(left).with_watermark("t").join(env.from_arrow(right).with_watermark("t"))
+         .on("k").window(Tumbling("2s")).apply().collect())
+    cause = info.value.__cause__
+    assert isinstance(cause, ValueError) and "'t'" in str(cause) and str(-2**63) in str(cause)

@@ -222,6 +222,19 @@ def test_failure_in_filter_and_sink(threads):
     assert info.value.__cause__.__traceback__.tb_frame.f_code.co_name == "bad_sink"
 
 
+def test_failure_on_a_batch_python_cannot_print():
+    """The batch in the error is shown even when its values do not fit Python
+    objects (a timestamp past year 9999): the user's error is not masked."""
+    def bad_map(batch):
+        raise ValueError("user says no")
+
+    table = pa.table({"k": [1, 2], "ts": pa.array([5, 2**62], pa.timestamp("ms"))})
+    with pytest.raises(fo.JobFailed, match="user says no") as info:
+        fo.StreamEnvironment().from_arrow(table).map(bad_map).collect()
+    assert "out of range" in str(info.value) and "1970-01-01" in str(info.value)
+    assert info.value.__cause__.__traceback__.tb_frame.f_code.co_name == "bad_map"
+
+
 def test_wrong_return_type_is_explained():
     env = fo.StreamEnvironment()
     with pytest.raises(fo.JobFailed, match="must return a pyarrow.RecordBatch, got list"):

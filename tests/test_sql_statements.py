@@ -218,6 +218,24 @@ def test_errors_name_the_culprit(query, message):
         t_env.sql_query(query)
 
 
+@pytest.mark.parametrize("tvf", ["TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '5' SECOND)",
+                                 "HOP(TABLE t, DESCRIPTOR(ts), INTERVAL '1' SECOND, INTERVAL '5' SECOND)",
+                                 "CUMULATE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' SECOND, INTERVAL '5' SECOND)"])
+@pytest.mark.parametrize("grouped", [False, True])
+def test_window_of_an_event_time_beyond_int64_is_refused(tvf, grouped):
+    """A time whose window bounds would overflow int64 ms fails the query with
+    the time column and value named (not wrapped-around windows)."""
+    t_env = fo.TableEnvironment(mode="batch")
+    t_env.create_temporary_view("t", t_env.from_arrow(
+        pa.table({"k": [1, 2], "ts": pa.array([5, 2**63 - 10], pa.timestamp("ms"))})))
+    query = (f"SELECT window_start, k, COUNT(*) AS c FROM TABLE({tvf}) GROUP BY window_start, window_end, k"
+             if grouped else f"SELECT * FROM TABLE({tvf})")
+    with pytest.raises(fo.JobFailed) as info:
+        t_env.sql_query(query).to_arrow()
+    cause = info.value.__cause__
+    assert isinstance(cause, ValueError) and "'ts'" in str(cause) and str(2**63 - 10) in str(cause)
+
+
 def test_sketch_aggregates_or_clear_error():
     import fastops.agg as agg
 

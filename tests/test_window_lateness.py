@@ -171,6 +171,44 @@ def test_bad_input_names_the_column(window):
         wa.process({"ts": [1]})
 
 
+def _spec(window) -> tuple:
+    if isinstance(window, Session):
+        return ("session", window.gap)
+    if isinstance(window, Tumbling):
+        return ("tumbling", window.size, window.offset)
+    return ("sliding", window.size, window.slide, window.offset)
+
+
+def _result(out: pa.RecordBatch) -> dict:
+    d = out.drop_columns(["window_start", "window_end"]).to_pydict()  # datetime would overflow
+    starts = out.column("window_start").cast(pa.int64()).to_pylist()
+    ends = out.column("window_end").cast(pa.int64()).to_pylist()
+    return {(s, e, k): {"n": n} for s, e, k, n in zip(starts, ends, d["k"], d["n"])}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(windows, st.builds(Session, st.integers(1, 60))), st.data())
+def test_event_times_at_the_edges_of_the_range(window, data):
+    """Event times up to the ends of ``event_time_range()`` get the reference's
+    windows (bounds near +-2**62 ms, no overflow); a batch with a time beyond
+    it is refused with a ValueError naming the column and value, and the rows
+    accepted before it are all still emitted."""
+    lo, hi = WindowAggregator(window, ["k"], {"n": agg.count()}).event_time_range()
+    near = st.one_of(st.integers(lo, lo + 200), st.integers(hi - 200, hi), st.integers(-100, 100))
+    good = data.draw(st.lists(st.tuples(st.integers(0, 2), near), min_size=1, max_size=20))
+    bad_t = data.draw(st.one_of(st.integers(-2**63, lo - 1), st.integers(hi + 1, 2**63 - 1)))
+    rows = [{"k": k, "ts": t} for k, t in good]
+    wa = WindowAggregator(window, ["k"], {"n": agg.count()})
+    wa.process(pa.RecordBatch.from_pylist(rows))
+    with pytest.raises(ValueError, match=f"'ts'.*{bad_t}"):
+        wa.process(pa.record_batch({"k": [0, 1], "ts": [good[0][1], bad_t]}))
+    assert wa.rows_in == len(rows)
+    got = _result(wa.flush())
+    want = ref.window_aggregate(rows, _spec(window), ["k"], {"n": ("count_rows", None, 1)})
+    assert got == want
+    assert wa.rows_late == 0
+
+
 def test_bad_configuration():
     with pytest.raises(ValueError):
         Tumbling(0)

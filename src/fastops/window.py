@@ -73,7 +73,8 @@ from fastops.agg import (BuiltinAggregate, Columns, SlotAggregate, _Records, bui
 from fastops.durations import parse_duration
 from fastops.keys import KeyTable
 from fastops.watermarks import MIN_WATERMARK, to_ms
-from fastops.windows import GlobalWindow, Session, Sliding, Tumbling, as_window
+from fastops.windows import (GlobalWindow, Session, Sliding, Tumbling, as_window, check_event_times,
+                              event_time_range)
 
 __all__ = ["WindowAggregator", "State", "MissingColumnError"]
 
@@ -456,6 +457,7 @@ class WindowAggregator:
             ts = np.arange(self.rows_in, self.rows_in + n, dtype=np.int64)
         else:
             ts = np.ascontiguousarray(to_ms(batch.column(self.time), self.time))
+            check_event_times(self.window, ts, self.time)
         if self.by:
             gids = self._keys.lookup_or_insert([batch.column(b) for b in self.by])
         else:
@@ -499,6 +501,11 @@ class WindowAggregator:
         if nlate:
             self.rows_late += nlate
             self._add_late(batch, slots < 0, "window purged" if self._mode == "pane" else "session purged")
+
+    def event_time_range(self) -> tuple[int, int]:
+        """The event times (ms, inclusive) ``process`` accepts (see
+        :func:`fastops.windows.event_time_range`)."""
+        return event_time_range(self.window)
 
     def _slot_capacity(self) -> int:
         if self._mode == "global":

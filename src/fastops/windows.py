@@ -13,6 +13,9 @@ Event time is int64 milliseconds. A window is the half-open interval
   ``TimeWindow.intersects``, which is inclusive).
 - ``GlobalWindow()``: no window, a running aggregate per key.
 
+Event times must keep their windows' bounds within ``+-2**62`` ms (about 146
+million years; :func:`event_time_range`), so that no bound overflows int64.
+
 Durations go through :func:`fastops.durations.parse_duration`.
 """
 from __future__ import annotations
@@ -132,3 +135,34 @@ def as_window(window: Any) -> Any:
         return window
     raise TypeError(f"window must be Tumbling, Sliding, Session, GlobalWindow or None, "
                     f"got {type(window).__name__}")
+
+
+_TIME_LIMIT = 2**62  # |window bound| <= this (ms)
+
+
+def event_time_range(window: Any) -> tuple[int, int]:
+    """Event times (ms, inclusive) whose windows stay within ``+-2**62`` ms:
+    ``t - span`` and ``t + span`` must, with ``span`` the window's size (a
+    session's gap); any int64 for no window."""
+    if isinstance(window, (Tumbling, Sliding)):
+        span = window.size
+    elif isinstance(window, Session):
+        span = window.gap
+    else:
+        return -(2**63), 2**63 - 1
+    return -_TIME_LIMIT + span, _TIME_LIMIT - span
+
+
+def check_event_times(window: Any, ts: np.ndarray, column: str, label: str = "") -> None:
+    """A ValueError naming ``column``, the first row and its value if an event
+    time in ``ts`` (int64 ms) is outside ``event_time_range(window)``; callers
+    check before using any row, so a refused batch leaves no trace. ``label``
+    names the windows in the message (default: ``window`` itself)."""
+    lo, hi = event_time_range(window)
+    if len(ts) == 0 or (lo, hi) == (-(2**63), 2**63 - 1) or (ts.min() >= lo and ts.max() <= hi):
+        return
+    row = int(np.flatnonzero((ts < lo) | (ts > hi))[0])
+    raise ValueError(f"time column {column!r}: row {row} has event time {int(ts[row])} ms, outside "
+                     f"[{lo}, {hi}], the times whose windows of {label or window} fit in int64 "
+                     f"milliseconds; "
+                     f"the batch was not processed")

@@ -37,6 +37,7 @@ class WindowJoinOperator(Operator):
 
     def process_input(self, input_index: int, batch: pa.RecordBatch) -> list:
         from fastops.watermarks import to_ms
+        from fastops.windows import check_event_times
 
         side = 0 if input_index == 0 else 1
         for k in self.keys[side] + [self.times[side]]:
@@ -45,6 +46,7 @@ class WindowJoinOperator(Operator):
                                f"input (columns: {batch.schema.names})")
         self.schemas[side] = batch.schema
         ts = to_ms(batch.column(self.times[side]), self.times[side])
+        check_event_times(self.window, ts, self.times[side])
         rows, starts = self.window.assign_rows(ts)
         live = starts + self.window.size > self.watermark
         rows, starts = rows[live], starts[live]

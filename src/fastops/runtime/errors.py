@@ -28,11 +28,22 @@ def user_traceback(exc: BaseException) -> BaseException:
     return exc
 
 
+def _first_rows(batch: pa.RecordBatch) -> str:
+    try:
+        return repr(batch.to_pylist())
+    except (OverflowError, ValueError, pa.ArrowException):
+        # values Python cannot hold (timestamps beyond year 9999): Arrow's own text per column
+        return "{" + ", ".join(f"{name!r}: {col.to_string(skip_new_lines=True)}"
+                               for name, col in zip(batch.schema.names, batch.columns)) + "}"
+
+
 def describe_batch(batch: Optional[pa.RecordBatch], rows: int = 5) -> str:
+    """The batch in an error message: size, schema and its first ``rows`` rows."""
     if batch is None:
         return "no batch"
-    head = batch.slice(0, rows).to_pylist()
-    return f"a batch of {batch.num_rows} rows, schema ({batch.schema.to_string(show_schema_metadata=False).replace(chr(10), ', ')}), first rows {head}"
+    schema = batch.schema.to_string(show_schema_metadata=False).replace(chr(10), ", ")
+    return (f"a batch of {batch.num_rows} rows, schema ({schema}), "
+            f"first rows {_first_rows(batch.slice(0, rows))}")
 
 
 class JobFailed(RuntimeError):

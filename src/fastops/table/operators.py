@@ -545,7 +545,7 @@ class WindowAssign(Operator):
 
     def assign(self, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(row index, start, end) for every (row, window) pair."""
-        return assign_windows(self.kind, ts, self.size, self.slide, self.offset)
+        return assign_windows(self.kind, ts, self.size, self.slide, self.offset, self.time_column)
 
     def process(self, batch: pa.RecordBatch) -> list:
         if batch.num_rows == 0:
@@ -559,7 +559,7 @@ class WindowAssign(Operator):
 
 
 def assign_windows(kind: str, ts: np.ndarray, size: int, slide: int = 0,
-                   offset: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                   offset: int = 0, column: str = "time") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every window ``[start, end)`` containing each time in ``ts``.
 
     - tumble: ``start = floor((t - offset) / size) * size + offset``, ``end = start + size``;
@@ -567,9 +567,14 @@ def assign_windows(kind: str, ts: np.ndarray, size: int, slide: int = 0,
       for ``k = 0 .. ceil(size / slide) - 1`` with ``start > t - size``;
     - cumulate (``slide`` is the step): ``start = floor((t - offset) / size) * size + offset``
       and ends ``start + j * step`` for ``j`` with ``end > t`` (``size`` is the max size).
-    """
-    from fastops.windows import Sliding, Tumbling
 
+    Raises ValueError naming ``column`` (the time column) for a time whose
+    windows do not fit in int64 (see ``fastops.windows.event_time_range``).
+    """
+    from fastops.windows import Sliding, Tumbling, check_event_times
+
+    # every window of the three kinds lies in the tumbling window of the (max) size
+    check_event_times(Tumbling(size, offset), ts, column, f"{kind.upper()}(size={size} ms)")
     n = len(ts)
     if kind == "tumble":
         r, s = Tumbling(size, offset).assign_rows(ts)
@@ -610,7 +615,7 @@ class CumulateExpand(Operator):
         if batch.num_rows == 0:
             return []
         rows, start, end = assign_windows("cumulate", _ms(batch, self.time_column), self.max_size,
-                                          self.step, self.offset)
+                                          self.step, self.offset, self.time_column)
         out = batch.take(pa.array(rows))
         out = out.append_column(self.start_column, pa.array(start, pa.int64()))
         out = out.append_column(self.time_out, pa.array(end - 1, pa.int64()))
