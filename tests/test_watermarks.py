@@ -50,6 +50,23 @@ def test_to_ms_timestamps(unit, factor):
     assert to_ms(arr, "t").tolist() == [int(np.floor(v * factor)) for v in raw]
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.one_of(st.integers(-(2**63), 2**63 - 1),
+                          st.integers(-(2**63 - 1) // 1000 - 2, -(2**63 - 1) // 1000 + 2),
+                          st.integers((2**63 - 1) // 1000 - 2, (2**63 - 1) // 1000 + 2)),
+                min_size=1, max_size=5))
+def test_to_ms_seconds_never_wrap(seconds):
+    """timestamp[s] values are exact in ms (Python ints as reference) or, if
+    any does not fit in int64 ms, refused naming the column: never wrapped."""
+    arr = pa.array(seconds, pa.timestamp("s"))
+    want = [v * 1000 for v in seconds]
+    if all(-(2**63) <= w < 2**63 for w in want):
+        assert to_ms(arr, "t").tolist() == want
+    else:
+        with pytest.raises(ValueError, match="'t'.*int64 milliseconds"):
+            to_ms(arr, "t")
+
+
 def test_to_ms_dates_ints_chunked():
     assert to_ms(pa.array([dt.date(1970, 1, 2)]), "d").tolist() == [86_400_000]
     assert to_ms(pa.array([5], pa.date64()), "d").tolist() == [5]

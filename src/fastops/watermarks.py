@@ -69,6 +69,11 @@ def to_ms(values: pa.Array | pa.ChunkedArray | np.ndarray, name: str = "time") -
     if unit == "ms":
         return raw
     if unit == "s":
+        limit = (2**63 - 1) // 1000
+        if len(raw) and (raw.max() > limit or raw.min() < -limit):
+            row = int(np.flatnonzero((raw > limit) | (raw < -limit))[0])
+            raise ValueError(f"time column {name!r}: row {row} has {int(raw[row])} s, "
+                             "which does not fit in int64 milliseconds")
         return raw * 1000
     return np.floor_divide(raw, _PER_MS[unit])
 
