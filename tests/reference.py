@@ -33,6 +33,11 @@ def null_hash(seed: int = 0) -> int:
     return xxh64(NULL_TOKEN, seed)
 
 
+def _is_view(t: pa.DataType, kind: str) -> bool:
+    check = getattr(pat, f"is_{kind}_view", None)  # pyarrow >= 16
+    return check is not None and check(t)
+
+
 def value_bytes(value: Any, t: pa.DataType) -> bytes:
     """The little-endian bytes fastops hashes for one non-null ``value`` of type ``t``."""
     if pat.is_dictionary(t):
@@ -49,9 +54,9 @@ def value_bytes(value: Any, t: pa.DataType) -> bytes:
         if math.isnan(value):
             return struct.pack("<I", 0x7FC00000)
         return struct.pack("<f", 0.0 if value == 0 else value)
-    if pat.is_string(t) or pat.is_large_string(t):
+    if pat.is_string(t) or pat.is_large_string(t) or _is_view(t, "string"):
         return value.encode("utf-8")
-    if pat.is_binary(t) or pat.is_large_binary(t):
+    if pat.is_binary(t) or pat.is_large_binary(t) or _is_view(t, "binary"):
         return bytes(value)
     if pat.is_date32(t):
         return struct.pack("<i", (value - _EPOCH).days)

@@ -27,7 +27,9 @@ SEEDS = st.integers(0, 2**64 - 1)
 
 INT_TYPES = [pa.int8(), pa.int16(), pa.int32(), pa.int64(),
              pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64()]
-BINARY_TYPES = [pa.utf8(), pa.large_utf8(), pa.binary(), pa.large_binary()]
+# view types (pyarrow >= 16): values inline (<= 12 bytes) or in data buffers
+VIEW_TYPES = [pa.string_view(), pa.binary_view()] if hasattr(pa, "string_view") else []
+BINARY_TYPES = [pa.utf8(), pa.large_utf8(), pa.binary(), pa.large_binary()] + VIEW_TYPES
 TS_TYPES = [pa.timestamp(u) for u in ("s", "ms", "us", "ns")] + [pa.timestamp("ms", tz="UTC")]
 
 
@@ -49,9 +51,9 @@ def _values_for(t):
         return st.floats(allow_nan=True, allow_infinity=True, width=32)
     if pa.types.is_boolean(t):
         return st.booleans()
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or ref._is_view(t, "string"):
         return st.text(max_size=70)
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or ref._is_view(t, "binary"):
         return st.binary(max_size=70)
     if pa.types.is_date32(t):
         return st.dates()

@@ -88,6 +88,17 @@ def fixed_width_bytes(t: pa.DataType) -> Optional[int]:
     return None
 
 
+def view_storage(t: pa.DataType) -> Optional[pa.DataType]:
+    """``large_string`` / ``large_binary`` for ``string_view`` / ``binary_view``
+    (None for any other type). Kernels read offsets and data buffers, so view
+    arrays are cast to these (the same values) on the way in."""
+    if getattr(pat, "is_string_view", None) and pat.is_string_view(t):
+        return pa.large_string()
+    if getattr(pat, "is_binary_view", None) and pat.is_binary_view(t):
+        return pa.large_binary()
+    return None
+
+
 def is_binary_like(t: pa.DataType) -> bool:
     return (
         pat.is_string(t)

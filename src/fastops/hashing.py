@@ -1,7 +1,7 @@
 """``hash64``: stable 64-bit hashes of Arrow columns (XXH64).
 
-The hash of a value is XXH64 of its little-endian bytes (strings and binary:
-their bytes) with the given seed, so it can be checked against the ``xxhash``
+The hash of a value is XXH64 of its little-endian bytes (strings and binary,
+of any layout: regular, large or view: their bytes) with the given seed, so it can be checked against the ``xxhash``
 package and stored in checkpoints. Conventions:
 
 - floats: ``-0.0`` hashes as ``0.0``; every NaN as the canonical quiet NaN;
@@ -56,6 +56,7 @@ def supports(t: pa.DataType) -> bool:
         _arrow.fixed_width_bytes(t) is not None
         or pat.is_boolean(t)
         or _arrow.is_binary_like(t)
+        or _arrow.view_storage(t) is not None
         or pat.is_null(t)
     )
 
@@ -66,6 +67,9 @@ def _hash_chunk(arr: pa.Array, seed: int, out: np.ndarray) -> None:
     n = len(arr)
     if n == 0:
         return
+    wide = _arrow.view_storage(t)
+    if wide is not None:  # string_view / binary_view: the same bytes, as offsets + data
+        arr, t = arr.cast(wide), wide
     if pat.is_null(t):
         out[:] = null_hash(seed)
         return
