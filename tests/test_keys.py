@@ -128,3 +128,22 @@ def test_dictionary_and_chunked_keys():
     ch = pa.chunked_array([pa.array(["b"]), pa.array(["c", None])])
     assert kt.lookup_or_insert([ch]).tolist() == [1, 3, 2]
     assert kt.keys()[0].to_pylist() == ["a", "b", None, "c"]
+
+
+@pytest.mark.skipif(not hasattr(pa, "string_view"), reason="view types need pyarrow >= 16")
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.text(max_size=20)),
+                          st.one_of(st.none(), st.binary(max_size=20))), min_size=1, max_size=40))
+def test_view_keys_group_as_their_values(rows):
+    """string_view / binary_view keys (inline or not) get the ids of the same
+    values as string / binary (a first-seen-order dict model), and come back in
+    their own type, through a snapshot too."""
+    s = [r[0] for r in rows]
+    b = [r[1] for r in rows]
+    kt = KeyTable(["s", "b"])
+    ids = kt.lookup_or_insert([pa.array(s, pa.string_view()), pa.array(b, pa.binary_view())])
+    model: dict = {}
+    assert ids.tolist() == [model.setdefault(r, len(model)) for r in rows]
+    keys = KeyTable.restore(kt.snapshot()).keys()
+    assert [k.type for k in keys] == [pa.string_view(), pa.binary_view()]
+    assert list(zip(keys[0].to_pylist(), keys[1].to_pylist())) == list(model)

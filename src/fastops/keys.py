@@ -15,7 +15,7 @@ state can later be split by key group. ``snapshot()`` / ``restore()`` round
 trip through Arrow arrays; ids are preserved.
 
 Supported key types: signed/unsigned integers, float32/64, bool,
-string/binary (and large variants), timestamp, date, time, duration;
+string/binary (and large and view variants), timestamp, date, time, duration;
 dictionary arrays are decoded to their value type.
 """
 from __future__ import annotations
@@ -123,7 +123,7 @@ class KeyTable:
             if pat.is_dictionary(t):
                 t = t.value_type
                 types[i] = t
-            k = _key_kind(t)
+            k = _key_kind(_arrow.view_storage(t) or t)
             if k is None:
                 raise TypeError(f"key column {self._label(i)} has unsupported type {t} "
                                 "(supported: integers, floats, bool, string/binary, temporal)")
@@ -153,6 +153,9 @@ class KeyTable:
             if arr.type != self.types[i]:
                 raise TypeError(f"key column {self._label(i)} has type {arr.type}, but earlier "
                                 f"batches had {self.types[i]}")
+            wide = _arrow.view_storage(arr.type)
+            if wide is not None:  # string_view / binary_view: the same bytes, as offsets + data
+                arrs[i] = arr.cast(wide)
         return arrs
 
     # ------------------------------------------------------------ API
@@ -234,6 +237,7 @@ class KeyTable:
         out = []
         for c, t in enumerate(self.types):
             nulls = np.empty(n, dtype=np.uint8)
+            view, t = t, _arrow.view_storage(t) or t  # views are built as large_*, then cast
             if _arrow.is_binary_like(t):
                 offsets = np.empty(n + 1, dtype=np.int64)
                 total = self._index.binary_sizes(c, ids, offsets, nulls)
@@ -264,7 +268,7 @@ class KeyTable:
                 validity = pa.py_buffer(np.packbits(1 - nulls, bitorder="little"))
             arr = pa.Array.from_buffers(t, n, [validity] + [pa.py_buffer(b) for b in bufs],
                                         null_count=nnull)
-            out.append(arr)
+            out.append(arr if view == t else arr.cast(view))
         return out
 
     def keys_batch(self, ids: Optional[np.ndarray] = None) -> pa.RecordBatch:
