@@ -6,6 +6,8 @@ import pytest
 
 from fastops import agg
 from fastops import sketches as S
+from fastops.window import WindowAggregator
+from fastops.windows import Sliding
 
 
 def _data(seed=0, n=60_000, nslots=40):
@@ -122,3 +124,22 @@ def test_top_k_merge_matches_combined_stream():
                                                             ("count", pa.int64())]))
     with pytest.raises(TypeError, match="changed type"):
         t.update(st, np.array([0]), pa.array(["a"]))
+
+
+@pytest.mark.skipif(not hasattr(pa, "string_view"), reason="view types need pyarrow >= 16")
+@pytest.mark.parametrize("make", [lambda: agg.approx_distinct("s"), lambda: agg.top_k("s", 3),
+                                  lambda: agg.approx_quantile("x", 0.5)])
+def test_plugins_over_view_columns_match_the_plain_column(make):
+    """A string_view input (with nulls, inline and out-of-line values) gives the
+    plug-in the same values as the plain string column would."""
+    rng = np.random.default_rng(5)
+    words = ["a", "bb", "a" * 20, None, "ccc" * 7]
+    s = [words[i] for i in rng.integers(0, len(words), 300)]
+    base = {"k": rng.integers(0, 3, 300), "ts": np.sort(rng.integers(0, 5000, 300)),
+            "x": rng.standard_normal(300)}
+    outs = []
+    for t in (pa.string(), pa.string_view()):
+        wa = WindowAggregator(Sliding("2s", "1s"), ["k"], {"r": make()}, time="ts")
+        wa.process(pa.record_batch({**base, "s": pa.array(s, t)}))
+        outs.append(wa.flush().column("r").to_pylist())
+    assert outs[0] == outs[1] and len(outs[0]) > 0

@@ -103,6 +103,13 @@ def _timestamps(ms: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(_TS, len(ms), [None, pa.py_buffer(ms)])
 
 
+def _plugin_type(t: Optional[pa.DataType]) -> Optional[pa.DataType]:
+    """The type plug-in aggregates see for input type ``t``: string_view /
+    binary_view as large_string / large_binary (Arrow's take and filter, which
+    plug-ins use, have no kernels for views), else ``t``."""
+    return None if t is None else (_arrow.view_storage(t) or t)
+
+
 def _grown(a: np.ndarray, n: int, fill: int = 0) -> np.ndarray:
     if len(a) >= n:
         return a
@@ -373,7 +380,7 @@ class WindowAggregator:
             if isinstance(a, BuiltinAggregate):
                 a.bind(t)
             else:
-                a.validate(t)
+                a.validate(_plugin_type(t))
         if self.by:
             self._keys._prepare([pa.array([], type=types[b]) for b in self.by])
         self._input_types = types
@@ -385,7 +392,8 @@ class WindowAggregator:
         fields += [pa.field(b, self._keys.types[i]) for i, b in enumerate(self.by)]
         for name, a in self.aggs.items():
             t = None if a.column is None else types[a.column]
-            fields.append(pa.field(name, a.output_type(t)))
+            fields.append(pa.field(name, a.output_type(t if isinstance(a, BuiltinAggregate)
+                                                       else _plugin_type(t))))
         self._out_schema = pa.schema(fields)
 
     def _share_states(self) -> None:
@@ -478,6 +486,8 @@ class WindowAggregator:
             if isinstance(a, BuiltinAggregate):
                 builtin.append((a, st, values))
             else:
+                if values is not None and _plugin_type(values.type) != values.type:
+                    values = values.cast(_plugin_type(values.type))
                 keep = slots >= 0
                 if values is not None and values.null_count:
                     keep &= values.is_valid().to_numpy(zero_copy_only=False)
