@@ -20,6 +20,7 @@ from typing import Any, Optional, Sequence
 
 import pyarrow as pa
 
+from fastops import _arrow
 from fastops.table.expressions import Col
 from fastops.table.plan import PlanError, Scan, compile_plan, insert_only_of
 from fastops.table.table import Table, TableResult, message_result, ok_result
@@ -111,6 +112,12 @@ class TableEnvironment:
               watermark: Any = None) -> Table:
         from fastops.durations import parse_duration
 
+        if any(_arrow.view_storage(t) for t in table.schema.types):
+            # Arrow's compute kernels (filter, take, comparisons, string functions) do not
+            # take string_view / binary_view: such columns are STRING / BYTES as large_*
+            table = pa.Table.from_arrays(
+                [c.cast(_arrow.view_storage(c.type) or c.type) for c in table.columns],
+                names=table.schema.names)
         if rowtime is not None and rowtime not in table.schema.names:
             raise KeyError(f"rowtime column {rowtime!r} not in the table (columns: {table.schema.names})")
         wm = None
