@@ -41,6 +41,8 @@ AGGS = {
     "sd": ("stddev", "v", 1),
     "f": ("first", "v", 1),
     "l": ("last", "i", 1),
+    "smn": ("min", "w", 1),  # strings: byte (= code point) order
+    "smx": ("max", "w", 1),
 }
 
 
@@ -88,6 +90,7 @@ def streams(draw):
             r["k_" + k] = draw(st.none() | KEY_TYPES[k][1]) if draw(st.booleans()) else draw(KEY_TYPES[k][1])
         r["v"] = draw(st.none() | st.floats(-1e6, 1e6, allow_nan=False))
         r["i"] = draw(st.none() | st.integers(-(2**40), 2**40))
+        r["w"] = draw(st.none() | st.sampled_from(["", "a", "ab", "b", "\u00e9", "\U0001f600", "z" * 13]))
         rows.append(r)
     cuts = sorted(draw(st.lists(st.integers(0, n), max_size=6)))
     batches = [rows[a:b] for a, b in zip([0] + cuts, cuts + [n])]
@@ -98,7 +101,7 @@ def streams(draw):
 def schema_for(key_names) -> pa.Schema:
     fields = [pa.field("ts", pa.int64())]
     fields += [pa.field("k_" + k, KEY_TYPES[k][0]) for k in key_names]
-    fields += [pa.field("v", pa.float64()), pa.field("i", pa.int64())]
+    fields += [pa.field("v", pa.float64()), pa.field("i", pa.int64()), pa.field("w", pa.string())]
     return pa.schema(fields)
 
 
@@ -254,7 +257,7 @@ def test_more_builtins_than_one_kernel_pass(window):
     specs = {f"a{j}": kinds[j % len(kinds)] for j in range(20)}
     rng = random.Random(5)
     rows = [{"ts": t, "k_int": rng.randint(-2, 2), "v": rng.choice([None, rng.uniform(-1e3, 1e3)]),
-             "i": rng.choice([None, rng.randint(-10**6, 10**6)])}
+             "i": rng.choice([None, rng.randint(-10**6, 10**6)]), "w": rng.choice([None, "x", "y"])}
             for t in sorted(rng.randint(-50, 250) for _ in range(300))]
     batches = [rows[a : a + 64] for a in range(0, len(rows), 64)]
     wa, out = run(window, ["int"], batches, [True] * len(batches), 0, specs=specs)

@@ -12,8 +12,9 @@ Types
     compensation. ``mean``/``var``/``stddev`` are float64. ``min``, ``max``,
     ``first``, ``last`` keep the input type (integers, floats, bool, timestamp,
     date, time, duration); float NaN values are ignored by ``min``/``max``
-    (as pandas does). Strings and other types raise ``TypeError`` naming the
-    column and type.
+    (as pandas does). ``min``/``max`` of strings and binary compare bytes
+    (:class:`StringMinMax`, picked by :func:`for_input`); other types raise
+    ``TypeError`` naming the column and type.
 
 Slots and state
     A *slot* is one accumulator (one key in one window or pane), a dense int64
@@ -41,6 +42,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.types as pat
 
 from fastops import _arrow, _window
@@ -558,6 +560,105 @@ class Moments(BuiltinAggregate):
         return f"agg.{self.name}({self.column!r}, ddof={self.ddof})"
 
 
+# ---------------------------------------------------------------- strings
+
+class StringMinMax(SlotAggregate):
+    """``MIN`` / ``MAX`` of a string or binary column, comparing bytes (UTF-8
+    byte order is code point order), as Flink and DuckDB do.
+
+    State: one value per slot in a NumPy object array (``None``: no value
+    yet). ``update`` first reduces the batch per slot with Arrow's grouped
+    min / max, so values are compared in Python once per slot touched, never
+    once per row."""
+
+    def __init__(self, column: str, is_max: bool):
+        self.column = column
+        self.is_max = bool(is_max)
+        self.name = "max" if is_max else "min"
+        self._type: pa.DataType = pa.string()
+
+    def validate(self, input_type: Optional[pa.DataType]) -> None:
+        if input_type is None or not _arrow.is_binary_like(input_type):
+            raise TypeError(f"{self.name.upper()}({self.column}): {input_type} is not a string or binary column")
+        self._type = input_type
+
+    def output_type(self, input_type: Optional[pa.DataType]) -> pa.DataType:
+        return input_type
+
+    def new_state(self) -> np.ndarray:
+        return np.full(0, None, dtype=object)
+
+    @staticmethod
+    def _grow(state: np.ndarray, n: int) -> np.ndarray:
+        if len(state) >= n:
+            return state
+        grown = np.full(_builtins.max(n, 2 * len(state), 16), None, dtype=object)
+        grown[: len(state)] = state
+        return grown
+
+    def update(self, state: np.ndarray, slots: np.ndarray, values: pa.Array) -> np.ndarray:
+        if len(slots) == 0:
+            return state
+        g = pa.table({"s": pa.array(slots, pa.int64()), "v": values}).group_by("s", use_threads=False) \
+            .aggregate([("v", self.name)])
+        s = g.column(0).to_numpy()
+        state = self._grow(state, int(s.max()) + 1)
+        best = (pc.max_element_wise if self.is_max else pc.min_element_wise)(
+            pa.array(state[s], type=values.type), g.column(1).combine_chunks(), skip_nulls=True)
+        state[s] = best.to_numpy(zero_copy_only=False)
+        return state
+
+    def merge(self, state: np.ndarray, dst: np.ndarray, src: np.ndarray) -> np.ndarray:
+        """Sources that are no destination (as when sliding windows merge
+        panes into scratch slots) are reduced at once, like an update;
+        otherwise a merge may read a slot merged before, so pairs go in order."""
+        if len(dst) == 0:
+            return state
+        state = self._grow(state, int(_builtins.max(dst.max(), src.max())) + 1)
+        if not np.isin(src, dst).any():
+            return self.update(state, dst, pa.array(state[src], type=self._type))
+        for d, s in zip(dst.tolist(), src.tolist()):
+            a, b = state[d], state[s]
+            if b is not None and (a is None or (b > a if self.is_max else b < a)):
+                state[d] = b
+        return state
+
+    def result(self, state: np.ndarray, slots: np.ndarray) -> pa.Array:
+        vals = np.full(len(slots), None, dtype=object)
+        inside = slots < len(state)
+        vals[inside] = state[slots[inside]]
+        return pa.array(vals, type=self._type)
+
+    def reset(self, state: np.ndarray, slots: np.ndarray) -> np.ndarray:
+        state[slots[slots < len(state)]] = None
+        return state
+
+    def to_bytes(self, state: np.ndarray) -> bytes:
+        table = pa.table({"v": pa.array(state, type=self._type)})
+        sink = io.BytesIO()
+        with pa.ipc.new_stream(sink, table.schema) as w:
+            w.write_table(table)
+        return sink.getvalue()
+
+    def from_bytes(self, data: bytes) -> np.ndarray:
+        col = pa.ipc.open_stream(data).read_all().column("v")
+        return np.asarray(col.to_numpy(zero_copy_only=False), dtype=object)
+
+    def describe(self) -> str:
+        return f"fastops.table.aggregates.StringMinMax({self.column!r}, {self.name})"
+
+
+def for_input(a: SlotAggregate, input_type: Optional[pa.DataType]) -> SlotAggregate:
+    """The aggregate that computes ``a`` over inputs of ``input_type``: ``min`` /
+    ``max`` of a string or binary column (view types too) are
+    :class:`StringMinMax`, since the columnar built-ins hold fixed-width
+    values; any other ``a`` is itself."""
+    if isinstance(a, MinMax) and input_type is not None and (
+            _arrow.is_binary_like(input_type) or _arrow.view_storage(input_type) is not None):
+        return StringMinMax(a.column, a.is_max)
+    return a
+
+
 # ---------------------------------------------------------------- constructors
 
 def count(column: Optional[str] = None) -> SlotAggregate:
@@ -571,12 +672,14 @@ def sum(column: str) -> SlotAggregate:  # noqa: A001 - the SQL name
 
 
 def min(column: str) -> SlotAggregate:  # noqa: A001
-    """Smallest non-null value (NaN ignored), input type kept."""
+    """Smallest non-null value (NaN ignored), input type kept; strings and
+    binary compare by bytes (:class:`StringMinMax`)."""
     return MinMax(column, False)
 
 
 def max(column: str) -> SlotAggregate:  # noqa: A001
-    """Largest non-null value (NaN ignored), input type kept."""
+    """Largest non-null value (NaN ignored), input type kept; strings and
+    binary compare by bytes (:class:`StringMinMax`)."""
     return MinMax(column, True)
 
 

@@ -68,7 +68,7 @@ import numpy as np
 import pyarrow as pa
 
 from fastops import _arrow, _window
-from fastops.agg import (BuiltinAggregate, Columns, SlotAggregate, _Records, builtin_layout,
+from fastops.agg import (BuiltinAggregate, Columns, SlotAggregate, _Records, builtin_layout, for_input,
                          update_builtins)
 from fastops.durations import parse_duration
 from fastops.keys import KeyTable
@@ -373,14 +373,18 @@ class WindowAggregator:
             types[self.time] = schema.field(self.time).type
         for b in self.by:
             types[b] = schema.field(b).type
+        # the aggregates that run (``self.aggs`` stays as given: it is the config)
+        self._agg_list = []
         for name, a in self.aggs.items():
             t = None if a.column is None else schema.field(a.column).type
             if a.column is not None:
                 types[a.column] = t
+            a = for_input(a, t)
             if isinstance(a, BuiltinAggregate):
                 a.bind(t)
             else:
                 a.validate(_plugin_type(t))
+            self._agg_list.append(a)
         if self.by:
             self._keys._prepare([pa.array([], type=types[b]) for b in self.by])
         self._input_types = types
@@ -390,7 +394,7 @@ class WindowAggregator:
         if self._windowed:
             fields += [pa.field("window_start", _TS), pa.field("window_end", _TS)]
         fields += [pa.field(b, self._keys.types[i]) for i, b in enumerate(self.by)]
-        for name, a in self.aggs.items():
+        for name, a in zip(self.aggs, self._agg_list):
             t = None if a.column is None else types[a.column]
             fields.append(pa.field(name, a.output_type(t if isinstance(a, BuiltinAggregate)
                                                        else _plugin_type(t))))
