@@ -129,3 +129,16 @@ def test_reservoir_merge_uniform():
     assert stats.chi2.sf(chi2, n1 + n2 - 1) > 1e-3
     with pytest.raises(ValueError, match="size"):
         Reservoir(3).merge(Reservoir(4))
+
+
+@pytest.mark.skipif(not hasattr(pa, "string_view"), reason="view types need pyarrow >= 16")
+def test_reservoir_of_view_values_and_tables_samples_as_plain_strings():
+    words = [f"w{i}" * (i % 9) for i in range(400)]
+    for make in (lambda t: pa.array(words, t),
+                 lambda t: pa.table({"s": pa.array(words, t), "i": np.arange(len(words))})):
+        samples = []
+        for t in (pa.string(), pa.string_view()):
+            r = Reservoir(17, seed=4)
+            r.update(make(t))
+            samples.append(r.sample().to_pylist())
+        assert samples[0] == samples[1] and len(samples[0]) == 17

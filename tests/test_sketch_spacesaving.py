@@ -169,3 +169,18 @@ def test_many_distinct_strings_large_chunks():
     s.update(vals[120_000:])
     got, exact = _check_guarantees(s, vals)
     assert len(got) == 256
+
+
+@pytest.mark.skipif(not hasattr(pa, "string_view"), reason="view types need pyarrow >= 16")
+def test_view_input_counts_as_the_plain_strings():
+    rng = np.random.default_rng(3)
+    words = [None, "a", "bb", "c" * 20, "\u00e9" * 7]
+    vals = [words[i] for i in rng.integers(0, len(words), 500)]
+    tops = []
+    for t in (pa.string(), pa.string_view()):
+        ss = SpaceSaving(8)  # more counters than values: the counts are exact
+        ss.update(pa.array(vals, t))
+        tops.append(ss.top().to_pylist())
+    want = Counter(v for v in vals if v is not None)
+    assert tops[0] == tops[1]
+    assert {r["value"]: r["count"] for r in tops[1]} == dict(want)

@@ -99,6 +99,20 @@ def view_storage(t: pa.DataType) -> Optional[pa.DataType]:
     return None
 
 
+def without_views(data: Any) -> Any:
+    """An Array / ChunkedArray / Table with its view columns cast to their
+    ``view_storage`` types (Arrow's take and filter have no view kernels);
+    anything else as it is."""
+    if isinstance(data, pa.Table):
+        if not any(view_storage(t) for t in data.schema.types):
+            return data
+        return pa.Table.from_arrays([without_views(c) for c in data.columns], names=data.schema.names)
+    if isinstance(data, (pa.Array, pa.ChunkedArray)):
+        wide = view_storage(data.type)
+        return data if wide is None else data.cast(wide)
+    return data
+
+
 def is_binary_like(t: pa.DataType) -> bool:
     return (
         pat.is_string(t)

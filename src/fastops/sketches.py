@@ -153,7 +153,7 @@ def _to_arrow(values: Any) -> pa.Array | pa.ChunkedArray:
                         f"{type(values).__name__}; pass batch.column(name)")
     if isinstance(values, np.ndarray) and values.ndim != 1:
         raise ValueError(f"values must be one-dimensional, got shape {values.shape}")
-    return _arrow.as_array(values)
+    return _arrow.without_views(_arrow.as_array(values))  # string_view kept as large_string
 
 
 class _Src(NamedTuple):
@@ -1333,8 +1333,8 @@ class Reservoir:
         """Offer every row of the batch."""
         _no_weights(weights, "Reservoir")
         if isinstance(values, (pa.RecordBatch, pa.Table)):
-            table = pa.Table.from_batches([values]) if isinstance(values, pa.RecordBatch) \
-                else values
+            table = _arrow.without_views(pa.Table.from_batches([values])
+                                         if isinstance(values, pa.RecordBatch) else values)
             if self._data is not None and not self._is_table:
                 raise TypeError("this Reservoir samples Array values, got a table")
             if self._data is not None and table.schema != self._data.schema:
