@@ -216,6 +216,10 @@ def test_bad_configuration():
         Sliding("1s", "2s")
     with pytest.raises(ValueError):
         Session("-1s")
+    for make in (Tumbling, Session, lambda v: Sliding(v, 1)):
+        make(2**61)  # about 73 million years: still a window
+        with pytest.raises(ValueError, match=r"at most 2\*\*61 ms"):
+            make(2**61 + 1)
     with pytest.raises(ValueError, match="window_start"):
         WindowAggregator(Tumbling(10), [], {"window_start": agg.count()})
     with pytest.raises(ValueError, match="allowed_lateness"):

@@ -33,6 +33,17 @@ def _set(obj: Any, name: str, value: Any) -> None:
     object.__setattr__(obj, name, value)
 
 
+_MAX_SPAN = 2**61  # ms, about 73 million years: event times keep room (see event_time_range)
+
+
+def _span(value: Any, what: str) -> int:
+    """A window size or gap: a positive duration of at most 2**61 ms."""
+    ms = parse_positive_duration(value, what)
+    if ms > _MAX_SPAN:
+        raise ValueError(f"{what} must be at most 2**61 ms (about 73 million years), got {value!r}")
+    return ms
+
+
 @dataclass(frozen=True)
 class Tumbling:
     """Fixed, non-overlapping windows of ``size`` ms, shifted by ``offset``."""
@@ -41,7 +52,7 @@ class Tumbling:
     offset: Any = 0
 
     def __post_init__(self) -> None:
-        _set(self, "size", parse_positive_duration(self.size, "Tumbling size"))
+        _set(self, "size", _span(self.size, "Tumbling size"))
         off = parse_duration(self.offset)
         _set(self, "offset", off % self.size)  # an offset of k*size changes nothing
 
@@ -73,7 +84,7 @@ class Sliding:
     offset: Any = 0
 
     def __post_init__(self) -> None:
-        _set(self, "size", parse_positive_duration(self.size, "Sliding size"))
+        _set(self, "size", _span(self.size, "Sliding size"))
         _set(self, "slide", parse_positive_duration(self.slide, "Sliding slide"))
         if self.slide > self.size:
             raise ValueError(f"Sliding slide ({self.slide} ms) must not exceed size ({self.size} ms)")
@@ -116,7 +127,7 @@ class Session:
     gap: Any
 
     def __post_init__(self) -> None:
-        _set(self, "gap", parse_positive_duration(self.gap, "Session gap"))
+        _set(self, "gap", _span(self.gap, "Session gap"))
 
 
 @dataclass(frozen=True)
