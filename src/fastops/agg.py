@@ -645,6 +645,7 @@ class StringMinMax(SlotAggregate):
         return np.asarray(col.to_numpy(zero_copy_only=False), dtype=object)
 
     def describe(self) -> str:
+        # its name before it moved here: snapshot configurations recorded it
         return f"fastops.table.aggregates.StringMinMax({self.column!r}, {self.name})"
 
 

@@ -1,8 +1,9 @@
 """``hash64``: stable 64-bit hashes of Arrow columns (XXH64).
 
-The hash of a value is XXH64 of its little-endian bytes (strings and binary,
-of any layout: regular, large or view: their bytes) with the given seed, so it can be checked against the ``xxhash``
-package and stored in checkpoints. Conventions:
+The hash of a value is XXH64 of its little-endian bytes (strings and binary
+of any layout, regular, large or view: their bytes) with the given seed, so
+it can be checked against the ``xxhash`` package and stored in checkpoints.
+Conventions:
 
 - floats: ``-0.0`` hashes as ``0.0``; every NaN as the canonical quiet NaN;
 - booleans: one byte, 0 or 1;
@@ -63,13 +64,11 @@ def supports(t: pa.DataType) -> bool:
 
 def _hash_chunk(arr: pa.Array, seed: int, out: np.ndarray) -> None:
     """Hash one Arrow array into ``out`` (same length)."""
-    t = arr.type
     n = len(arr)
     if n == 0:
         return
-    wide = _arrow.view_storage(t)
-    if wide is not None:  # string_view / binary_view: the same bytes, as offsets + data
-        arr, t = arr.cast(wide), wide
+    arr = _arrow.without_views(arr)  # string_view / binary_view: the same bytes, as offsets + data
+    t = arr.type
     if pat.is_null(t):
         out[:] = null_hash(seed)
         return

@@ -153,9 +153,7 @@ class KeyTable:
             if arr.type != self.types[i]:
                 raise TypeError(f"key column {self._label(i)} has type {arr.type}, but earlier "
                                 f"batches had {self.types[i]}")
-            wide = _arrow.view_storage(arr.type)
-            if wide is not None:  # string_view / binary_view: the same bytes, as offsets + data
-                arrs[i] = arr.cast(wide)
+            arrs[i] = _arrow.without_views(arr)  # views: the same bytes, as offsets + data
         return arrs
 
     # ------------------------------------------------------------ API

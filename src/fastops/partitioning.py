@@ -270,9 +270,8 @@ def _scatter_array(arr: pa.Array, ids: np.ndarray, dest: np.ndarray, starts: np.
     t = arr.type
     if _arrow.is_binary_like(t):
         return _scatter_binary(arr, ids, starts, dest, False)
-    wide = _arrow.view_storage(t)
-    if wide is not None:  # string_view / binary_view: scattered as large_*, cast back
-        return _scatter_binary(arr.cast(wide), ids, starts, dest, False).cast(t)
+    if _arrow.view_storage(t) is not None:  # string_view / binary_view: scattered as large_*, cast back
+        return _scatter_binary(_arrow.without_views(arr), ids, starts, dest, False).cast(t)
     valid = _arrow.validity(arr)
     out_valid = None
     if valid is not None:

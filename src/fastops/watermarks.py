@@ -27,6 +27,13 @@ MIN_WATERMARK = -(2**63)
 _PER_MS = {"s": None, "ms": 1, "us": 1000, "ns": 1_000_000}
 
 
+def first_outside(values: np.ndarray, lo: int, hi: int) -> int:
+    """Index of the first value outside ``[lo, hi]``, or -1 if there is none."""
+    if len(values) == 0 or (values.min() >= lo and values.max() <= hi):
+        return -1
+    return int(np.flatnonzero((values < lo) | (values > hi))[0])
+
+
 def to_ms(values: pa.Array | pa.ChunkedArray | np.ndarray, name: str = "time") -> np.ndarray:
     """Event times of a column as a NumPy int64 array of milliseconds.
 
@@ -70,8 +77,8 @@ def to_ms(values: pa.Array | pa.ChunkedArray | np.ndarray, name: str = "time") -
         return raw
     if unit == "s":
         limit = (2**63 - 1) // 1000
-        if len(raw) and (raw.max() > limit or raw.min() < -limit):
-            row = int(np.flatnonzero((raw > limit) | (raw < -limit))[0])
+        row = first_outside(raw, -limit, limit)
+        if row >= 0:
             raise ValueError(f"time column {name!r}: row {row} has {int(raw[row])} s, "
                              "which does not fit in int64 milliseconds")
         return raw * 1000

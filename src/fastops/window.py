@@ -73,15 +73,15 @@ from fastops.agg import (BuiltinAggregate, Columns, SlotAggregate, _Records, bui
 from fastops.durations import parse_duration
 from fastops.keys import KeyTable
 from fastops.watermarks import MIN_WATERMARK, to_ms
-from fastops.windows import (GlobalWindow, Session, Sliding, Tumbling, as_window, check_event_times,
-                              event_time_range)
+from fastops.windows import (TIME_LIMIT, GlobalWindow, Session, Sliding, Tumbling, as_window,
+                              check_event_times, event_time_range)
 
 __all__ = ["WindowAggregator", "State", "MissingColumnError"]
 
 MAX_WATERMARK = 2**63 - 1
 _I64_MIN = -(2**63)
 _I64_MAX = 2**63 - 1
-_FAR = 2**62
+_FAR = TIME_LIMIT  # the kernels' range of window bounds
 _TS = pa.timestamp("ms")
 _RESERVED = ("window_start", "window_end")
 
@@ -373,8 +373,9 @@ class WindowAggregator:
             types[self.time] = schema.field(self.time).type
         for b in self.by:
             types[b] = schema.field(b).type
-        # the aggregates that run (``self.aggs`` stays as given: it is the config)
-        self._agg_list = []
+        # the aggregates that run (``self.aggs`` stays as given: it is the config), and the
+        # input type each sees
+        self._agg_list, seen = [], []
         for name, a in self.aggs.items():
             t = None if a.column is None else schema.field(a.column).type
             if a.column is not None:
@@ -383,8 +384,10 @@ class WindowAggregator:
             if isinstance(a, BuiltinAggregate):
                 a.bind(t)
             else:
-                a.validate(_plugin_type(t))
+                t = _plugin_type(t)
+                a.validate(t)
             self._agg_list.append(a)
+            seen.append(t)
         if self.by:
             self._keys._prepare([pa.array([], type=types[b]) for b in self.by])
         self._input_types = types
@@ -394,10 +397,8 @@ class WindowAggregator:
         if self._windowed:
             fields += [pa.field("window_start", _TS), pa.field("window_end", _TS)]
         fields += [pa.field(b, self._keys.types[i]) for i, b in enumerate(self.by)]
-        for name, a in zip(self.aggs, self._agg_list):
-            t = None if a.column is None else types[a.column]
-            fields.append(pa.field(name, a.output_type(t if isinstance(a, BuiltinAggregate)
-                                                       else _plugin_type(t))))
+        for name, a, t in zip(self.aggs, self._agg_list, seen):
+            fields.append(pa.field(name, a.output_type(t)))
         self._out_schema = pa.schema(fields)
 
     def _share_states(self) -> None:
@@ -490,8 +491,7 @@ class WindowAggregator:
             if isinstance(a, BuiltinAggregate):
                 builtin.append((a, st, values))
             else:
-                if values is not None and _plugin_type(values.type) != values.type:
-                    values = values.cast(_plugin_type(values.type))
+                values = _arrow.without_views(values)  # as _plugin_type says
                 keep = slots >= 0
                 if values is not None and values.null_count:
                     keep &= values.is_valid().to_numpy(zero_copy_only=False)

@@ -27,13 +27,15 @@ from typing import Any
 import numpy as np
 
 from fastops.durations import parse_duration, parse_positive_duration
+from fastops.watermarks import first_outside
 
 
 def _set(obj: Any, name: str, value: Any) -> None:
     object.__setattr__(obj, name, value)
 
 
-_MAX_SPAN = 2**61  # ms, about 73 million years: event times keep room (see event_time_range)
+TIME_LIMIT = 2**62  # ms: every window bound the kernels compute lies in [-TIME_LIMIT, TIME_LIMIT]
+_MAX_SPAN = TIME_LIMIT // 2  # ms, about 73 million years: event times keep room (see event_time_range)
 
 
 def _span(value: Any, what: str) -> int:
@@ -148,8 +150,6 @@ def as_window(window: Any) -> Any:
                     f"got {type(window).__name__}")
 
 
-_TIME_LIMIT = 2**62  # |window bound| <= this (ms)
-
 
 def event_time_range(window: Any) -> tuple[int, int]:
     """Event times (ms, inclusive) whose windows stay within ``+-2**62`` ms:
@@ -161,7 +161,7 @@ def event_time_range(window: Any) -> tuple[int, int]:
         span = window.gap
     else:
         return -(2**63), 2**63 - 1
-    return -_TIME_LIMIT + span, _TIME_LIMIT - span
+    return -TIME_LIMIT + span, TIME_LIMIT - span
 
 
 def check_event_times(window: Any, ts: np.ndarray, column: str, label: str = "") -> None:
@@ -169,11 +169,11 @@ def check_event_times(window: Any, ts: np.ndarray, column: str, label: str = "")
     time in ``ts`` (int64 ms) is outside ``event_time_range(window)``; callers
     check before using any row, so a refused batch leaves no trace. ``label``
     names the windows in the message (default: ``window`` itself)."""
+    if not isinstance(window, (Tumbling, Sliding, Session)):
+        return  # no window bounds: any time
     lo, hi = event_time_range(window)
-    if len(ts) == 0 or (lo, hi) == (-(2**63), 2**63 - 1) or (ts.min() >= lo and ts.max() <= hi):
-        return
-    row = int(np.flatnonzero((ts < lo) | (ts > hi))[0])
-    raise ValueError(f"time column {column!r}: row {row} has event time {int(ts[row])} ms, outside "
-                     f"[{lo}, {hi}], the times whose windows of {label or window} fit in int64 "
-                     f"milliseconds; "
-                     f"the batch was not processed")
+    row = first_outside(ts, lo, hi)
+    if row >= 0:
+        raise ValueError(f"time column {column!r}: row {row} has event time {int(ts[row])} ms, "
+                         f"outside [{lo}, {hi}], the times whose windows of {label or window} fit "
+                         f"in int64 milliseconds; the batch was not processed")

@@ -112,12 +112,9 @@ class TableEnvironment:
               watermark: Any = None) -> Table:
         from fastops.durations import parse_duration
 
-        if any(_arrow.view_storage(t) for t in table.schema.types):
-            # Arrow's compute kernels (filter, take, comparisons, string functions) do not
-            # take string_view / binary_view: such columns are STRING / BYTES as large_*
-            table = pa.Table.from_arrays(
-                [c.cast(_arrow.view_storage(c.type) or c.type) for c in table.columns],
-                names=table.schema.names)
+        # Arrow's compute functions (filter, take, comparisons, string functions) do not
+        # take string_view / binary_view: such columns are STRING / BYTES as large_*
+        table = _arrow.without_views(table)
         if rowtime is not None and rowtime not in table.schema.names:
             raise KeyError(f"rowtime column {rowtime!r} not in the table (columns: {table.schema.names})")
         wm = None
