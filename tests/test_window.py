@@ -43,6 +43,8 @@ AGGS = {
     "l": ("last", "i", 1),
     "smn": ("min", "w", 1),  # strings: byte (= code point) order
     "smx": ("max", "w", 1),
+    "sf": ("first", "w", 1),  # strings: StringFirstLast (event time, then arrival)
+    "sl": ("last", "w", 1),
 }
 
 

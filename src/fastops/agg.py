@@ -67,6 +67,8 @@ class SlotAggregate:
 
     column: Optional[str] = None
     name: str = "aggregate"
+    #: True: ``update`` also gets the rows' event times (int64 ms) as ``ts``
+    needs_time: bool = False
 
     def output_type(self, input_type: Optional[pa.DataType]) -> pa.DataType:
         """Arrow type of ``result`` for inputs of ``input_type``."""
@@ -81,7 +83,9 @@ class SlotAggregate:
 
     def update(self, state: Any, slots: np.ndarray, values: pa.Array) -> Any:
         """Row ``i`` of ``values`` goes into slot ``slots[i]`` (nulls already
-        removed). Grows the state to ``max(slots) + 1`` slots; returns it."""
+        removed), in row order. Grows the state to ``max(slots) + 1`` slots;
+        returns it. With ``needs_time``, called as ``update(state, slots,
+        values, ts)``."""
         raise NotImplementedError
 
     def merge(self, state: Any, dst: np.ndarray, src: np.ndarray) -> Any:
@@ -649,14 +653,126 @@ class StringMinMax(SlotAggregate):
         return f"fastops.table.aggregates.StringMinMax({self.column!r}, {self.name})"
 
 
+class StringFirstLast(SlotAggregate):
+    """``first`` / ``last`` of a string or binary column: the value of the
+    smallest / largest event time, ties to the row seen first / last (as the
+    built-in ``first`` / ``last`` of numbers).
+
+    State: per slot a value in a NumPy object array (``None``: no value yet)
+    and its event time. ``update`` first picks each slot's candidate among the
+    batch's rows with one stable sort, so only the winners become Python
+    objects."""
+
+    needs_time = True
+
+    def __init__(self, column: str, is_last: bool):
+        self.column = column
+        self.is_last = bool(is_last)
+        self.name = "last" if is_last else "first"
+        self._type: pa.DataType = pa.string()
+
+    def validate(self, input_type: Optional[pa.DataType]) -> None:
+        if input_type is None or not _arrow.is_binary_like(input_type):
+            raise TypeError(f"{self.name}({self.column}): {input_type} is not a string or binary column")
+        self._type = input_type
+
+    def output_type(self, input_type: Optional[pa.DataType]) -> pa.DataType:
+        return input_type
+
+    def new_state(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.full(0, None, dtype=object), np.zeros(0, dtype=np.int64)
+
+    @staticmethod
+    def _grow(state: tuple[np.ndarray, np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
+        vals, ts = state
+        if len(vals) >= n:
+            return state
+        size = _builtins.max(n, 2 * len(vals), 16)
+        new_vals, new_ts = np.full(size, None, dtype=object), np.zeros(size, dtype=np.int64)
+        new_vals[: len(vals)], new_ts[: len(ts)] = vals, ts
+        return new_vals, new_ts
+
+    def _take(self, state, slots: np.ndarray, ts: np.ndarray, pick: Callable[[np.ndarray], np.ndarray]):
+        """Candidate ``i`` (event time ``ts[i]``, value ``pick(rows)``) into slot
+        ``slots[i]``, candidates in order: later ones count as later rows."""
+        if len(slots) == 0:
+            return state
+        order = np.lexsort((ts, slots))  # stable: rows in order within (slot, time)
+        by_slot = slots[order]
+        if self.is_last:
+            ends = np.append(by_slot[1:] != by_slot[:-1], True)
+        else:
+            ends = np.insert(by_slot[1:] != by_slot[:-1], 0, True)
+        rows = order[ends]
+        s = slots[rows]
+        vals, cur = state = self._grow(state, int(s.max()) + 1)
+        t = ts[rows]
+        wins = np.equal(vals[s], None) | ((t >= cur[s]) if self.is_last else (t < cur[s]))
+        rows, s = rows[wins], s[wins]
+        if len(rows):
+            vals[s] = pick(rows)
+            cur[s] = ts[rows]
+        return state
+
+    def update(self, state, slots: np.ndarray, values: pa.Array, ts: np.ndarray):
+        ts = np.asarray(ts, dtype=np.int64)
+        return self._take(state, np.asarray(slots, dtype=np.int64), ts,
+                          lambda rows: values.take(pa.array(rows)).to_numpy(zero_copy_only=False))
+
+    def merge(self, state, dst: np.ndarray, src: np.ndarray):
+        """A source counts as rows after its destination's. Sources that are no
+        destination are taken at once, like an update; otherwise a merge may
+        read a slot merged before, so pairs go in order."""
+        if len(dst) == 0:
+            return state
+        vals, ts = state = self._grow(state, int(_builtins.max(dst.max(), src.max())) + 1)
+        if not np.isin(src, dst).any():
+            full = ~np.equal(vals[src], None)
+            src, dst = src[full], dst[full]
+            return self._take(state, dst, ts[src], lambda rows: vals[src[rows]])
+        for d, s in zip(dst.tolist(), src.tolist()):
+            if vals[s] is not None and (vals[d] is None or (ts[s] >= ts[d] if self.is_last else ts[s] < ts[d])):
+                vals[d], ts[d] = vals[s], ts[s]
+        return state
+
+    def result(self, state, slots: np.ndarray) -> pa.Array:
+        vals = state[0]
+        out = np.full(len(slots), None, dtype=object)
+        inside = slots < len(vals)
+        out[inside] = vals[slots[inside]]
+        return pa.array(out, type=self._type)
+
+    def reset(self, state, slots: np.ndarray):
+        state[0][slots[slots < len(state[0])]] = None
+        return state
+
+    def to_bytes(self, state) -> bytes:
+        table = pa.table({"v": pa.array(state[0], type=self._type), "ts": pa.array(state[1])})
+        sink = io.BytesIO()
+        with pa.ipc.new_stream(sink, table.schema) as w:
+            w.write_table(table)
+        return sink.getvalue()
+
+    def from_bytes(self, data: bytes):
+        table = pa.ipc.open_stream(data).read_all()
+        vals = np.asarray(table.column("v").to_numpy(zero_copy_only=False), dtype=object)
+        return vals, np.array(table.column("ts").to_numpy(), dtype=np.int64)  # a writable copy
+
+    def describe(self) -> str:
+        return f"fastops.agg.StringFirstLast({self.column!r}, {self.name})"
+
+
 def for_input(a: SlotAggregate, input_type: Optional[pa.DataType]) -> SlotAggregate:
     """The aggregate that computes ``a`` over inputs of ``input_type``: ``min`` /
-    ``max`` of a string or binary column (view types too) are
-    :class:`StringMinMax`, since the columnar built-ins hold fixed-width
-    values; any other ``a`` is itself."""
-    if isinstance(a, MinMax) and input_type is not None and (
+    ``max`` / ``first`` / ``last`` of a string or binary column (view types
+    too) are :class:`StringMinMax` / :class:`StringFirstLast`, since the
+    columnar built-ins hold fixed-width values; any other ``a`` is itself."""
+    if input_type is not None and (
             _arrow.is_binary_like(input_type) or _arrow.view_storage(input_type) is not None):
-        return StringMinMax(a.column, a.is_max)
+        if isinstance(a, MinMax):
+            return StringMinMax(a.column, a.is_max)
+        if isinstance(a, FirstLast):
+            return StringFirstLast(a.column, a.is_last)
     return a
 
 
