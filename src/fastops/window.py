@@ -497,13 +497,12 @@ class WindowAggregator:
                     keep &= values.is_valid().to_numpy(zero_copy_only=False)
                 if values is None:
                     values = pa.nulls(n)
-                extra = (ts,) if a.needs_time else ()
                 if not keep.all():
                     idx = np.flatnonzero(keep)
-                    extra = tuple(x[idx] for x in extra)
-                    self._states[i] = a.update(st, slots[idx], values.take(pa.array(idx)), *extra)
+                    s, v, t = slots[idx], values.take(pa.array(idx)), ts[idx]
                 else:
-                    self._states[i] = a.update(st, slots, values, *extra)
+                    s, v, t = slots, values, ts
+                self._states[i] = a.update(st, s, v, t) if a.needs_time else a.update(st, s, v)
         if builtin:
             aggs, states, columns = zip(*builtin)
             update_builtins(list(aggs), list(states), self._ops, self._offs, slots, list(columns), ts,
