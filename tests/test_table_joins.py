@@ -415,7 +415,8 @@ def test_join_index_finds_what_a_naive_scan_finds(steps):
             if s.num_rows:
                 assert s.rows.take(live, ["id"])[0].to_pylist() == [h[0] for h in m if h[3]]
             assert s.matched.values[live].tolist() == [h[4] for h in m if h[3]]
-            assert len(s.index.runs) <= max(len(s.index), 1).bit_length()
+            assert s.index.num_rows == s.num_rows  # every stored row, under its key unless null
+            assert len(s.index) == int((s.ids.values >= 0).sum())
     if steps and steps[-1][3] == 0:  # just shrunk: exactly the live keys have ids
         assert keys.num_ids == len({tuple(h[1]) for m in model for h in m if h[3] and None not in h[1]})
 
@@ -438,7 +439,7 @@ def _work_per_batch(n: int, batch: int = 500) -> float:
 def test_streaming_join_work_per_batch_does_not_grow_with_rows_held():
     small, big = _work_per_batch(8_000), _work_per_batch(128_000)
     # 16x the rows held: the work per batch grows only with the number of
-    # sorted runs (log of the rows held), nowhere near 16x; a batch probing
+    # chunks of held rows (log of the rows held), nowhere near 16x; a batch probing
     # every held row would touch 64k rows on average here
     assert big < 2 * small, (small, big)
     assert big < 128_000 / 8, big
@@ -548,3 +549,33 @@ def test_join_without_an_equality_between_the_sides_is_refused():
     for cond in [col("w") > col("v"), (col("k") == col("v")) & (col("w") > 0)]:
         with pytest.raises(fo.table.PlanError, match="no equality between the two sides"):
             a.join(b, cond)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops=st.lists(st.one_of(st.lists(st.integers(-1, 6), max_size=20).map(lambda k: ("add", k)),
+                              st.lists(st.integers(-2, 8), max_size=10).map(lambda k: ("find", k)),
+                              st.just(("clear", None))), max_size=12))
+def test_key_chains_equal_a_dict_of_lists(ops):
+    """KeyChains (the join sides' key index) against a dict key -> rows:
+    rows in order within a key, null (negative) keys stored nowhere, keys
+    never added found nowhere, ``clear`` restarts the row numbers."""
+    from fastops._keys import KeyChains
+
+    chains, model, held = KeyChains(), {}, 0
+    for op, keys in ops:
+        if op == "add":
+            chains.add(np.array(keys, np.int64), held)
+            for i, k in enumerate(keys):
+                if k >= 0:
+                    model.setdefault(k, []).append(held + i)
+            held += len(keys)
+        elif op == "find":
+            q, rows = chains.find(np.array(keys, np.int64))
+            want = [(i, r) for i, k in enumerate(keys) for r in model.get(k, [])]
+            assert list(zip(q.tolist(), rows.tolist())) == want
+        else:
+            chains.clear()
+            model, held = {}, 0
+        assert chains.num_rows == held and len(chains) == sum(map(len, model.values()))
+    with pytest.raises(ValueError, match="follow on"):
+        chains.add(np.array([1], np.int64), held + 1)

@@ -472,3 +472,116 @@ cdef class KeyIndex:
         for c in range(self.ncols):
             total += self.gcap * (9 if self.cols[c].kind == 0 else 9) + self.cols[c].dcap
         return total
+
+
+# ---------------------------------------------------------------- key chains
+
+cdef class KeyChains:
+    """Key id -> the row numbers held under it, oldest first: a chain per key
+    (its first and last row, and each row's next row under the same key), as
+    a hash join keeps its build side. Rows are added in increasing number,
+    each batch right after the last; a negative key is not stored (a null key
+    matches nothing). ``find`` walks the chains of the queried keys, so a
+    probe costs its queries plus its matches, whatever the rows held.
+    ``touched`` counts the keys and rows read or written."""
+
+    cdef object _head, _tail, _count, _next
+    cdef public Py_ssize_t num_rows   # rows added (row numbers run below it)
+    cdef public Py_ssize_t entries    # rows stored under a key
+    cdef public int64_t touched
+
+    def __init__(self):
+        self._head = np.zeros(0, dtype=np.int64)
+        self._tail = np.zeros(0, dtype=np.int64)
+        self._count = np.zeros(0, dtype=np.int64)
+        self._next = np.zeros(0, dtype=np.int64)
+        self.num_rows = 0
+        self.entries = 0
+        self.touched = 0
+
+    def __len__(self):
+        return self.entries
+
+    def clear(self):
+        """Hold nothing (capacity kept); row numbers start at 0 again."""
+        self._count[:] = 0
+        self.num_rows = 0
+        self.entries = 0
+
+    @staticmethod
+    def _grown(a, Py_ssize_t n):
+        if len(a) >= n:
+            return a
+        b = np.zeros(max(n, 2 * len(a), 64), dtype=np.int64)
+        b[: len(a)] = a
+        return b
+
+    def add(self, const int64_t[::1] keys, Py_ssize_t first_row):
+        """Hold rows ``first_row, first_row + 1, ...`` under ``keys``;
+        ``first_row`` must be ``num_rows``."""
+        cdef Py_ssize_t i, n = keys.shape[0]
+        cdef int64_t k, r, kmax = -1, stored = 0
+        if first_row != self.num_rows:
+            raise ValueError(f"KeyChains.add: rows must follow on: first row {first_row}, "
+                             f"{self.num_rows} held")
+        for i in range(n):
+            if keys[i] > kmax:
+                kmax = keys[i]
+        self._next = KeyChains._grown(self._next, first_row + n)
+        if kmax >= len(self._count):
+            self._head = KeyChains._grown(self._head, kmax + 1)
+            self._tail = KeyChains._grown(self._tail, kmax + 1)
+            self._count = KeyChains._grown(self._count, kmax + 1)
+        cdef int64_t[::1] head = self._head
+        cdef int64_t[::1] tail = self._tail
+        cdef int64_t[::1] count = self._count
+        cdef int64_t[::1] nxt = self._next
+        with nogil:
+            for i in range(n):
+                r = first_row + i
+                k = keys[i]
+                nxt[r] = -1
+                if k < 0:
+                    continue
+                if count[k] == 0:
+                    head[k] = r
+                else:
+                    nxt[tail[k]] = r
+                tail[k] = r
+                count[k] += 1
+                stored += 1
+        self.num_rows += n
+        self.entries += stored
+        self.touched += n
+
+    def find(self, const int64_t[::1] keys):
+        """``(query, row)`` of every row held under ``keys[query]``: grouped by
+        query, rows increasing within a query (int64 arrays)."""
+        cdef Py_ssize_t i, n = keys.shape[0], pos = 0
+        cdef int64_t k, r, total = 0
+        cdef int64_t[::1] head = self._head
+        cdef int64_t[::1] count = self._count
+        cdef int64_t[::1] nxt = self._next
+        cdef Py_ssize_t nkeys = count.shape[0]
+        with nogil:
+            for i in range(n):
+                k = keys[i]
+                if 0 <= k < nkeys:
+                    total += count[k]
+        q_arr = np.empty(total, dtype=np.int64)
+        r_arr = np.empty(total, dtype=np.int64)
+        cdef int64_t[::1] q = q_arr
+        cdef int64_t[::1] rows = r_arr
+        with nogil:
+            for i in range(n):
+                k = keys[i]
+                if not (0 <= k < nkeys) or count[k] == 0:
+                    continue
+                r = head[k]
+                while r >= 0:
+                    q[pos] = i
+                    rows[pos] = r
+                    pos += 1
+                    r = nxt[r]
+        self.touched += n + total
+        return q_arr, r_arr

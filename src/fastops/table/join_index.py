@@ -7,15 +7,14 @@ the rows held. Three pieces:
 - :class:`JoinKeys`: the key columns of a row -> a dense key id (one id space
   for both inputs, exact equality by :class:`~fastops.keys.KeyTable`); a row
   with a null in any key column gets ``-1`` and matches nothing, as in SQL.
-- :class:`KeyedRows`: key id -> held row numbers, as sorted runs (key id, row)
-  merged geometrically (a run is merged into the one before it while that one
-  is not bigger), so there are ``O(log n)`` runs and each row is moved
-  ``O(log n)`` times in all. A probe looks each key up in every run (CSR
-  offsets by key id in the big runs, ``searchsorted`` in the small ones),
-  then ``repeat`` / ``take``: ``O(batch log n + matches)``.
-- :class:`HeldRows`: the rows themselves as Arrow batches, concatenated under
-  the same geometric rule, so appending is amortised ``O(batch log n)`` and
-  taking ``k`` rows costs ``O(k)`` plus one slice per chunk.
+- :class:`~fastops._keys.KeyChains`: key id -> held row numbers, a chain per
+  key as in a hash join's build side (compiled): adding a batch costs the
+  batch, a probe its keys plus its matches.
+- :class:`HeldRows`: the rows themselves as Arrow batches, concatenated
+  geometrically (a chunk is merged into the one before it while that one is
+  not bigger), so there are ``O(log n)`` chunks, appending is amortised
+  ``O(batch log n)`` and taking ``k`` rows costs ``O(k)`` plus one slice per
+  chunk.
 
 :class:`JoinSide` puts them together with per-row match counts and event
 times for one input. Rows expire (interval joins) through a
@@ -36,9 +35,10 @@ import pyarrow.compute as pc
 import pyarrow.types as pat
 
 from fastops._arrow import as_batch
+from fastops._keys import KeyChains
 from fastops.keys import KeyTable
 
-__all__ = ["JoinKeys", "KeyedRows", "TimeQueue", "HeldRows", "JoinSide"]
+__all__ = ["JoinKeys", "TimeQueue", "HeldRows", "JoinSide"]
 
 _EMPTY = np.zeros(0, np.int64)
 
@@ -147,89 +147,6 @@ class JoinKeys:
         return [lut[a] for a in in_use]
 
 
-class KeyedRows:
-    """Key id -> row numbers, as sorted runs merged geometrically (see module docs).
-
-    Rows must be added in increasing row number; ``find`` returns each query
-    row's matches in increasing row number. Negative key ids are not stored.
-    A run with at least a quarter as many entries as key ids also keeps CSR
-    offsets (first entry of each key id), so probing it is a gather instead
-    of a binary search.
-    """
-
-    def __init__(self) -> None:
-        # (sorted key ids, row numbers, offsets per key id or None)
-        self.runs: list[tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]] = []
-        self.touched = 0
-
-    def __len__(self) -> int:
-        return sum(len(r[0]) for r in self.runs)
-
-    @staticmethod
-    def _run(keys: np.ndarray, rows: np.ndarray) -> tuple:
-        nkeys = int(keys[-1]) + 1
-        offsets = None
-        if 4 * len(keys) >= nkeys:
-            offsets = np.zeros(nkeys + 1, np.int64)
-            np.cumsum(np.bincount(keys, minlength=nkeys), out=offsets[1:])
-        return keys, rows, offsets
-
-    def clear(self) -> None:
-        self.runs = []
-
-    def add(self, keys: np.ndarray, rows: np.ndarray) -> None:
-        """Index ``rows`` (above every row added before) under ``keys``."""
-        keep = keys >= 0
-        if not keep.all():
-            keys, rows = keys[keep], rows[keep]
-        if len(keys) == 0:
-            return
-        order = np.argsort(keys, kind="stable")
-        self.runs.append((keys[order], rows[order], None))
-        self.touched += len(keys) + _merge_runs(self.runs, lambda run: len(run[0]),
-                                                lambda a, b: (*_merge_sorted(a[0], a[1], b[0], b[1]), None))
-        self.runs[-1] = self._run(*self.runs[-1][:2])
-
-    def find(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(query index, row number) of every stored row under ``keys[i]``,
-        grouped by query index, rows increasing within a query."""
-        if not self.runs or len(keys) == 0:
-            return _EMPTY, _EMPTY
-        q = np.where(keys < 0, np.iinfo(np.int64).max - 1, keys)  # null keys: beyond every run
-        order = None
-        los, cnts = [], []
-        for rk, _, offsets in self.runs:
-            if offsets is not None:
-                last = len(offsets) - 1
-                lo = offsets[np.minimum(q, last)]
-                cnt = offsets[np.minimum(q + 1, last)] - lo
-            else:  # binary searches, for the queries in order (each starts where the last ended)
-                if order is None:
-                    order = np.argsort(q)
-                    sq = q[order]
-                lo, cnt = np.empty_like(q), np.empty_like(q)
-                lo[order] = np.searchsorted(rk, sq, "left")
-                cnt[order] = np.searchsorted(rk, sq, "right")
-                cnt -= lo
-            los.append(lo)
-            cnts.append(cnt)
-        cnt = np.vstack(cnts)  # (run, query): matches of each query in each run
-        per_query = cnt.sum(axis=0)
-        total = int(per_query.sum())
-        self.touched += len(self.runs) * len(keys) + total
-        if total == 0:
-            return _EMPTY, _EMPTY
-        # a query's matches: run after run (runs hold increasing row ranges)
-        at = np.cumsum(cnt, axis=0) - cnt + (np.cumsum(per_query) - per_query)
-        rows = np.empty(total, np.int64)
-        for (_, rr, _), lo, c, a in zip(self.runs, los, cnt, at):
-            m = int(c.sum())
-            if m:
-                within = np.arange(m, dtype=np.int64) - np.repeat(np.cumsum(c) - c, c)
-                rows[np.repeat(a, c) + within] = rr[np.repeat(lo, c) + within]
-        return np.repeat(np.arange(len(keys), dtype=np.int64), per_query), rows
-
-
 class HeldRows:
     """Rows appended in batches, stored as ``O(log n)`` chunks (see module docs)."""
 
@@ -293,7 +210,7 @@ class HeldRows:
 class TimeQueue:
     """Row numbers by event time, popped as the watermark passes them.
 
-    Sorted runs (time, row) merged geometrically as in :class:`KeyedRows`;
+    Sorted runs (time, row) merged geometrically as the chunks of :class:`HeldRows`;
     each run has a cursor below which its rows were popped (watermarks only
     grow), so a pop costs ``O(runs log n + rows popped)``, not a scan of the
     rows held.
@@ -366,7 +283,7 @@ class JoinSide:
         self.matched = _Column(np.int64)
         self.ts = _Column(np.int64)
         self.alive = _Column(bool)
-        self.index = KeyedRows()
+        self.index = KeyChains()
         self.expiry = TimeQueue()  # rows added with a time, by time
         self.timed = False  # rows come with times (interval joins)
         self.live = 0
@@ -393,7 +310,7 @@ class JoinSide:
         self.ts.extend(np.zeros(n, np.int64) if ts is None else ts)
         self.alive.extend(np.ones(n, bool))
         rows = np.arange(start, start + n, dtype=np.int64)
-        self.index.add(ids, rows)
+        self.index.add(np.ascontiguousarray(ids, dtype=np.int64), start)
         if ts is not None:
             self.timed = True
             self.expiry.add(ts, rows)
@@ -401,7 +318,7 @@ class JoinSide:
 
     def find(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(query index, row number) of every live row under ``ids[i]``, by query then row."""
-        q, r = self.index.find(ids)
+        q, r = self.index.find(np.ascontiguousarray(ids, dtype=np.int64))
         if self.live < self.num_rows and len(r):
             ok = self.alive.values[r]
             q, r = q[ok], r[ok]
@@ -433,7 +350,7 @@ class JoinSide:
         self.alive.reset(np.ones(len(keep), bool))
         rows = np.arange(len(keep), dtype=np.int64)
         self.index.clear()
-        self.index.add(self.ids.values, rows)
+        self.index.add(self.ids.values, 0)
         if self.timed:
             self.expiry.clear()
             self.expiry.add(self.ts.values, rows)
