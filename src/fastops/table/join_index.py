@@ -10,11 +10,12 @@ the rows held. Three pieces:
 - :class:`~fastops._keys.KeyChains`: key id -> held row numbers, a chain per
   key as in a hash join's build side (compiled): adding a batch costs the
   batch, a probe its keys plus its matches.
-- :class:`HeldRows`: the rows themselves as Arrow batches, concatenated
-  geometrically (a chunk is merged into the one before it while that one is
-  not bigger), so there are ``O(log n)`` chunks, appending is amortised
-  ``O(batch log n)`` and taking ``k`` rows costs ``O(k)`` plus one slice per
-  chunk.
+- :class:`HeldRows`: the rows themselves: columns of 1- to 8-byte values in
+  growable NumPy arrays (taking ``k`` rows is one gather), the others as Arrow
+  batches concatenated geometrically (a chunk is merged into the one before
+  it while that one is not bigger), so there are ``O(log n)`` chunks,
+  appending is amortised ``O(batch log n)`` and taking ``k`` rows costs
+  ``O(k)`` plus one slice per chunk.
 
 :class:`JoinSide` puts them together with per-row match counts and event
 times for one input. Rows expire (interval joins) through a
@@ -34,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pat
 
-from fastops._arrow import as_batch
+from fastops._arrow import UINT_FOR_WIDTH, as_batch, fixed_values, fixed_width_bytes
 from fastops._keys import KeyChains
 from fastops.keys import KeyTable
 
@@ -148,30 +149,66 @@ class JoinKeys:
 
 
 class HeldRows:
-    """Rows appended in batches, stored as ``O(log n)`` chunks (see module docs)."""
+    """Rows appended in batches (see module docs). Columns of 1- to 8-byte
+    values (numbers, dates, times) are kept in growable NumPy arrays, so
+    taking rows of them is one gather; the others (strings, booleans,
+    nested, ...) as ``O(log n)`` Arrow chunks."""
 
     def __init__(self) -> None:
         self.schema: Optional[pa.Schema] = None  # of the first batch appended
-        self.chunks: list[pa.RecordBatch] = []
+        self.chunks: list[pa.RecordBatch] = []  # the columns not kept as words
         self.num_rows = 0
         self.touched = 0
+        self._words: dict[str, tuple[_Column, Optional[_Column]]] = {}  # name -> (values, validity)
+        self._other: list[str] = []
 
     def append(self, batch: pa.RecordBatch) -> None:
-        if batch.num_rows == 0:
+        n = batch.num_rows
+        if n == 0:
             return
         if self.schema is None:
             self.schema = batch.schema
+            for f in batch.schema:
+                width = fixed_width_bytes(f.type)
+                if width in UINT_FOR_WIDTH:
+                    self._words[f.name] = (_Column(UINT_FOR_WIDTH[width]), None)
+                else:
+                    self._other.append(f.name)
         elif batch.schema != self.schema:
             batch = batch.select(self.schema.names).cast(self.schema)
-        self.chunks.append(batch)
-        self.num_rows += batch.num_rows
-        self.touched += _merge_runs(self.chunks, lambda c: c.num_rows, lambda a, b: pa.concat_batches([a, b]))
+        for name, (vals, valid) in self._words.items():
+            col = batch.column(name)
+            values = fixed_values(col, vals.buf.dtype)
+            vals.extend(values if len(values) == n else np.zeros(n, vals.buf.dtype))  # no buffer: all null
+            if col.null_count and valid is None:  # the first nulls: every row before was valid
+                valid = _Column(bool)
+                valid.extend(np.ones(self.num_rows, bool))
+                self._words[name] = (vals, valid)
+            if valid is not None:
+                valid.extend(col.is_valid().to_numpy(zero_copy_only=False))
+        self.num_rows += n
+        self.touched += n
+        if self._other:
+            self.chunks.append(batch.select(self._other))
+            self.touched += _merge_runs(self.chunks, lambda c: c.num_rows,
+                                        lambda a, b: pa.concat_batches([a, b]))
 
-    def take(self, idx: np.ndarray, names: Optional[Sequence[str]] = None) -> list[pa.Array]:
-        """Columns ``names`` (all if None) at rows ``idx``; index -1 gives null."""
-        names = list(self.schema.names) if names is None else list(names)
-        valid = idx >= 0
-        self.touched += len(idx) + len(self.chunks)
+    def _word_column(self, name: str, idx: np.ndarray, ok: np.ndarray) -> pa.Array:
+        """Column ``name`` (kept as words) at ``idx``; null where ``ok`` is False
+        or the value is null."""
+        vals, valid = self._words[name]
+        at = np.where(ok, idx, 0) if self.num_rows else idx
+        data = vals.values[at] if self.num_rows else np.zeros(len(idx), vals.buf.dtype)
+        present = ok if valid is None else ok & valid.values[at]
+        nulls = len(idx) - int(np.count_nonzero(present))
+        bitmap = pa.py_buffer(np.packbits(present, bitorder="little")) if nulls else None
+        return pa.Array.from_buffers(self.schema.field(name).type, len(idx), [bitmap, pa.py_buffer(data)],
+                                     null_count=nulls)
+
+    def _take_chunks(self, idx: np.ndarray, names: list[str], valid: np.ndarray) -> list[pa.Array]:
+        """Columns ``names`` (kept as chunks) at ``idx``: one take per chunk,
+        then one to put the rows in order."""
+        self.touched += len(self.chunks)
         if len(self.chunks) == 1:
             pos = idx
             taken = self.chunks[0].select(names)
@@ -193,18 +230,35 @@ class HeldRows:
         indices = pa.array(pos, mask=~valid) if not valid.all() else pa.array(pos)
         return list(taken.take(indices).columns)
 
+    def take(self, idx: np.ndarray, names: Optional[Sequence[str]] = None) -> list[pa.Array]:
+        """Columns ``names`` (all if None) at rows ``idx``; index -1 gives null."""
+        names = list(self.schema.names) if names is None else list(names)
+        valid = idx >= 0
+        self.touched += len(idx)
+        other = [n for n in names if n not in self._words]
+        taken = dict(zip(other, self._take_chunks(idx, other, valid))) if other else {}
+        return [taken[n] if n in taken else self._word_column(n, idx, valid) for n in names]
+
     def keep(self, idx: np.ndarray) -> None:
         """Keep only rows ``idx`` (increasing), renumbered from 0, as one chunk."""
         self.touched += self.num_rows
         table = self.to_table()
         self.chunks, self.num_rows = [], 0
+        for vals, valid in self._words.values():
+            vals.reset(_EMPTY.astype(vals.buf.dtype))
+            if valid is not None:
+                valid.reset(np.zeros(0, bool))
         if len(idx):
             self.append(as_batch(table.take(pa.array(idx))))
 
     def to_table(self) -> Optional[pa.Table]:
         if self.schema is None:
             return None
-        return pa.Table.from_batches(self.chunks, schema=self.schema)
+        every = np.arange(self.num_rows, dtype=np.int64)
+        chunks = pa.Table.from_batches(self.chunks, schema=pa.schema([self.schema.field(n) for n in self._other]))
+        columns = [chunks.column(n) if n not in self._words else
+                   self._word_column(n, every, np.ones(self.num_rows, bool)) for n in self.schema.names]
+        return pa.Table.from_arrays(columns, schema=self.schema)
 
 
 class TimeQueue:
