@@ -603,9 +603,8 @@ def _held_column(t: pa.DataType, rows: list) -> pa.Array:
     if pa.types.is_string(t) or pa.types.is_large_binary(t):
         text = [None if v is None else "v%d" % v for v in vals]
         return pa.array(text if pa.types.is_string(t) else [x and x.encode() for x in text], t)
-    return pa.array(vals, pa.int64()).cast(pa.int64() if t.bit_width == 64 else pa.int32()
-                                           if t.bit_width == 32 else pa.int16() if t.bit_width == 16
-                                           else pa.int8()).view(t)
+    storage = {8: pa.int8(), 16: pa.int16(), 32: pa.int32(), 64: pa.int64()}[t.bit_width]
+    return pa.array(vals, storage).view(t)  # numbers, dates, times: their integer storage
 
 
 @settings(max_examples=40, deadline=None)

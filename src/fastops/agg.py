@@ -692,7 +692,7 @@ class StringFirstLast(SlotAggregate):
         new_vals[: len(vals)], new_ts[: len(ts)] = vals, ts
         return new_vals, new_ts
 
-    def _take(self, state, slots: np.ndarray, ts: np.ndarray, pick: Callable[[np.ndarray], np.ndarray]):
+    def _offer(self, state, slots: np.ndarray, ts: np.ndarray, pick: Callable[[np.ndarray], np.ndarray]):
         """Candidate ``i`` (event time ``ts[i]``, value ``pick(rows)``) into slot
         ``slots[i]``, candidates in order: later ones count as later rows."""
         if len(slots) == 0:
@@ -716,7 +716,7 @@ class StringFirstLast(SlotAggregate):
 
     def update(self, state, slots: np.ndarray, values: pa.Array, ts: np.ndarray):
         ts = np.asarray(ts, dtype=np.int64)
-        return self._take(state, np.asarray(slots, dtype=np.int64), ts,
+        return self._offer(state, np.asarray(slots, dtype=np.int64), ts,
                           lambda rows: values.take(pa.array(rows)).to_numpy(zero_copy_only=False))
 
     def merge(self, state, dst: np.ndarray, src: np.ndarray):
@@ -729,7 +729,7 @@ class StringFirstLast(SlotAggregate):
         if not np.isin(src, dst).any():
             full = ~np.equal(vals[src], None)
             src, dst = src[full], dst[full]
-            return self._take(state, dst, ts[src], lambda rows: vals[src[rows]])
+            return self._offer(state, dst, ts[src], lambda rows: vals[src[rows]])
         for d, s in zip(dst.tolist(), src.tolist()):
             if vals[s] is not None and (vals[d] is None or (ts[s] >= ts[d] if self.is_last else ts[s] < ts[d])):
                 vals[d], ts[d] = vals[s], ts[s]
