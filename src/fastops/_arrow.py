@@ -5,7 +5,8 @@ The one place that knows Arrow's physical layouts. Views are read-only
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+import io
+from typing import Any, Optional, Union
 
 import numpy as np
 import pyarrow as pa
@@ -147,3 +148,16 @@ def as_batch(data: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
     if data.num_rows == 0:
         return pa.RecordBatch.from_pylist([], schema=data.schema)
     return data.combine_chunks().to_batches()[0]
+
+
+def to_ipc(data: Union[pa.RecordBatch, pa.Table]) -> bytes:
+    """``data`` as Arrow IPC stream bytes: how states and snapshots are serialised."""
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, data.schema) as w:
+        w.write(data)
+    return sink.getvalue()
+
+
+def from_ipc(data: Any) -> pa.Table:
+    """The table of Arrow IPC stream bytes (``bytes`` or a buffer)."""
+    return pa.ipc.open_stream(data).read_all()

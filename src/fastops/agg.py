@@ -37,7 +37,6 @@ Plug-ins
 from __future__ import annotations
 
 import builtins as _builtins
-import io
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -249,16 +248,12 @@ class Columns:
         return cols, (null.view(bool) if nnull else None)
 
     def to_bytes(self) -> bytes:
-        batch = pa.RecordBatch.from_arrays([pa.array(np.ascontiguousarray(self[k])) for k in self.names],
-                                           names=self.names)
-        sink = io.BytesIO()
-        with pa.ipc.new_stream(sink, batch.schema) as w:
-            w.write_batch(batch)
-        return sink.getvalue()
+        return _arrow.to_ipc(pa.RecordBatch.from_arrays(
+            [pa.array(np.ascontiguousarray(self[k])) for k in self.names], names=self.names))
 
     @classmethod
     def from_bytes(cls, spec: dict[str, np.dtype], data: bytes) -> "Columns":
-        batch = pa.ipc.open_stream(data).read_all().combine_chunks()
+        batch = _arrow.from_ipc(data).combine_chunks()
         if list(batch.schema.names) != list(spec):
             raise ValueError(f"aggregate state has fields {batch.schema.names}, expected {list(spec)}")
         out = cls(spec, batch.num_rows)
@@ -566,7 +561,50 @@ class Moments(BuiltinAggregate):
 
 # ---------------------------------------------------------------- strings
 
-class StringMinMax(SlotAggregate):
+def _grown(a: np.ndarray, n: int, fill: Any = 0) -> np.ndarray:
+    """``a`` with room for ``n`` entries (capacity doubles; new ones ``fill``)."""
+    if len(a) >= n:
+        return a
+    b = np.full(_builtins.max(n, 2 * len(a), 64), fill, dtype=a.dtype)
+    b[: len(a)] = a
+    return b
+
+
+class _StringAggregate(SlotAggregate):
+    """Base of the aggregates over string and binary columns (the columnar
+    built-ins hold fixed-width values): their state keeps one Python object
+    per slot, ``None`` for no value yet, in ``_values(state)``."""
+
+    def __init__(self, column: str, name: str, label: str):
+        self.column, self.name, self._label = column, name, label
+        self._type: pa.DataType = pa.string()
+
+    def validate(self, input_type: Optional[pa.DataType]) -> None:
+        if input_type is None or not _arrow.is_binary_like(input_type):
+            raise TypeError(f"{self._label}({self.column}): {input_type} is not a string or binary column")
+        self._type = input_type
+
+    def output_type(self, input_type: Optional[pa.DataType]) -> pa.DataType:
+        return input_type
+
+    @staticmethod
+    def _values(state: Any) -> np.ndarray:
+        return state
+
+    def result(self, state: Any, slots: np.ndarray) -> pa.Array:
+        vals = self._values(state)
+        out = np.full(len(slots), None, dtype=object)
+        inside = slots < len(vals)
+        out[inside] = vals[slots[inside]]
+        return pa.array(out, type=self._type)
+
+    def reset(self, state: Any, slots: np.ndarray) -> Any:
+        vals = self._values(state)
+        vals[slots[slots < len(vals)]] = None
+        return state
+
+
+class StringMinMax(_StringAggregate):
     """``MIN`` / ``MAX`` of a string or binary column, comparing bytes (UTF-8
     byte order is code point order), as Flink and DuckDB do.
 
@@ -576,29 +614,12 @@ class StringMinMax(SlotAggregate):
     once per row."""
 
     def __init__(self, column: str, is_max: bool):
-        self.column = column
         self.is_max = bool(is_max)
-        self.name = "max" if is_max else "min"
-        self._type: pa.DataType = pa.string()
-
-    def validate(self, input_type: Optional[pa.DataType]) -> None:
-        if input_type is None or not _arrow.is_binary_like(input_type):
-            raise TypeError(f"{self.name.upper()}({self.column}): {input_type} is not a string or binary column")
-        self._type = input_type
-
-    def output_type(self, input_type: Optional[pa.DataType]) -> pa.DataType:
-        return input_type
+        name = "max" if is_max else "min"
+        super().__init__(column, name, name.upper())
 
     def new_state(self) -> np.ndarray:
         return np.full(0, None, dtype=object)
-
-    @staticmethod
-    def _grow(state: np.ndarray, n: int) -> np.ndarray:
-        if len(state) >= n:
-            return state
-        grown = np.full(_builtins.max(n, 2 * len(state), 16), None, dtype=object)
-        grown[: len(state)] = state
-        return grown
 
     def update(self, state: np.ndarray, slots: np.ndarray, values: pa.Array) -> np.ndarray:
         if len(slots) == 0:
@@ -606,7 +627,7 @@ class StringMinMax(SlotAggregate):
         g = pa.table({"s": pa.array(slots, pa.int64()), "v": values}).group_by("s", use_threads=False) \
             .aggregate([("v", self.name)])
         s = g.column(0).to_numpy()
-        state = self._grow(state, int(s.max()) + 1)
+        state = _grown(state, int(s.max()) + 1, None)
         best = (pc.max_element_wise if self.is_max else pc.min_element_wise)(
             pa.array(state[s], type=values.type), g.column(1).combine_chunks(), skip_nulls=True)
         state[s] = best.to_numpy(zero_copy_only=False)
@@ -618,7 +639,7 @@ class StringMinMax(SlotAggregate):
         otherwise a merge may read a slot merged before, so pairs go in order."""
         if len(dst) == 0:
             return state
-        state = self._grow(state, int(_builtins.max(dst.max(), src.max())) + 1)
+        state = _grown(state, int(_builtins.max(dst.max(), src.max())) + 1, None)
         if not np.isin(src, dst).any():
             return self.update(state, dst, pa.array(state[src], type=self._type))
         for d, s in zip(dst.tolist(), src.tolist()):
@@ -627,25 +648,11 @@ class StringMinMax(SlotAggregate):
                 state[d] = b
         return state
 
-    def result(self, state: np.ndarray, slots: np.ndarray) -> pa.Array:
-        vals = np.full(len(slots), None, dtype=object)
-        inside = slots < len(state)
-        vals[inside] = state[slots[inside]]
-        return pa.array(vals, type=self._type)
-
-    def reset(self, state: np.ndarray, slots: np.ndarray) -> np.ndarray:
-        state[slots[slots < len(state)]] = None
-        return state
-
     def to_bytes(self, state: np.ndarray) -> bytes:
-        table = pa.table({"v": pa.array(state, type=self._type)})
-        sink = io.BytesIO()
-        with pa.ipc.new_stream(sink, table.schema) as w:
-            w.write_table(table)
-        return sink.getvalue()
+        return _arrow.to_ipc(pa.table({"v": pa.array(state, type=self._type)}))
 
     def from_bytes(self, data: bytes) -> np.ndarray:
-        col = pa.ipc.open_stream(data).read_all().column("v")
+        col = _arrow.from_ipc(data).column("v")
         return np.asarray(col.to_numpy(zero_copy_only=False), dtype=object)
 
     def describe(self) -> str:
@@ -653,7 +660,7 @@ class StringMinMax(SlotAggregate):
         return f"fastops.table.aggregates.StringMinMax({self.column!r}, {self.name})"
 
 
-class StringFirstLast(SlotAggregate):
+class StringFirstLast(_StringAggregate):
     """``first`` / ``last`` of a string or binary column: the value of the
     smallest / largest event time, ties to the row seen first / last (as the
     built-in ``first`` / ``last`` of numbers).
@@ -666,31 +673,20 @@ class StringFirstLast(SlotAggregate):
     needs_time = True
 
     def __init__(self, column: str, is_last: bool):
-        self.column = column
         self.is_last = bool(is_last)
-        self.name = "last" if is_last else "first"
-        self._type: pa.DataType = pa.string()
-
-    def validate(self, input_type: Optional[pa.DataType]) -> None:
-        if input_type is None or not _arrow.is_binary_like(input_type):
-            raise TypeError(f"{self.name}({self.column}): {input_type} is not a string or binary column")
-        self._type = input_type
-
-    def output_type(self, input_type: Optional[pa.DataType]) -> pa.DataType:
-        return input_type
+        name = "last" if is_last else "first"
+        super().__init__(column, name, name)
 
     def new_state(self) -> tuple[np.ndarray, np.ndarray]:
         return np.full(0, None, dtype=object), np.zeros(0, dtype=np.int64)
 
     @staticmethod
+    def _values(state: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        return state[0]
+
+    @staticmethod
     def _grow(state: tuple[np.ndarray, np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
-        vals, ts = state
-        if len(vals) >= n:
-            return state
-        size = _builtins.max(n, 2 * len(vals), 16)
-        new_vals, new_ts = np.full(size, None, dtype=object), np.zeros(size, dtype=np.int64)
-        new_vals[: len(vals)], new_ts[: len(ts)] = vals, ts
-        return new_vals, new_ts
+        return _grown(state[0], n, None), _grown(state[1], n)
 
     def _offer(self, state, slots: np.ndarray, ts: np.ndarray, pick: Callable[[np.ndarray], np.ndarray]):
         """Candidate ``i`` (event time ``ts[i]``, value ``pick(rows)``) into slot
@@ -717,7 +713,7 @@ class StringFirstLast(SlotAggregate):
     def update(self, state, slots: np.ndarray, values: pa.Array, ts: np.ndarray):
         ts = np.asarray(ts, dtype=np.int64)
         return self._offer(state, np.asarray(slots, dtype=np.int64), ts,
-                          lambda rows: values.take(pa.array(rows)).to_numpy(zero_copy_only=False))
+                           lambda rows: values.take(pa.array(rows)).to_numpy(zero_copy_only=False))
 
     def merge(self, state, dst: np.ndarray, src: np.ndarray):
         """A source counts as rows after its destination's. Sources that are no
@@ -735,26 +731,11 @@ class StringFirstLast(SlotAggregate):
                 vals[d], ts[d] = vals[s], ts[s]
         return state
 
-    def result(self, state, slots: np.ndarray) -> pa.Array:
-        vals = state[0]
-        out = np.full(len(slots), None, dtype=object)
-        inside = slots < len(vals)
-        out[inside] = vals[slots[inside]]
-        return pa.array(out, type=self._type)
-
-    def reset(self, state, slots: np.ndarray):
-        state[0][slots[slots < len(state[0])]] = None
-        return state
-
     def to_bytes(self, state) -> bytes:
-        table = pa.table({"v": pa.array(state[0], type=self._type), "ts": pa.array(state[1])})
-        sink = io.BytesIO()
-        with pa.ipc.new_stream(sink, table.schema) as w:
-            w.write_table(table)
-        return sink.getvalue()
+        return _arrow.to_ipc(pa.table({"v": pa.array(state[0], type=self._type), "ts": pa.array(state[1])}))
 
     def from_bytes(self, data: bytes):
-        table = pa.ipc.open_stream(data).read_all()
+        table = _arrow.from_ipc(data)
         vals = np.asarray(table.column("v").to_numpy(zero_copy_only=False), dtype=object)
         return vals, np.array(table.column("ts").to_numpy(), dtype=np.int64)  # a writable copy
 

@@ -49,12 +49,12 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional
 
 import numpy as np
 import pyarrow as pa
 
-from fastops import agg
+from fastops import _arrow, agg
 from fastops.connectors.sources import END, Reader, Source
 from fastops.operators.base import Operator
 from fastops.windows import Sliding, Tumbling
@@ -306,20 +306,6 @@ def pops_per_pane(batch: pa.RecordBatch) -> pa.RecordBatch:
                                       schema=_PT)
 
 
-def _ipc(tables: Sequence[pa.Table]) -> list[bytes]:
-    out = []
-    for t in tables:
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, t.schema) as w:
-            w.write_table(t)
-        out.append(sink.getvalue().to_pybytes())
-    return out
-
-
-def _from_ipc(data: bytes) -> pa.Table:
-    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
-
-
 class RewardFilter(Operator):
     """Windows with ``pops >= threshold`` become rewards, once per
     (player, window): a pair already rewarded is dropped (possible only with
@@ -421,7 +407,7 @@ class PerWindow(Operator):
         if not self.pending:
             return None
         tables = [pa.Table.from_batches(bs) for bs in self.pending.values()]
-        blobs = _ipc(tables)
+        blobs = [_arrow.to_ipc(t) for t in tables]
         head = len(blobs).to_bytes(8, "little") + b"".join(len(b).to_bytes(8, "little") for b in blobs)
         return head + b"".join(blobs)
 
@@ -433,7 +419,7 @@ class PerWindow(Operator):
         lens = [int.from_bytes(state[8 + 8 * i:16 + 8 * i], "little") for i in range(k)]
         pos = 8 + 8 * k
         for n in lens:
-            t = _from_ipc(state[pos:pos + n])
+            t = _arrow.from_ipc(pa.py_buffer(state[pos:pos + n]))
             pos += n
             batches = t.combine_chunks().to_batches()
             end = int(pa.compute.max(t.column("window_end").cast(pa.int64())).as_py())

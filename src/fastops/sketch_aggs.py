@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.types as pat
 
-from fastops import _sketch, agg, hashing
+from fastops import _arrow, _sketch, agg, hashing
 from fastops import sketches as _sk
 
 __all__ = ["ApproxDistinct", "ApproxQuantile", "TopK", "approx_distinct", "approx_quantile",
@@ -548,7 +548,7 @@ class TopK(agg.SlotAggregate):
 
     def to_bytes(self, state: _TopKState) -> bytes:
         vals = state.values if state.values is not None else pa.array([], pa.null())
-        blob = _sk._ipc_bytes(pa.table({"value": vals}))
+        blob = _arrow.to_ipc(pa.table({"value": vals}))
         n = len(state.slot)
         return (_MAGIC + struct.pack("<BIQQ", 3, self.capacity, state.nslots, n)
                 + state.slot.tobytes() + state.hash.tobytes() + state.count.tobytes()

@@ -28,7 +28,6 @@ input.
 """
 from __future__ import annotations
 
-import io
 import math
 import struct
 from typing import Any, Iterator, NamedTuple, Optional, Sequence
@@ -277,17 +276,9 @@ def _reduce(obj: Any) -> tuple:
     return (type(obj).from_bytes, (obj.to_bytes(),))
 
 
-def _ipc_bytes(table: pa.Table) -> bytes:
-    sink = io.BytesIO()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue()
-
-
 def _ipc_table(data: bytes, who: str) -> pa.Table:
     try:
-        with pa.ipc.open_stream(pa.py_buffer(data)) as reader:
-            table = reader.read_all()
+        table = _arrow.from_ipc(pa.py_buffer(data))
         table.validate(full=True)
     except (pa.ArrowException, OSError, ValueError, TypeError, IndexError) as exc:
         raise ValueError(f"{who}.from_bytes: corrupt value data ({exc})") from None
@@ -1216,7 +1207,7 @@ class SpaceSaving:
         s = self._size
         body = self._BODY.pack(self.capacity, s, self.seed, self.total_weight)
         vals = self._values if self._values is not None else pa.array([], pa.null())
-        blob = _ipc_bytes(pa.table({"value": vals}))
+        blob = _arrow.to_ipc(pa.table({"value": vals}))
         return (_header(T_SS) + body + self._hashes.tobytes() + self._counts.tobytes()
                 + self._errs.tobytes() + struct.pack("<Q", len(blob)) + blob)
 
@@ -1451,9 +1442,9 @@ class Reservoir:
         if self._data is None:
             blob = b""
         elif self._is_table:
-            blob = _ipc_bytes(self._data)
+            blob = _arrow.to_ipc(self._data)
         else:
-            blob = _ipc_bytes(pa.table({"value": self._data}))
+            blob = _arrow.to_ipc(pa.table({"value": self._data}))
         return (_header(T_RESERVOIR, flags) + body + self._positions[:filled].tobytes()
                 + struct.pack("<Q", len(blob)) + blob)
 

@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import bisect
 import copy
-import io
 import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
@@ -68,8 +67,8 @@ import numpy as np
 import pyarrow as pa
 
 from fastops import _arrow, _window
-from fastops.agg import (BuiltinAggregate, Columns, SlotAggregate, _Records, builtin_layout, for_input,
-                         update_builtins)
+from fastops.agg import (BuiltinAggregate, Columns, SlotAggregate, _grown, _Records, builtin_layout,
+                         for_input, update_builtins)
 from fastops.durations import parse_duration
 from fastops.keys import KeyTable
 from fastops.watermarks import MIN_WATERMARK, to_ms
@@ -108,15 +107,6 @@ def _plugin_type(t: Optional[pa.DataType]) -> Optional[pa.DataType]:
     binary_view as large_string / large_binary (Arrow's take and filter, which
     plug-ins use, have no kernels for views), else ``t``."""
     return None if t is None else (_arrow.view_storage(t) or t)
-
-
-def _grown(a: np.ndarray, n: int, fill: int = 0) -> np.ndarray:
-    if len(a) >= n:
-        return a
-    new = max(n, 2 * len(a), 64)
-    b = np.full(new, fill, dtype=a.dtype)
-    b[: len(a)] = a
-    return b
 
 
 _SINGLE_SLOTS = "single"  # pane layout of snapshots from before chunks (they record none)
@@ -172,13 +162,7 @@ class State:
 
     def to_bytes(self) -> bytes:
         names, kinds, payloads = [], [], []
-
-        def ipc(batch: pa.RecordBatch) -> bytes:
-            sink = io.BytesIO()
-            with pa.ipc.new_stream(sink, batch.schema) as w:
-                w.write_batch(batch)
-            return sink.getvalue()
-
+        ipc = _arrow.to_ipc
         for k, a in self.arrays.items():
             names.append(k)
             kinds.append("array:" + a.dtype.str)
@@ -211,8 +195,7 @@ class State:
     @classmethod
     def from_bytes(cls, data: bytes) -> "State":
         try:
-            reader = pa.ipc.open_stream(data)
-            table = reader.read_all()
+            table = _arrow.from_ipc(data)
         except (pa.ArrowInvalid, OSError) as exc:
             raise ValueError(f"not a window aggregator state: {exc}") from None
         meta_raw = table.schema.metadata or {}
@@ -234,7 +217,7 @@ class State:
                 else:
                     arrays[name] = a
             elif kind == "ipc":
-                b = pa.ipc.open_stream(payload).read_all()
+                b = _arrow.from_ipc(payload)
                 rb = _arrow.as_batch(b)
                 if name == "keys":
                     keys = rb.replace_schema_metadata(b.schema.metadata)

@@ -150,7 +150,6 @@ def as_window(window: Any) -> Any:
                     f"got {type(window).__name__}")
 
 
-
 def event_time_range(window: Any) -> tuple[int, int]:
     """Event times (ms, inclusive) whose windows stay within ``+-2**62`` ms:
     ``t - span`` and ``t + span`` must, with ``span`` the window's size (a

@@ -18,14 +18,14 @@ the same.
 """
 from __future__ import annotations
 
-import io
 import struct
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from fastops._arrow import from_ipc, to_ipc
 from fastops.operators.base import Operator
 
 __all__ = ["OP_COLUMN", "ROW_KINDS", "ChangelogAggregate", "materialize", "insert_only"]
@@ -72,19 +72,6 @@ def _same(a: pa.Array, b: pa.Array) -> np.ndarray:
     if pa.types.is_floating(a.type):
         out = pc.or_(out, pc.and_(pc.fill_null(pc.is_nan(a), False), pc.fill_null(pc.is_nan(b), False)))
     return out.to_numpy(zero_copy_only=False)
-
-
-def _ipc(obj: Any) -> bytes:
-    if isinstance(obj, pa.RecordBatch):
-        obj = pa.Table.from_batches([obj])
-    sink = io.BytesIO()
-    with pa.ipc.new_stream(sink, obj.schema) as w:
-        w.write_table(obj)
-    return sink.getvalue()
-
-
-def _unipc(data: bytes) -> pa.Table:
-    return pa.ipc.open_stream(data).read_all()
 
 
 def _pack_parts(parts: list[bytes]) -> bytes:
@@ -207,8 +194,8 @@ class ChangelogAggregate(Operator):
         if self.emitted is not None:
             self._compact()
         parts = [self.aggregator.snapshot().to_bytes(),
-                 _ipc(self.groups.snapshot()) if self.keys else b"",
-                 _ipc(self.emitted) if self.emitted is not None else b"",
+                 to_ipc(self.groups.snapshot()) if self.keys else b"",
+                 to_ipc(self.emitted) if self.emitted is not None else b"",
                  self.pos.astype("<i8").tobytes()]
         return _pack_parts(parts)
 
@@ -222,10 +209,10 @@ class ChangelogAggregate(Operator):
         self.aggregator.restore(State.from_bytes(parts[0]))
         self._reset_emitted()
         if parts[1]:
-            t = _unipc(parts[1]).combine_chunks()
+            t = from_ipc(parts[1]).combine_chunks()
             batch = pa.RecordBatch.from_arrays([c.combine_chunks() if c.num_chunks else pa.array([], c.type)
                                                 for c in t.columns], schema=t.schema)
             self.groups = KeyTable.restore(batch)
         if parts[2]:
-            self.emitted = _unipc(parts[2])
+            self.emitted = from_ipc(parts[2])
         self.pos = np.frombuffer(parts[3], dtype="<i8").astype(np.int64)

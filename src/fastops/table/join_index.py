@@ -193,17 +193,21 @@ class HeldRows:
             self.touched += _merge_runs(self.chunks, lambda c: c.num_rows,
                                         lambda a, b: pa.concat_batches([a, b]))
 
+    def _word_array(self, name: str, data: np.ndarray, present: Optional[np.ndarray]) -> pa.Array:
+        """Column ``name`` (kept as words) of values ``data``, null where
+        ``present`` (None: all present) is False."""
+        nulls = 0 if present is None else len(data) - int(np.count_nonzero(present))
+        bitmap = pa.py_buffer(np.packbits(present, bitorder="little")) if nulls else None
+        return pa.Array.from_buffers(self.schema.field(name).type, len(data), [bitmap, pa.py_buffer(data)],
+                                     null_count=nulls)
+
     def _word_column(self, name: str, idx: np.ndarray, ok: np.ndarray) -> pa.Array:
         """Column ``name`` (kept as words) at ``idx``; null where ``ok`` is False
         or the value is null."""
         vals, valid = self._words[name]
         at = np.where(ok, idx, 0) if self.num_rows else idx
         data = vals.values[at] if self.num_rows else np.zeros(len(idx), vals.buf.dtype)
-        present = ok if valid is None else ok & valid.values[at]
-        nulls = len(idx) - int(np.count_nonzero(present))
-        bitmap = pa.py_buffer(np.packbits(present, bitorder="little")) if nulls else None
-        return pa.Array.from_buffers(self.schema.field(name).type, len(idx), [bitmap, pa.py_buffer(data)],
-                                     null_count=nulls)
+        return self._word_array(name, data, ok if valid is None else ok & valid.values[at])
 
     def _take_chunks(self, idx: np.ndarray, names: list[str], valid: np.ndarray) -> list[pa.Array]:
         """Columns ``names`` (kept as chunks) at ``idx``: one take per chunk,
@@ -254,10 +258,10 @@ class HeldRows:
     def to_table(self) -> Optional[pa.Table]:
         if self.schema is None:
             return None
-        every = np.arange(self.num_rows, dtype=np.int64)
         chunks = pa.Table.from_batches(self.chunks, schema=pa.schema([self.schema.field(n) for n in self._other]))
-        columns = [chunks.column(n) if n not in self._words else
-                   self._word_column(n, every, np.ones(self.num_rows, bool)) for n in self.schema.names]
+        columns = [chunks.column(n) if n not in self._words else  # the held words, not copied
+                   self._word_array(n, self._words[n][0].values, None if self._words[n][1] is None
+                                    else self._words[n][1].values) for n in self.schema.names]
         return pa.Table.from_arrays(columns, schema=self.schema)
 
 

@@ -13,10 +13,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from fastops._arrow import as_batch
+from fastops._arrow import as_batch, from_ipc, to_ipc
 from fastops.messages import MAX_WATERMARK, MIN_WATERMARK
 from fastops.operators.base import Operator
-from fastops.table.changelog import OP_COLUMN, _ipc, _pack_parts, _unipc, _unpack_parts, materialize
+from fastops.table.changelog import OP_COLUMN, _pack_parts, _unpack_parts, materialize
 from fastops.table.expressions import Expr, PyArrowExpr, broadcast
 from fastops.table.join_index import HeldRows, JoinKeys, JoinSide
 
@@ -150,19 +150,13 @@ class DistinctRows(Operator):
         return [batch.select(self.columns).take(pa.array(rows))]
 
     def snapshot(self) -> Optional[bytes]:
-        import io
-
-        snap = self.keys.snapshot()
-        sink = io.BytesIO()
-        with pa.ipc.new_stream(sink, snap.schema) as w:
-            w.write_batch(snap)
-        return sink.getvalue()
+        return to_ipc(self.keys.snapshot())
 
     def restore(self, state: Optional[bytes]) -> None:
         from fastops.keys import KeyTable
 
         if state is not None:
-            t = pa.ipc.open_stream(state).read_all().combine_chunks()
+            t = from_ipc(state).combine_chunks()
             batch = pa.RecordBatch.from_arrays([c.combine_chunks() if c.num_chunks else pa.array([], c.type)
                                                 for c in t.columns], schema=t.schema)
             self.keys = KeyTable.restore(batch)
@@ -459,7 +453,7 @@ class StreamJoin(Operator):
             t = t.append_column("__matched", pa.array(matched))
             if self.bounds is not None:
                 t = t.append_column("__ts", pa.array(self.sides[side].ts.values[live]))
-            parts.append(_ipc(t))
+            parts.append(to_ipc(t))
         return _pack_parts(parts)
 
     def restore(self, state: Optional[bytes]) -> None:
@@ -472,7 +466,7 @@ class StreamJoin(Operator):
         for side, data in ((0, parts[1]), (1, parts[2])):
             if not data:
                 continue
-            t = _unipc(data)
+            t = from_ipc(data)
             matched = t.column("__matched").to_numpy().astype(np.int64)
             ts = t.column("__ts").to_numpy().astype(np.int64) if "__ts" in t.schema.names else None
             t = t.drop_columns([c for c in ("__matched", "__ts") if c in t.schema.names])
