@@ -108,3 +108,26 @@ def gather_fields(rec: np.ndarray,     # const int64[:, ::1]
                   out: np.ndarray,     # int64[:, ::1] (len(fields), n), modified
                   null: np.ndarray,    # uint8[::1] (n), modified
                   ) -> int: ...
+
+# string picks: per slot a reference into a byte arena (start, -1 for none), a length and a time
+PICK_MODES: dict[str, int]  # "min", "max", "first", "last"
+def pick_candidates(mode: int,
+                    slots: np.ndarray,    # const int64[::1]
+                    offsets: np.ndarray,  # const int32 / int64[::1] (n + 1)
+                    data: np.ndarray,     # const uint8[::1]
+                    ts: np.ndarray,       # const int64[::1] (n, or empty for min / max)
+                    best: np.ndarray,     # int64[::1] scratch, all -1 (kept so)
+                    ref: np.ndarray, length: np.ndarray, held_ts: np.ndarray,  # const int64[::1]
+                    arena: np.ndarray,    # const uint8[::1]
+                    out_slots: np.ndarray, out_rows: np.ndarray,  # int64[::1] (n), modified
+                    ) -> int: ...
+def pick_merge(mode: int,
+               dst: np.ndarray, src: np.ndarray,  # const int64[::1]
+               ref: np.ndarray, length: np.ndarray, held_ts: np.ndarray,  # int64[::1], modified
+               arena: np.ndarray,  # const uint8[::1]
+               ) -> None: ...
+def gather_bytes(starts: np.ndarray, lengths: np.ndarray,  # const int64[::1]
+                 src: np.ndarray,         # const uint8[::1]
+                 out_starts: np.ndarray,  # const int64[::1]
+                 out: np.ndarray,         # uint8[::1], modified
+                 ) -> None: ...

@@ -41,7 +41,6 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.types as pat
 
 from fastops import _arrow, _window
@@ -570,10 +569,115 @@ def _grown(a: np.ndarray, n: int, fill: Any = 0) -> np.ndarray:
     return b
 
 
-class _StringAggregate(SlotAggregate):
-    """Base of the aggregates over string and binary columns (the columnar
-    built-ins hold fixed-width values): their state keeps one Python object
-    per slot, ``None`` for no value yet, in ``_values(state)``."""
+class _Picks:
+    """Per-slot state of a string pick: the held value's bytes in one arena
+    (``ref``: start, -1 for none; ``length``) and its event time (``ts``);
+    ``best`` is the kernels' per-slot scratch (-1). Merges share bytes, so the
+    arena only grows by values that win; it is compacted once garbage
+    outweighs the live bytes."""
+
+    __slots__ = ("ref", "length", "ts", "best", "arena", "used", "_compact_at")
+
+    _MIN_COMPACT = 1 << 20
+
+    def __init__(self, size: int = 0):
+        self.ref = np.full(size, -1, dtype=np.int64)
+        self.length = np.zeros(size, dtype=np.int64)
+        self.ts = np.zeros(size, dtype=np.int64)
+        self.best = np.full(size, -1, dtype=np.int64)
+        self.arena = np.zeros(0, dtype=np.uint8)
+        self.used = 0
+        self._compact_at = self._MIN_COMPACT
+
+    def __len__(self) -> int:
+        return len(self.ref)
+
+    def ensure(self, n: int) -> None:
+        """Room for slots ``0 .. n-1`` (new ones empty)."""
+        if n > len(self.ref):
+            self.ref, self.best = _grown(self.ref, n, -1), _grown(self.best, n, -1)
+            self.length, self.ts = _grown(self.length, n), _grown(self.ts, n)
+
+    def hold(self, slots: np.ndarray, starts: np.ndarray, lengths: np.ndarray, data: np.ndarray,
+             ts: Optional[np.ndarray]) -> None:
+        """Slot ``slots[i]`` holds the ``lengths[i]`` bytes at ``data[starts[i]:]``
+        (copied into the arena) with time ``ts[i]``."""
+        self.ref[slots], self.length[slots] = self._append(starts, lengths, data), lengths
+        if ts is not None:
+            self.ts[slots] = ts
+        if self.used > self._compact_at:
+            self._compact()
+
+    def _append(self, starts: np.ndarray, lengths: np.ndarray, data: np.ndarray) -> np.ndarray:
+        """Copy the values to the arena's end; returns where each starts."""
+        at = np.empty(len(lengths), dtype=np.int64)
+        np.cumsum(lengths, out=at)
+        total = int(at[-1]) if len(at) else 0
+        at -= lengths
+        at += self.used
+        if self.used + total > len(self.arena):
+            self.arena = _grown(self.arena, self.used + total)
+        _window.gather_bytes(starts, lengths, data, at, self.arena)
+        self.used += total
+        return at
+
+    def _compact(self) -> None:
+        """Copy the live values into a fresh arena (a value shared by several
+        slots once per slot)."""
+        live = np.flatnonzero(self.ref >= 0)
+        old, self.arena, self.used = self.arena, np.zeros(0, dtype=np.uint8), 0
+        self.ref[live] = self._append(self.ref[live], self.length[live], old)
+        self._compact_at = _builtins.max(2 * self.used, self._MIN_COMPACT)
+
+    def values(self, slots: np.ndarray, t: pa.DataType) -> pa.Array:
+        """The held values of ``slots`` (null where none) as an array of type
+        ``t`` (string or binary, large or not)."""
+        slots = np.asarray(slots, dtype=np.int64)
+        inside = (slots >= 0) & (slots < len(self.ref))
+        refs = np.full(len(slots), -1, dtype=np.int64)
+        refs[inside] = self.ref[slots[inside]]
+        valid = refs >= 0
+        lengths = np.zeros(len(slots), dtype=np.int64)
+        lengths[valid] = self.length[slots[valid]]
+        offsets = np.zeros(len(slots) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        data = np.empty(int(offsets[-1]), dtype=np.uint8)
+        _window.gather_bytes(np.where(valid, refs, 0), lengths, self.arena, offsets[:-1], data)
+        large = pat.is_large_string(t) or pat.is_large_binary(t)
+        if not large and offsets[-1] > np.iinfo(np.int32).max:
+            raise ValueError(f"{offsets[-1]} bytes of {t} values exceed its 32-bit offsets")
+        nulls = len(slots) - int(valid.sum())
+        bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+        return pa.Array.from_buffers(t, len(slots), [bitmap, pa.py_buffer(offsets if large else offsets.astype(np.int32)),
+                                                     pa.py_buffer(data)], nulls)
+
+    def reset(self, slots: np.ndarray) -> None:
+        slots = slots[slots < len(self.ref)]
+        self.ref[slots] = -1
+
+    @classmethod
+    def from_values(cls, values: pa.Array, ts: Optional[np.ndarray]) -> "_Picks":
+        """The state holding ``values`` (null: none) in slots 0, 1, ..."""
+        out = cls(len(values))
+        if isinstance(values, pa.ChunkedArray):
+            values = values.combine_chunks()
+        offsets, data = _arrow.binary_parts(values)
+        offsets = offsets.astype(np.int64)
+        held = np.flatnonzero(values.is_valid().to_numpy(zero_copy_only=False))
+        if len(held):
+            out.hold(held, offsets[held], offsets[held + 1] - offsets[held], data,
+                     None if ts is None else np.asarray(ts, dtype=np.int64)[held])
+        return out
+
+
+class _StringPick(SlotAggregate):
+    """Base of ``min`` / ``max`` / ``first`` / ``last`` over string and binary
+    columns (the built-ins' records hold fixed-width values). State: a
+    :class:`_Picks`; ``update`` and ``merge`` are single compiled passes
+    (``_window.pick_candidates`` / ``pick_merge``) that compare bytes or
+    times, and only winning values are copied."""
+
+    _mode: str = "min"
 
     def __init__(self, column: str, name: str, label: str):
         self.column, self.name, self._label = column, name, label
@@ -587,157 +691,95 @@ class _StringAggregate(SlotAggregate):
     def output_type(self, input_type: Optional[pa.DataType]) -> pa.DataType:
         return input_type
 
-    @staticmethod
-    def _values(state: Any) -> np.ndarray:
+    def new_state(self) -> _Picks:
+        return _Picks()
+
+    def update(self, state: _Picks, slots: np.ndarray, values: pa.Array,
+               ts: Optional[np.ndarray] = None) -> _Picks:
+        if len(slots) == 0:
+            return state
+        slots = np.ascontiguousarray(slots, dtype=np.int64)
+        if values.null_count:  # the aggregator drops them; other callers may not
+            keep = np.flatnonzero(values.is_valid().to_numpy(zero_copy_only=False))
+            values, slots = values.take(pa.array(keep)), slots[keep]
+            ts = None if ts is None else np.asarray(ts)[keep]
+            if len(slots) == 0:
+                return state
+        ts = _EMPTY_I64 if ts is None else np.ascontiguousarray(ts, dtype=np.int64)
+        state.ensure(int(slots.max()) + 1)
+        offsets, data = _arrow.binary_parts(values)
+        win_slots = np.empty(len(slots), dtype=np.int64)
+        win_rows = np.empty(len(slots), dtype=np.int64)
+        w = _window.pick_candidates(_window.PICK_MODES[self._mode], slots, offsets, data, ts,
+                                    state.best, state.ref, state.length, state.ts, state.arena,
+                                    win_slots, win_rows)
+        if w:
+            rows = win_rows[:w]
+            starts = offsets[rows].astype(np.int64)
+            state.hold(win_slots[:w], starts, offsets[rows + 1] - starts, data,
+                       ts[rows] if len(ts) else None)
         return state
 
-    def result(self, state: Any, slots: np.ndarray) -> pa.Array:
-        vals = self._values(state)
-        out = np.full(len(slots), None, dtype=object)
-        inside = slots < len(vals)
-        out[inside] = vals[slots[inside]]
-        return pa.array(out, type=self._type)
+    def merge(self, state: _Picks, dst: np.ndarray, src: np.ndarray) -> _Picks:
+        """Pairs in order; a source counts as rows after its destination's."""
+        if len(dst) == 0:
+            return state
+        dst = np.ascontiguousarray(dst, dtype=np.int64)
+        src = np.ascontiguousarray(src, dtype=np.int64)
+        state.ensure(int(_builtins.max(dst.max(), src.max())) + 1)
+        _window.pick_merge(_window.PICK_MODES[self._mode], dst, src, state.ref, state.length,
+                           state.ts, state.arena)
+        return state
 
-    def reset(self, state: Any, slots: np.ndarray) -> Any:
-        vals = self._values(state)
-        vals[slots[slots < len(vals)]] = None
+    def result(self, state: _Picks, slots: np.ndarray) -> pa.Array:
+        return state.values(slots, self._type)
+
+    def reset(self, state: _Picks, slots: np.ndarray) -> _Picks:
+        state.reset(np.asarray(slots, dtype=np.int64))
         return state
 
 
-class StringMinMax(_StringAggregate):
+class StringMinMax(_StringPick):
     """``MIN`` / ``MAX`` of a string or binary column, comparing bytes (UTF-8
-    byte order is code point order), as Flink and DuckDB do.
-
-    State: one value per slot in a NumPy object array (``None``: no value
-    yet). ``update`` first reduces the batch per slot with Arrow's grouped
-    min / max, so values are compared in Python once per slot touched, never
-    once per row."""
+    byte order is code point order), as Flink and DuckDB do."""
 
     def __init__(self, column: str, is_max: bool):
         self.is_max = bool(is_max)
         name = "max" if is_max else "min"
+        self._mode = name
         super().__init__(column, name, name.upper())
 
-    def new_state(self) -> np.ndarray:
-        return np.full(0, None, dtype=object)
+    def to_bytes(self, state: _Picks) -> bytes:
+        return _arrow.to_ipc(pa.table({"v": state.values(np.arange(len(state)), self._type)}))
 
-    def update(self, state: np.ndarray, slots: np.ndarray, values: pa.Array) -> np.ndarray:
-        if len(slots) == 0:
-            return state
-        g = pa.table({"s": pa.array(slots, pa.int64()), "v": values}).group_by("s", use_threads=False) \
-            .aggregate([("v", self.name)])
-        s = g.column(0).to_numpy()
-        state = _grown(state, int(s.max()) + 1, None)
-        best = (pc.max_element_wise if self.is_max else pc.min_element_wise)(
-            pa.array(state[s], type=values.type), g.column(1).combine_chunks(), skip_nulls=True)
-        state[s] = best.to_numpy(zero_copy_only=False)
-        return state
-
-    def merge(self, state: np.ndarray, dst: np.ndarray, src: np.ndarray) -> np.ndarray:
-        """Sources that are no destination (as when sliding windows merge
-        panes into scratch slots) are reduced at once, like an update;
-        otherwise a merge may read a slot merged before, so pairs go in order."""
-        if len(dst) == 0:
-            return state
-        state = _grown(state, int(_builtins.max(dst.max(), src.max())) + 1, None)
-        if not np.isin(src, dst).any():
-            return self.update(state, dst, pa.array(state[src], type=self._type))
-        for d, s in zip(dst.tolist(), src.tolist()):
-            a, b = state[d], state[s]
-            if b is not None and (a is None or (b > a if self.is_max else b < a)):
-                state[d] = b
-        return state
-
-    def to_bytes(self, state: np.ndarray) -> bytes:
-        return _arrow.to_ipc(pa.table({"v": pa.array(state, type=self._type)}))
-
-    def from_bytes(self, data: bytes) -> np.ndarray:
-        col = _arrow.from_ipc(data).column("v")
-        return np.asarray(col.to_numpy(zero_copy_only=False), dtype=object)
+    def from_bytes(self, data: bytes) -> _Picks:
+        return _Picks.from_values(_arrow.from_ipc(data).column("v"), None)
 
     def describe(self) -> str:
         # its name before it moved here: snapshot configurations recorded it
         return f"fastops.table.aggregates.StringMinMax({self.column!r}, {self.name})"
 
 
-class StringFirstLast(_StringAggregate):
+class StringFirstLast(_StringPick):
     """``first`` / ``last`` of a string or binary column: the value of the
     smallest / largest event time, ties to the row seen first / last (as the
-    built-in ``first`` / ``last`` of numbers).
-
-    State: per slot a value in a NumPy object array (``None``: no value yet)
-    and its event time. ``update`` first picks each slot's candidate among the
-    batch's rows with one stable sort, so only the winners become Python
-    objects."""
+    built-in ``first`` / ``last`` of numbers)."""
 
     needs_time = True
 
     def __init__(self, column: str, is_last: bool):
         self.is_last = bool(is_last)
         name = "last" if is_last else "first"
+        self._mode = name
         super().__init__(column, name, name)
 
-    def new_state(self) -> tuple[np.ndarray, np.ndarray]:
-        return np.full(0, None, dtype=object), np.zeros(0, dtype=np.int64)
+    def to_bytes(self, state: _Picks) -> bytes:
+        return _arrow.to_ipc(pa.table({"v": state.values(np.arange(len(state)), self._type),
+                                       "ts": pa.array(state.ts)}))
 
-    @staticmethod
-    def _values(state: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-        return state[0]
-
-    @staticmethod
-    def _grow(state: tuple[np.ndarray, np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
-        return _grown(state[0], n, None), _grown(state[1], n)
-
-    def _offer(self, state, slots: np.ndarray, ts: np.ndarray, pick: Callable[[np.ndarray], np.ndarray]):
-        """Candidate ``i`` (event time ``ts[i]``, value ``pick(rows)``) into slot
-        ``slots[i]``, candidates in order: later ones count as later rows."""
-        if len(slots) == 0:
-            return state
-        order = np.lexsort((ts, slots))  # stable: rows in order within (slot, time)
-        by_slot = slots[order]
-        if self.is_last:
-            ends = np.append(by_slot[1:] != by_slot[:-1], True)
-        else:
-            ends = np.insert(by_slot[1:] != by_slot[:-1], 0, True)
-        rows = order[ends]
-        s = slots[rows]
-        vals, cur = state = self._grow(state, int(s.max()) + 1)
-        t = ts[rows]
-        wins = np.equal(vals[s], None) | ((t >= cur[s]) if self.is_last else (t < cur[s]))
-        rows, s = rows[wins], s[wins]
-        if len(rows):
-            vals[s] = pick(rows)
-            cur[s] = ts[rows]
-        return state
-
-    def update(self, state, slots: np.ndarray, values: pa.Array, ts: np.ndarray):
-        ts = np.asarray(ts, dtype=np.int64)
-        return self._offer(state, np.asarray(slots, dtype=np.int64), ts,
-                           lambda rows: values.take(pa.array(rows)).to_numpy(zero_copy_only=False))
-
-    def merge(self, state, dst: np.ndarray, src: np.ndarray):
-        """A source counts as rows after its destination's. Sources that are no
-        destination are taken at once, like an update; otherwise a merge may
-        read a slot merged before, so pairs go in order."""
-        if len(dst) == 0:
-            return state
-        vals, ts = state = self._grow(state, int(_builtins.max(dst.max(), src.max())) + 1)
-        if not np.isin(src, dst).any():
-            full = ~np.equal(vals[src], None)
-            src, dst = src[full], dst[full]
-            return self._offer(state, dst, ts[src], lambda rows: vals[src[rows]])
-        for d, s in zip(dst.tolist(), src.tolist()):
-            if vals[s] is not None and (vals[d] is None or (ts[s] >= ts[d] if self.is_last else ts[s] < ts[d])):
-                vals[d], ts[d] = vals[s], ts[s]
-        return state
-
-    def to_bytes(self, state) -> bytes:
-        return _arrow.to_ipc(pa.table({"v": pa.array(state[0], type=self._type), "ts": pa.array(state[1])}))
-
-    def from_bytes(self, data: bytes):
+    def from_bytes(self, data: bytes) -> _Picks:
         table = _arrow.from_ipc(data)
-        vals = np.asarray(table.column("v").to_numpy(zero_copy_only=False), dtype=object)
-        return vals, np.array(table.column("ts").to_numpy(), dtype=np.int64)  # a writable copy
+        return _Picks.from_values(table.column("v"), table.column("ts").to_numpy())
 
     def describe(self) -> str:
         return f"fastops.agg.StringFirstLast({self.column!r}, {self.name})"
