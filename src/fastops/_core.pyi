@@ -115,6 +115,12 @@ def scatter_words(src: _Words,        # const word_t[::1]
                   dest: _Dest,        # const dest_t[::1]
                   out: _Words,        # word_t[::1], same dtype as src
                   ) -> None: ...
+def scatter_words2(src_a: _Words,    # const word_t[::1]
+                   src_b: _Words,     # const word_t[::1], same dtype
+                   dest: _Dest,       # const dest_t[::1]
+                   out_a: _Words,     # word_t[::1]
+                   out_b: _Words,     # word_t[::1]
+                   ) -> None: ...
 def scatter_bits(src: _U8,            # const uint8_t[::1]: bit-packed
                  src_offset: int,     # int64_t: bit of row 0
                  dest: _Dest,         # const dest_t[::1]

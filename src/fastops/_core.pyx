@@ -468,6 +468,26 @@ def scatter_words(const word_t[::1] src, const dest_t[::1] dest, word_t[::1] out
             prefetch_w(o + dest[i] + ahead)
 
 
+def scatter_words2(const word_t[::1] src_a, const word_t[::1] src_b, const dest_t[::1] dest,
+                   word_t[::1] out_a, word_t[::1] out_b):
+    """``scatter_words`` of two columns of one width in one pass: the row
+    placement ``dest`` is read once for both. Modifies ``out_a`` and ``out_b``."""
+    cdef Py_ssize_t i, n = dest.shape[0]
+    cdef Py_ssize_t ahead = 256 // sizeof(word_t)
+    cdef word_t* a = &out_a[0] if out_a.shape[0] > 0 else NULL
+    cdef word_t* b = &out_b[0] if out_b.shape[0] > 0 else NULL
+    cdef int64_t d
+    if src_a.shape[0] < n or src_b.shape[0] < n or out_a.shape[0] < n or out_b.shape[0] < n:
+        raise ValueError(f"scatter_words2: columns shorter than the {n} rows placed")
+    with nogil:
+        for i in range(n):
+            d = dest[i]
+            a[d] = src_a[i]
+            b[d] = src_b[i]
+            prefetch_w(a + d + ahead)
+            prefetch_w(b + d + ahead)
+
+
 def scatter_bits(const uint8_t[::1] src, int64_t src_offset, const dest_t[::1] dest,
                  uint8_t[::1] out):
     """Bit ``dest[i]`` of ``out`` = bit ``src_offset + i`` of ``src``.
@@ -566,4 +586,5 @@ def scatter_binary(const offset_t[::1] offsets, const uint8_t[::1] data,
                             <size_t>(c[2] - b), <size_t>(src_len - o))
     free(sub)
     free(work)
+
 

@@ -263,9 +263,27 @@ def _scatter_binary(arr: pa.Array, ids: np.ndarray, starts: np.ndarray, dest: np
                                  arr.null_count)
 
 
+def _scatter_words(pending: dict, values: np.ndarray, out: np.ndarray, dest: np.ndarray) -> None:
+    """``out[dest[i]] = values[i]``, two columns of one width per pass (the
+    placement is then read once for both): a column waits in ``pending`` for
+    its partner; ``_flush_words`` does the ones left."""
+    partner = pending.pop(values.dtype, None)
+    if partner is None:
+        pending[values.dtype] = (values, out)
+    else:
+        _core.scatter_words2(partner[0], values, dest, partner[1], out)
+
+
+def _flush_words(pending: dict, dest: np.ndarray) -> None:
+    for values, out in pending.values():
+        _core.scatter_words(values, dest, out)
+    pending.clear()
+
+
 def _scatter_array(arr: pa.Array, ids: np.ndarray, dest: np.ndarray, starts: np.ndarray,
-                   perm: list) -> pa.Array:
-    """Reorder one array so that row i lands at ``dest[i]``."""
+                   perm: list, pending: dict) -> pa.Array:
+    """Reorder one array so that row i lands at ``dest[i]``; the values of
+    fixed-width ones only once ``_flush_words(pending)`` has run."""
     n = len(arr)
     t = arr.type
     if _arrow.is_binary_like(t):
@@ -282,7 +300,7 @@ def _scatter_array(arr: pa.Array, ids: np.ndarray, dest: np.ndarray, starts: np.
     if width in _arrow.UINT_FOR_WIDTH:
         values = _arrow.fixed_values(arr, _arrow.UINT_FOR_WIDTH[width])
         out, out_buf = _arrow.empty(n, values.dtype)
-        _core.scatter_words(values, dest, out)
+        _scatter_words(pending, values, out, dest)
         return pa.Array.from_buffers(t, n, [out_valid, out_buf], null_count)
     if pat.is_boolean(t):
         bits, bits_buf = _arrow.empty((n + 7) // 8, np.uint8)
@@ -352,9 +370,11 @@ def _scatter(batch: Batch, ids: np.ndarray, counts: np.ndarray) -> list[pa.Recor
     else:
         _check_status(_core.partition_dest(ids, counts, dest, starts), "partition placement")
     perm: list = []
+    pending: dict = {}
     for i, col in enumerate(batch.columns):
         if arrays[i] is None:
-            arrays[i] = _scatter_array(col, ids, dest, starts, perm)
+            arrays[i] = _scatter_array(col, ids, dest, starts, perm, pending)
+    _flush_words(pending, dest)
     whole = pa.RecordBatch.from_arrays(arrays, schema=batch.schema)
     bounds = starts.tolist()
     return [whole.slice(bounds[p], bounds[p + 1] - bounds[p]) for p in range(P)]
