@@ -1068,10 +1068,36 @@ ctypedef fused offset_t:
 PICK_MODES = {"min": 0, "max": 1, "first": 2, "last": 3}
 
 
+cdef extern from *:
+    """
+    #if defined(__GNUC__) || defined(__clang__)
+    #define fastops_be64(x) __builtin_bswap64(x)
+    #else
+    static inline uint64_t fastops_be64(uint64_t x) {
+        x = ((x & 0x00000000FFFFFFFFULL) << 32) | (x >> 32);
+        x = ((x & 0x0000FFFF0000FFFFULL) << 16) | ((x >> 16) & 0x0000FFFF0000FFFFULL);
+        return ((x & 0x00FF00FF00FF00FFULL) << 8) | ((x >> 8) & 0x00FF00FF00FF00FFULL);
+    }
+    #endif
+    """
+    uint64_t be64 "fastops_be64"(uint64_t x) noexcept nogil
+
+
 cdef inline int _cmp_bytes(const uint8_t* a, int64_t la, const uint8_t* b, int64_t lb) noexcept nogil:
-    """memcmp order of two byte strings, a prefix first (UTF-8: code point order)."""
+    """memcmp order of two byte strings, a prefix first (UTF-8: code point order).
+    Values of 8 bytes or more are told apart by their first 8 bytes as one
+    big-endian word when those differ, without a call."""
     cdef int64_t m = la if la < lb else lb
-    cdef int c = memcmp(a, b, <size_t>m) if m > 0 else 0
+    cdef uint64_t wa, wb
+    cdef int c
+    if m >= 8:  # (fastops imports only on little-endian hosts)
+        memcpy(&wa, a, 8)
+        memcpy(&wb, b, 8)
+        if wa != wb:
+            wa = be64(wa)
+            wb = be64(wb)
+            return -1 if wa < wb else 1
+    c = memcmp(a, b, <size_t>m) if m > 0 else 0
     if c != 0:
         return c
     return (la > lb) - (la < lb)
@@ -1123,6 +1149,8 @@ def pick_candidates(int mode, const int64_t[::1] slots, const offset_t[::1] offs
             if s < 0 or s >= cap:
                 bad = s
                 break
+            if i + PF < n and 0 <= slots[i + PF] < cap:
+                prefetch(&best[slots[i + PF]])
             j = best[s]
             if j < 0:
                 best[s] = i
@@ -1132,6 +1160,11 @@ def pick_candidates(int mode, const int64_t[::1] slots, const offset_t[::1] offs
                            d + offsets[j], offsets[j + 1] - offsets[j], ts[j] if timed else 0):
                 best[s] = i
         for k in range(touched):
+            if k + PF < touched:
+                prefetch(&ref[out_slots[k + PF]])
+                prefetch(&length[out_slots[k + PF]])
+                if timed:
+                    prefetch(&held_ts[out_slots[k + PF]])
             s = out_slots[k]
             j = best[s]
             best[s] = -1
