@@ -1083,7 +1083,8 @@ cdef extern from *:
     uint64_t be64 "fastops_be64"(uint64_t x) noexcept nogil
 
 
-cdef inline int _cmp_bytes(const uint8_t* a, int64_t la, const uint8_t* b, int64_t lb) noexcept nogil:
+cdef inline int _cmp_bytes(const uint8_t* a, int64_t la,
+                           const uint8_t* b, int64_t lb) noexcept nogil:
     """memcmp order of two byte strings, a prefix first (UTF-8: code point order).
     Values of 8 bytes or more are told apart by their first 8 bytes as one
     big-endian word when those differ, without a call."""

@@ -648,8 +648,8 @@ class _Picks:
             raise ValueError(f"{offsets[-1]} bytes of {t} values exceed its 32-bit offsets")
         nulls = len(slots) - int(valid.sum())
         bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
-        return pa.Array.from_buffers(t, len(slots), [bitmap, pa.py_buffer(offsets if large else offsets.astype(np.int32)),
-                                                     pa.py_buffer(data)], nulls)
+        offsets_buf = pa.py_buffer(offsets if large else offsets.astype(np.int32))
+        return pa.Array.from_buffers(t, len(slots), [bitmap, offsets_buf, pa.py_buffer(data)], nulls)
 
     def reset(self, slots: np.ndarray) -> None:
         slots = slots[slots < len(self.ref)]
