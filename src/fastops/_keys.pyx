@@ -117,7 +117,11 @@ cdef inline void _store_row(KeyCol* cols, int ncols, int64_t g, Py_ssize_t i) no
 
 
 cdef class KeyIndex:
-    """Hash table of distinct keys with per-group key storage (C memory)."""
+    """Hash table of distinct keys with per-group key storage (C memory).
+
+    Open addressing, two words per entry: (key, group) for one fixed-width
+    column (``fast``), else (hash, group), so a probe reads one line and
+    touches a group's stored key only when the hashes agree."""
 
     cdef KeyCol* cols
     cdef int ncols
@@ -221,7 +225,7 @@ cdef class KeyIndex:
         return 0
 
     cdef int _rehash(self, int64_t newcap) except -1:
-        cdef int64_t* t = <int64_t*>fastops_alloc(sizeof(int64_t) * newcap * (2 if self.fast else 1))
+        cdef int64_t* t = <int64_t*>fastops_alloc(sizeof(int64_t) * newcap * 2)
         cdef int64_t g, pos
         cdef uint64_t mask = <uint64_t>(newcap - 1)
         if t == NULL:
@@ -244,12 +248,13 @@ cdef class KeyIndex:
             return 0
         with nogil:
             for pos in range(newcap):
-                t[pos] = -1
+                t[2 * pos + 1] = -1
             for g in range(self.ngroups):
                 pos = <int64_t>(self.ghash[g] & mask)
-                while t[pos] >= 0:
+                while t[2 * pos + 1] >= 0:
                     pos = <int64_t>((<uint64_t>pos + 1) & mask)
-                t[pos] = g
+                t[2 * pos] = <int64_t>self.ghash[g]
+                t[2 * pos + 1] = g
         free(self.table)
         self.table = t
         self.cap = newcap
@@ -273,6 +278,7 @@ cdef class KeyIndex:
         cdef const uint8_t[::1] dt
         cdef KeyCol* cols = self.cols
         cdef int ncols = self.ncols
+        cdef int64_t* t
         keep = []
         if len(columns) != ncols:
             raise ValueError(f"expected {ncols} key columns, got {len(columns)}")
@@ -323,20 +329,24 @@ cdef class KeyIndex:
             cols[0].inull = NULL
             cols[0].ivals = NULL
             return ng
+        t = self.table
         with nogil:
             for i in range(n):
+                if i + PF < n:
+                    prefetch(&t[2 * <int64_t>(hashes[i + PF] & mask)])
                 h = hashes[i]
                 pos = <int64_t>(h & mask)
                 while True:
-                    g = self.table[pos]
+                    g = t[2 * pos + 1]
                     if g < 0:
                         g = ng
                         ng += 1
-                        self.table[pos] = g
+                        t[2 * pos] = <int64_t>h
+                        t[2 * pos + 1] = g
                         self.ghash[g] = h
                         _store_row(cols, ncols, g, i)
                         break
-                    if self.ghash[g] == h and _row_equals(cols, ncols, g, i):
+                    if <uint64_t>t[2 * pos] == h and _row_equals(cols, ncols, g, i):
                         break
                     pos = <int64_t>((<uint64_t>pos + 1) & mask)
                 out[i] = g
@@ -467,7 +477,7 @@ cdef class KeyIndex:
 
     def nbytes(self) -> int:
         """Bytes of C memory held."""
-        cdef int64_t total = self.cap * (16 if self.fast else 8) + self.gcap * 8
+        cdef int64_t total = self.cap * 16 + self.gcap * 8
         cdef int c
         for c in range(self.ncols):
             total += self.gcap * (9 if self.cols[c].kind == 0 else 9) + self.cols[c].dcap
