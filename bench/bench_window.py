@@ -10,6 +10,7 @@ simulated second with up to 2 s of disorder, ``value`` float64, batches of
 - W3: session gap 30 s, count by user_id
 - W4: tumbling 1 s, count / min / max of a string column ``page`` (8-24
   characters, 10k distinct) by user_id: string state
+- W5: W1 with the key as a string (``"user-<id>"``): a string key table
 
 fastops runs incrementally: one batch at a time, a bounded-out-of-orderness
 watermark (2 s) after every batch, ``flush`` at the end. The peers run one
@@ -58,6 +59,12 @@ def make_data(n: int, seed: int = 42) -> pa.Table:
     return pa.table({"user_id": user, "ts": ts, "value": value})
 
 
+def with_string_keys(table: pa.Table) -> pa.Table:
+    """``table`` with ``user_id`` as the string ``"user-<id>"`` (W5)."""
+    names = pc.binary_join_element_wise("user-", pc.cast(table["user_id"], pa.string()), "")
+    return table.set_column(0, "user_id", names)
+
+
 def with_pages(table: pa.Table, seed: int = 7) -> pa.Table:
     """``table`` with a string column ``page``: one of 10k random strings of
     8-24 characters per row (W4)."""
@@ -75,6 +82,8 @@ WORKLOADS = {
     "W2": dict(window=lambda: Sliding("10s", "1s"), aggs=lambda: {"n": agg.count(), "s": agg.sum("value"),
                                                                   "mx": agg.max("value")}),
     "W3": dict(window=lambda: Session("30s"), aggs=lambda: {"n": agg.count()}),
+    "W5": dict(window=lambda: Tumbling("1s"), aggs=lambda: {"n": agg.count(), "s": agg.sum("value"),
+                                                            "mx": agg.max("value")}),
     "W4": dict(window=lambda: Tumbling("1s"), aggs=lambda: {"n": agg.count(), "lo": agg.min("page"),
                                                             "hi": agg.max("page")}),
 }
@@ -107,7 +116,7 @@ def run_duckdb(table: pa.Table, wl: str) -> int:
     con = duckdb.connect()
     con.execute("SET threads = 1")
     con.register("events", table)
-    if wl == "W1":
+    if wl in ("W1", "W5"):
         # floor to the window start (DuckDB's // truncates towards zero for negatives)
         q = """SELECT user_id, ts - ((ts % 1000) + 1000) % 1000 AS ws, count(*) AS n, sum(value) AS s,
                       max(value) AS mx
@@ -140,7 +149,7 @@ def run_polars(table: pa.Table, wl: str):
         return None
     df = pl.from_arrow(table).sort("ts")
     kw = dict(every="1000i", group_by="user_id", closed="left", label="left")
-    if wl in ("W1", "W4"):
+    if wl in ("W1", "W4", "W5"):
         kw["period"] = "1000i"
     else:
         kw["period"] = "10000i"
@@ -160,7 +169,7 @@ def run_pyarrow(table: pa.Table, wl: str):
         t = pa.table({"user_id": table["user_id"], "ws": ws0, "page": table["page"]})
         return t.group_by(["user_id", "ws"], use_threads=False).aggregate(
             [("page", "count"), ("page", "min"), ("page", "max")]).num_rows
-    if wl == "W1":
+    if wl in ("W1", "W5"):
         t = pa.table({"user_id": table["user_id"], "ws": ws0, "value": table["value"]})
     else:
         parts = [pa.table({"user_id": table["user_id"], "ws": pc.subtract(ws0, 1000 * k), "value": table["value"]})
@@ -195,7 +204,7 @@ def main(argv=None) -> int:
     ap.add_argument("--events", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=None)
     ap.add_argument("--json", default=None, help="write results here")
-    ap.add_argument("--workloads", default="W1,W2,W3,W4")
+    ap.add_argument("--workloads", default="W1,W2,W3,W4,W5")
     args = ap.parse_args(argv)
     n = args.events or (1_000_000 if args.quick else 10_000_000)
     repeats = args.repeats or (3 if args.quick else 5)
@@ -212,6 +221,9 @@ def main(argv=None) -> int:
         if wl == "W4":  # its own input: the W1 memory figure stays about the plain table
             paged = paged or with_pages(table)
             data, data_batches = paged, paged.to_batches(max_chunksize=BATCH)
+        elif wl == "W5":
+            data = with_string_keys(table)
+            data_batches = data.to_batches(max_chunksize=BATCH)
         else:
             data, data_batches = table, batches
         runners = [("fastops", run_fastops, data_batches), ("duckdb", run_duckdb, data),
