@@ -7,8 +7,6 @@ import os
 import re
 import struct
 import sys
-import threading
-import time
 
 import numpy as np
 import pyarrow as pa
@@ -21,7 +19,6 @@ sys.path.insert(0, os.path.dirname(__file__))
 import reference as ref  # noqa: E402
 
 import fastops  # noqa: E402
-from fastops import _core  # noqa: E402
 
 SEEDS = st.integers(0, 2**64 - 1)
 
@@ -332,51 +329,3 @@ def test_empty_inputs():
     assert got(pa.array([], pa.int64())) == []
     assert got(pa.chunked_array([], pa.utf8())) == []
     assert got(np.array([], dtype=np.float64)) == []
-
-
-# ---------------------------------------------------------------- the GIL
-
-def _longest_pause_beside(call, calls: int) -> float:
-    """The main thread's longest pause while a worker thread runs ``call``."""
-    worker = threading.Thread(target=lambda: [call() for _ in range(calls)])
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(0.001)
-    try:
-        worker.start()
-        last = time.perf_counter()
-        longest = 0.0
-        while worker.is_alive():
-            now = time.perf_counter()
-            longest = max(longest, now - last)
-            last = now
-    finally:
-        worker.join()
-        sys.setswitchinterval(old)
-    return longest
-
-
-def test_hash_kernel_releases_the_gil():
-    """While a thread runs one long kernel call, the main thread keeps running
-    Python code: its longest pause stays well below the call's duration (with
-    the GIL held it would be at least one whole call, every time). A busy
-    machine can deschedule the main thread now and then, so the best of three
-    tries counts."""
-    n = 12_000_000                                   # 4-byte values over a zero buffer
-    offsets = np.arange(0, 4 * n + 1, 4, dtype=np.int64)
-    data = np.zeros(4 * n, dtype=np.uint8)
-    out = np.empty(n, dtype=np.uint64)
-
-    def call():
-        _core.hash_binary(offsets, data, 0, out)
-
-    t0 = time.perf_counter()
-    call()
-    single = time.perf_counter() - t0
-    calls = max(2, int(0.6 / single))
-    pauses = []
-    for _ in range(3):
-        pauses.append(_longest_pause_beside(call, calls))
-        if pauses[-1] < single / 2:
-            break
-    assert out[0] == xxhash.xxh64_intdigest(b"\0" * 4)
-    assert min(pauses) < single / 2, (pauses, single)
