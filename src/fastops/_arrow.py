@@ -1,7 +1,9 @@
-"""Zero-copy access to Arrow buffers as NumPy views, for the kernels.
+"""Zero-copy access to Arrow buffers as NumPy views, for the kernels, and
+the NumPy arrays kernels write into.
 
-The one place that knows Arrow's physical layouts. Views are read-only
-(``np.frombuffer``); kernels take ``const`` memoryviews.
+The one place that knows Arrow's physical layouts, both ways: buffers of an
+array as views (read-only, ``np.frombuffer``; kernels take ``const``
+memoryviews) and arrays built from kernel outputs.
 """
 from __future__ import annotations
 
@@ -138,6 +140,41 @@ def empty(n: int, dtype: Any) -> tuple[np.ndarray, pa.Buffer]:
     dtype = np.dtype(dtype)
     buf = pa.allocate_buffer(max(int(n), 0) * dtype.itemsize)
     return np.frombuffer(buf, dtype=dtype), buf
+
+
+def grown(a: np.ndarray, n: int, fill: Any = 0) -> np.ndarray:
+    """``a`` with room for ``n`` entries (capacity doubles, at least 64; new
+    ones ``fill``): the growth of every per-slot and per-row state array."""
+    if len(a) >= n:
+        return a
+    b = np.full(max(n, 2 * len(a), 64), fill, dtype=a.dtype)
+    b[: len(a)] = a
+    return b
+
+
+def bitmap(valid: Optional[np.ndarray]) -> tuple[Optional[pa.Buffer], int]:
+    """(validity buffer, null count) for the boolean mask ``valid``: no buffer
+    when no entry is False (or ``valid`` is None)."""
+    if valid is None:
+        return None, 0
+    nulls = len(valid) - int(np.count_nonzero(valid))
+    return (pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None), nulls
+
+
+def binary_array(t: pa.DataType, offsets: np.ndarray, data: np.ndarray,
+                 valid: Optional[np.ndarray], what: str) -> pa.Array:
+    """An array of the string / binary type ``t`` (``binary_parts`` the other
+    way): int64 ``offsets`` (n + 1, from 0) into the bytes ``data``, null where
+    ``valid`` is False. Types with 32-bit offsets get them narrowed; ValueError
+    naming ``what`` when the bytes do not fit."""
+    total = int(offsets[-1])
+    if not (pat.is_large_string(t) or pat.is_large_binary(t)):
+        if total >= 2**31:
+            raise ValueError(f"{what}: {total} bytes do not fit in {t}'s 32-bit offsets")
+        offsets = offsets.astype(np.int32)
+    validity, nulls = bitmap(valid)
+    return pa.Array.from_buffers(t, len(offsets) - 1, [validity, pa.py_buffer(offsets),
+                                                        pa.py_buffer(data[:total])], null_count=nulls)
 
 
 def as_batch(data: pa.RecordBatch | pa.Table) -> pa.RecordBatch:

@@ -27,6 +27,8 @@ from fastops._xxhash cimport canon_f32, canon_f64
 
 import numpy as np
 
+from fastops._arrow import grown
+
 cdef extern from *:
     """
     #if defined(__GNUC__) || defined(__clang__)
@@ -518,14 +520,6 @@ cdef class KeyChains:
         self.num_rows = 0
         self.entries = 0
 
-    @staticmethod
-    def _grown(a, Py_ssize_t n):
-        if len(a) >= n:
-            return a
-        b = np.zeros(max(n, 2 * len(a), 64), dtype=np.int64)
-        b[: len(a)] = a
-        return b
-
     def add(self, const int64_t[::1] keys, Py_ssize_t first_row):
         """Hold rows ``first_row, first_row + 1, ...`` under ``keys``;
         ``first_row`` must be ``num_rows``."""
@@ -537,11 +531,11 @@ cdef class KeyChains:
         for i in range(n):
             if keys[i] > kmax:
                 kmax = keys[i]
-        self._next = KeyChains._grown(self._next, first_row + n)
+        self._next = grown(self._next, first_row + n)
         if kmax >= len(self._count):
-            self._head = KeyChains._grown(self._head, kmax + 1)
-            self._tail = KeyChains._grown(self._tail, kmax + 1)
-            self._count = KeyChains._grown(self._count, kmax + 1)
+            self._head = grown(self._head, kmax + 1)
+            self._tail = grown(self._tail, kmax + 1)
+            self._count = grown(self._count, kmax + 1)
         cdef int64_t[::1] head = self._head
         cdef int64_t[::1] tail = self._tail
         cdef int64_t[::1] count = self._count

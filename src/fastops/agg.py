@@ -560,15 +560,6 @@ class Moments(BuiltinAggregate):
 
 # ---------------------------------------------------------------- strings
 
-def _grown(a: np.ndarray, n: int, fill: Any = 0) -> np.ndarray:
-    """``a`` with room for ``n`` entries (capacity doubles; new ones ``fill``)."""
-    if len(a) >= n:
-        return a
-    b = np.full(_builtins.max(n, 2 * len(a), 64), fill, dtype=a.dtype)
-    b[: len(a)] = a
-    return b
-
-
 class _Picks:
     """Per-slot state of a string pick: the held value's bytes in one arena
     (``ref``: start, -1 for none; ``length``) and its event time (``ts``);
@@ -595,8 +586,8 @@ class _Picks:
     def ensure(self, n: int) -> None:
         """Room for slots ``0 .. n-1`` (new ones empty)."""
         if n > len(self.ref):
-            self.ref, self.best = _grown(self.ref, n, -1), _grown(self.best, n, -1)
-            self.length, self.ts = _grown(self.length, n), _grown(self.ts, n)
+            self.ref, self.best = _arrow.grown(self.ref, n, -1), _arrow.grown(self.best, n, -1)
+            self.length, self.ts = _arrow.grown(self.length, n), _arrow.grown(self.ts, n)
 
     def hold(self, slots: np.ndarray, starts: np.ndarray, lengths: np.ndarray, data: np.ndarray,
              ts: Optional[np.ndarray]) -> None:
@@ -616,7 +607,7 @@ class _Picks:
         at -= lengths
         at += self.used
         if self.used + total > len(self.arena):
-            self.arena = _grown(self.arena, self.used + total)
+            self.arena = _arrow.grown(self.arena, self.used + total)
         _window.gather_bytes(starts, lengths, data, at, self.arena)
         self.used += total
         return at
@@ -629,9 +620,9 @@ class _Picks:
         self.ref[live] = self._append(self.ref[live], self.length[live], old)
         self._compact_at = _builtins.max(2 * self.used, self._MIN_COMPACT)
 
-    def values(self, slots: np.ndarray, t: pa.DataType) -> pa.Array:
+    def values(self, slots: np.ndarray, t: pa.DataType, what: str = "string aggregate") -> pa.Array:
         """The held values of ``slots`` (null where none) as an array of type
-        ``t`` (string or binary, large or not)."""
+        ``t`` (string or binary, large or not; ``what`` names it in errors)."""
         slots = np.asarray(slots, dtype=np.int64)
         inside = (slots >= 0) & (slots < len(self.ref))
         refs = np.full(len(slots), -1, dtype=np.int64)
@@ -643,13 +634,7 @@ class _Picks:
         np.cumsum(lengths, out=offsets[1:])
         data = np.empty(int(offsets[-1]), dtype=np.uint8)
         _window.gather_bytes(np.where(valid, refs, 0), lengths, self.arena, offsets[:-1], data)
-        large = pat.is_large_string(t) or pat.is_large_binary(t)
-        if not large and offsets[-1] > np.iinfo(np.int32).max:
-            raise ValueError(f"{offsets[-1]} bytes of {t} values exceed its 32-bit offsets")
-        nulls = len(slots) - int(valid.sum())
-        bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
-        offsets_buf = pa.py_buffer(offsets if large else offsets.astype(np.int32))
-        return pa.Array.from_buffers(t, len(slots), [bitmap, offsets_buf, pa.py_buffer(data)], nulls)
+        return _arrow.binary_array(t, offsets, data, valid, what)
 
     def reset(self, slots: np.ndarray) -> None:
         slots = slots[slots < len(self.ref)]
@@ -732,7 +717,7 @@ class _StringPick(SlotAggregate):
         return state
 
     def result(self, state: _Picks, slots: np.ndarray) -> pa.Array:
-        return state.values(slots, self._type)
+        return state.values(slots, self._type, f"{self._label}({self.column})")
 
     def reset(self, state: _Picks, slots: np.ndarray) -> _Picks:
         state.reset(np.asarray(slots, dtype=np.int64))

@@ -243,29 +243,19 @@ class KeyTable:
                     raise self._bad_id(ids)
                 data = np.empty(max(total, 1), dtype=np.uint8)
                 self._index.binary_fill(c, ids, offsets, data)
-                large = pat.is_large_string(t) or pat.is_large_binary(t)
-                if not large:
-                    if total >= 2**31:
-                        raise ValueError(f"key column {self._label(c)}: {total} bytes do not fit "
-                                         f"in {t}'s 32-bit offsets")
-                    offsets = offsets.astype(np.int32)
-                bufs = [offsets, data[:total]]
-                nnull = int(nulls.sum())
+                arr = _arrow.binary_array(t, offsets, data, nulls == 0, f"key column {self._label(c)}")
             else:
                 vals = np.empty(n, dtype=np.uint64)
                 nnull = self._index.gather_fixed(c, ids, vals, nulls)
                 if nnull < 0:
                     raise self._bad_id(ids)
                 if pat.is_boolean(t):
-                    bufs = [np.packbits(vals.astype(np.uint8), bitorder="little")]
+                    values = np.packbits(vals.astype(np.uint8), bitorder="little")
                 else:
                     sd = _storage_dtype(t)
-                    bufs = [vals.astype(sd) if sd.itemsize < 8 else vals.view(sd)]
-            validity = None
-            if nnull:
-                validity = pa.py_buffer(np.packbits(1 - nulls, bitorder="little"))
-            arr = pa.Array.from_buffers(t, n, [validity] + [pa.py_buffer(b) for b in bufs],
-                                        null_count=nnull)
+                    values = vals.astype(sd) if sd.itemsize < 8 else vals.view(sd)
+                validity, nnull = _arrow.bitmap(nulls == 0) if nnull else (None, 0)
+                arr = pa.Array.from_buffers(t, n, [validity, pa.py_buffer(values)], null_count=nnull)
             out.append(arr if view == t else arr.cast(view))
         return out
 

@@ -67,8 +67,8 @@ import numpy as np
 import pyarrow as pa
 
 from fastops import _arrow, _window
-from fastops.agg import (BuiltinAggregate, Columns, SlotAggregate, _grown, _Records, builtin_layout,
-                         for_input, update_builtins)
+from fastops.agg import (BuiltinAggregate, Columns, SlotAggregate, _Records, builtin_layout, for_input,
+                         update_builtins)
 from fastops.durations import parse_duration
 from fastops.keys import KeyTable
 from fastops.watermarks import MIN_WATERMARK, to_ms
@@ -125,15 +125,15 @@ def _chunks_from_single_slots(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]
     counters[2:4] = old[2:4]
     counters[4] = high - nfree
     free = a["free"][:nfree]
-    s_next = _grown(a["s_next"], int(counters[0]), -1)
+    s_next = _arrow.grown(a["s_next"], int(counters[0]), -1)
     if nfree:
         s_next[free[:-1]] = free[1:]
         s_next[free[-1]] = -1
         counters[5] = free[0] + 1
     a.update(counters=counters, s_next=s_next,
-             s_group=_grown(a["s_group"], int(counters[0])),
-             s_flags=_grown(a["s_flags"], int(counters[0])),
-             free=_grown(a["free"], int(counters[0])))
+             s_group=_arrow.grown(a["s_group"], int(counters[0])),
+             s_flags=_arrow.grown(a["s_flags"], int(counters[0])),
+             free=_arrow.grown(a["free"], int(counters[0])))
     return a
 
 
@@ -220,7 +220,7 @@ class State:
                 b = _arrow.from_ipc(payload)
                 rb = _arrow.as_batch(b)
                 if name == "keys":
-                    keys = rb.replace_schema_metadata(b.schema.metadata)
+                    keys = rb
                 elif name == "late":
                     late = rb
                 elif name == "input_schema":
@@ -464,7 +464,7 @@ class WindowAggregator:
             slots, nlate = self._assign_sessions(gids, ts)
         else:
             slots, nlate = gids, 0
-            self._touched = _grown(self._touched, self._keys.num_groups)
+            self._touched = _arrow.grown(self._touched, self._keys.num_groups)
             self._touched[gids] = 1
         builtin: list[tuple] = []
         for a, (i, st) in zip(self._agg_list, enumerate(self._states)):
@@ -512,23 +512,23 @@ class WindowAggregator:
 
     def _ensure_slots(self, extra: int) -> None:
         need = int(self._counters[0]) + extra
-        self._s_group = _grown(self._s_group, need)
-        self._s_next = _grown(self._s_next, need, -1)
-        self._s_flags = _grown(self._s_flags, need)
-        self._free = _grown(self._free, need)
+        self._s_group = _arrow.grown(self._s_group, need)
+        self._s_next = _arrow.grown(self._s_next, need, -1)
+        self._s_flags = _arrow.grown(self._s_flags, need)
+        self._free = _arrow.grown(self._free, need)
         if self._mode == "session":
-            self._s_start = _grown(self._s_start, need)
-            self._s_end = _grown(self._s_end, need)
-            self._s_parent = _grown(self._s_parent, need, -1)
+            self._s_start = _arrow.grown(self._s_start, need)
+            self._s_end = _arrow.grown(self._s_end, need)
+            self._s_parent = _arrow.grown(self._s_parent, need, -1)
 
     def _ensure_emit(self, rows: int, pairs: int) -> None:
         """Room for ``rows`` output rows (merged records and groups; those of
         windows emitted earlier in this call kept) and ``pairs`` (row, slot)
         pairs: the emission scratch, kept across calls."""
         self._merged.ensure(rows)
-        self._emit_groups = _grown(self._emit_groups, rows)
-        self._emit_row = _grown(self._emit_row, pairs)
-        self._emit_src = _grown(self._emit_src, pairs)
+        self._emit_groups = _arrow.grown(self._emit_groups, rows)
+        self._emit_row = _arrow.grown(self._emit_row, pairs)
+        self._emit_src = _arrow.grown(self._emit_src, pairs)
 
     def _ensure_hash(self, force: bool = False) -> None:
         """Keep the pane map at most half full (``force``: grow or clean now)."""
@@ -570,7 +570,7 @@ class WindowAggregator:
         wm = self._wm
         jp = self._j_purged(wm)
         jf = self._j_fired(wm)
-        self._gcache = _grown(self._gcache, 2 * self._ways * self._keys.num_groups, -1)
+        self._gcache = _arrow.grown(self._gcache, 2 * self._ways * self._keys.num_groups, -1)
         done, nlate_all, new_all = 0, 0, []
         while True:
             self._ensure_hash()
@@ -595,7 +595,7 @@ class WindowAggregator:
     def _assign_sessions(self, gids: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, int]:
         n = len(gids)
         self._ensure_slots(n)
-        self._g_head = _grown(self._g_head, self._keys.num_groups, -1)
+        self._g_head = _arrow.grown(self._g_head, self._keys.num_groups, -1)
         out = np.empty(n, dtype=np.int64)
         mdst = np.empty(n, dtype=np.int64)
         msrc = np.empty(n, dtype=np.int64)
@@ -718,7 +718,7 @@ class WindowAggregator:
         direct = self._k == 1  # a window is one pane: read each row's slot, merge nothing
         pieces_s, pieces_row, starts, counts = [], [], [], []
         nlive = int(self._counters[0])
-        self._mark = _grown(self._mark, self._keys.num_groups, -1)
+        self._mark = _arrow.grown(self._mark, self._keys.num_groups, -1)
         refire_panes: set[int] = set()
         total_rows = 0
         for j, refire in work:

@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from fastops._arrow import from_ipc, to_ipc
+from fastops._arrow import as_batch, from_ipc, to_ipc
 from fastops.operators.base import Operator
 
 __all__ = ["OP_COLUMN", "ROW_KINDS", "ChangelogAggregate", "materialize", "insert_only"]
@@ -209,10 +209,7 @@ class ChangelogAggregate(Operator):
         self.aggregator.restore(State.from_bytes(parts[0]))
         self._reset_emitted()
         if parts[1]:
-            t = from_ipc(parts[1]).combine_chunks()
-            batch = pa.RecordBatch.from_arrays([c.combine_chunks() if c.num_chunks else pa.array([], c.type)
-                                                for c in t.columns], schema=t.schema)
-            self.groups = KeyTable.restore(batch)
+            self.groups = KeyTable.restore(as_batch(from_ipc(parts[1])))
         if parts[2]:
             self.emitted = from_ipc(parts[2])
         self.pos = np.frombuffer(parts[3], dtype="<i8").astype(np.int64)

@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pat
 
-from fastops._arrow import UINT_FOR_WIDTH, as_batch, fixed_values, fixed_width_bytes
+from fastops._arrow import UINT_FOR_WIDTH, as_batch, bitmap, fixed_values, fixed_width_bytes, grown
 from fastops._keys import KeyChains
 from fastops.keys import KeyTable
 
@@ -196,9 +196,8 @@ class HeldRows:
     def _word_array(self, name: str, data: np.ndarray, present: Optional[np.ndarray]) -> pa.Array:
         """Column ``name`` (kept as words) of values ``data``, null where
         ``present`` (None: all present) is False."""
-        nulls = 0 if present is None else len(data) - int(np.count_nonzero(present))
-        bitmap = pa.py_buffer(np.packbits(present, bitorder="little")) if nulls else None
-        return pa.Array.from_buffers(self.schema.field(name).type, len(data), [bitmap, pa.py_buffer(data)],
+        validity, nulls = bitmap(present)
+        return pa.Array.from_buffers(self.schema.field(name).type, len(data), [validity, pa.py_buffer(data)],
                                      null_count=nulls)
 
     def _word_column(self, name: str, idx: np.ndarray, ok: np.ndarray) -> pa.Array:
@@ -317,10 +316,7 @@ class _Column:
 
     def extend(self, a: np.ndarray) -> None:
         need = self.n + len(a)
-        if need > len(self.buf):
-            buf = np.zeros(max(need, 2 * len(self.buf)), self.buf.dtype)
-            buf[:self.n] = self.values
-            self.buf = buf
+        self.buf = grown(self.buf, need)
         self.buf[self.n:need] = a
         self.n = need
 
@@ -367,11 +363,10 @@ class JoinSide:
         self.matched.extend(matched)
         self.ts.extend(np.zeros(n, np.int64) if ts is None else ts)
         self.alive.extend(np.ones(n, bool))
-        rows = np.arange(start, start + n, dtype=np.int64)
         self.index.add(np.ascontiguousarray(ids, dtype=np.int64), start)
         if ts is not None:
             self.timed = True
-            self.expiry.add(ts, rows)
+            self.expiry.add(ts, np.arange(start, start + n, dtype=np.int64))
         self.live += n
 
     def find(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -156,10 +156,7 @@ class DistinctRows(Operator):
         from fastops.keys import KeyTable
 
         if state is not None:
-            t = from_ipc(state).combine_chunks()
-            batch = pa.RecordBatch.from_arrays([c.combine_chunks() if c.num_chunks else pa.array([], c.type)
-                                                for c in t.columns], schema=t.schema)
-            self.keys = KeyTable.restore(batch)
+            self.keys = KeyTable.restore(as_batch(from_ipc(state)))
 
 
 class GatherSort(Operator):
