@@ -171,6 +171,26 @@ def test_bad_input_names_the_column(window):
         wa.process({"ts": [1]})
 
 
+@pytest.mark.parametrize("window", [Tumbling("1s"), Sliding("3s", "1s"), Session("1s")])
+def test_batches_of_several_schemas(window):
+    """Column order and extra columns may change between batches; a batch of
+    a schema seen before is checked as strictly as the first of it (a type
+    change still raises and leaves the state as it was)."""
+    rows = [{"ts": t, "user": t % 3, "v": float(t)} for t in range(0, 5000, 70)]
+    plain = pa.RecordBatch.from_pylist(rows)
+    shapes = [plain, plain.select(["v", "user", "ts"]), plain.append_column("x", pa.array(["a"] * len(rows)))]
+    whole = WindowAggregator(window, ["user"], {"s": agg.sum("v"), "n": agg.count()})
+    whole.process(plain)
+    mixed = WindowAggregator(window, ["user"], {"s": agg.sum("v"), "n": agg.count()})
+    for i in range(0, len(rows), 7):
+        mixed.process(shapes[i % 3].slice(i, 7))
+        with pytest.raises(TypeError, match="'v'.*int64.*double"):
+            mixed.process(pa.record_batch({"v": [1], "user": [1], "ts": [4999]}))
+    assert mixed.rows_in == whole.rows_in == len(rows)
+    assert mixed.flush().sort_by([("window_start", "ascending"), ("user", "ascending")]).equals(
+        whole.flush().sort_by([("window_start", "ascending"), ("user", "ascending")]))
+
+
 def _spec(window) -> tuple:
     if isinstance(window, Session):
         return ("session", window.gap)

@@ -83,23 +83,34 @@ def binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 
 def fixed_width_bytes(t: pa.DataType) -> Optional[int]:
-    """Byte width of a fixed-width, non-boolean primitive type, else None."""
-    if pat.is_boolean(t) or pat.is_dictionary(t):
-        return None
-    if pat.is_integer(t) or pat.is_floating(t) or pat.is_temporal(t):
-        return t.bit_width // 8
-    return None
+    """Byte width of a fixed-width, non-boolean primitive type, else None
+    (a function of the type id alone, so it is worked out once per id: this
+    runs for every column of every batch)."""
+    try:
+        return _WIDTH_BY_ID[t.id]
+    except KeyError:
+        pass
+    width = None
+    if not (pat.is_boolean(t) or pat.is_dictionary(t)) and \
+            (pat.is_integer(t) or pat.is_floating(t) or pat.is_temporal(t)):
+        width = t.bit_width // 8
+    _WIDTH_BY_ID[t.id] = width
+    return width
+
+
+_WIDTH_BY_ID: dict[int, Optional[int]] = {}
 
 
 def view_storage(t: pa.DataType) -> Optional[pa.DataType]:
     """``large_string`` / ``large_binary`` for ``string_view`` / ``binary_view``
     (None for any other type). Kernels read offsets and data buffers, so view
     arrays are cast to these (the same values) on the way in."""
-    if getattr(pat, "is_string_view", None) and pat.is_string_view(t):
-        return pa.large_string()
-    if getattr(pat, "is_binary_view", None) and pat.is_binary_view(t):
-        return pa.large_binary()
-    return None
+    return _VIEW_STORAGE.get(t.id)
+
+
+_VIEW_STORAGE = {view().id: wide for view, wide in (
+    (getattr(pa, "string_view", None), pa.large_string()),
+    (getattr(pa, "binary_view", None), pa.large_binary())) if view is not None}
 
 
 def without_views(data: Any) -> Any:
@@ -117,12 +128,11 @@ def without_views(data: Any) -> Any:
 
 
 def is_binary_like(t: pa.DataType) -> bool:
-    return (
-        pat.is_string(t)
-        or pat.is_large_string(t)
-        or pat.is_binary(t)
-        or pat.is_large_binary(t)
-    )
+    """string, large_string, binary or large_binary (offsets and data buffers)."""
+    return t.id in _BINARY_IDS
+
+
+_BINARY_IDS = frozenset(t.id for t in (pa.string(), pa.large_string(), pa.binary(), pa.large_binary()))
 
 
 UINT_FOR_WIDTH = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -138,7 +148,7 @@ def empty(n: int, dtype: Any) -> tuple[np.ndarray, pa.Buffer]:
     part of an Arrow array without a copy.
     """
     dtype = np.dtype(dtype)
-    buf = pa.allocate_buffer(max(int(n), 0) * dtype.itemsize)
+    buf = pa.allocate_buffer(n * dtype.itemsize if n > 0 else 0)
     return np.frombuffer(buf, dtype=dtype), buf
 
 

@@ -123,10 +123,10 @@ def hash_columns(columns: Sequence[pa.Array | pa.ChunkedArray], seed: int = 0,
         raise ValueError("hash64 needs at least one column")
     n = len(columns[0])
     for i, col in enumerate(columns):
-        label = f"column {names[i]!r}" if names else f"column {i}"
-        if len(col) != n:
-            raise ValueError(f"{label} has {len(col)} rows, expected {n}")
-        if not supports(col.type):
+        if len(col) != n or not supports(col.type):
+            label = f"column {names[i]!r}" if names else f"column {i}"
+            if len(col) != n:
+                raise ValueError(f"{label} has {len(col)} rows, expected {n}")
             raise TypeError(f"hash64 does not support type {col.type} ({label})")
     out, _ = _arrow.empty(n, np.uint64)
     hash_column(columns[0], seed, out)

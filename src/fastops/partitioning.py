@@ -359,19 +359,19 @@ def _scatter(batch: Batch, ids: np.ndarray, counts: np.ndarray) -> list[pa.Recor
     n = batch.num_rows
     P = len(counts)
     starts = np.zeros(P + 1, dtype=np.int64)
-    np.cumsum(counts, out=starts[1:])
+    counts.cumsum(out=starts[1:])
     dest, _ = _arrow.empty(n, np.int32 if n < 2**31 else np.int64)
-    arrays: list = [None] * batch.num_columns
+    columns = batch.columns
+    arrays: list = [None] * len(columns)
     # the first binary column's scatter also places the rows (one pass less)
-    first = next((i for i, col in enumerate(batch.columns)
-                  if _arrow.is_binary_like(col.type)), None)
+    first = next((i for i, col in enumerate(columns) if _arrow.is_binary_like(col.type)), None)
     if first is not None:
-        arrays[first] = _scatter_binary(batch.column(first), ids, starts, dest, True)
+        arrays[first] = _scatter_binary(columns[first], ids, starts, dest, True)
     else:
         _check_status(_core.partition_dest(ids, counts, dest, starts), "partition placement")
     perm: list = []
     pending: dict = {}
-    for i, col in enumerate(batch.columns):
+    for i, col in enumerate(columns):
         if arrays[i] is None:
             arrays[i] = _scatter_array(col, ids, dest, starts, perm, pending)
     _flush_words(pending, dest)

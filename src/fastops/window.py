@@ -290,6 +290,7 @@ class WindowAggregator:
         self._agg_list = list(self.aggs.values())
         self._states: list = []
         self._input_types: Optional[dict[str, pa.DataType]] = None
+        self._schema: Optional[pa.Schema] = None
         self._out_schema: Optional[pa.Schema] = None
         self._empty_out: Optional[tuple[pa.Schema, pa.RecordBatch]] = None
         self._wm = MIN_WATERMARK
@@ -374,6 +375,7 @@ class WindowAggregator:
         if self.by:
             self._keys._prepare([pa.array([], type=types[b]) for b in self.by])
         self._input_types = types
+        self._schema = schema  # batches of this schema need no column checks
         self._states = [a.new_state() for a in self._agg_list]
         self._share_states()
         fields = []
@@ -438,14 +440,16 @@ class WindowAggregator:
             return
         if not isinstance(batch, pa.RecordBatch):
             raise TypeError(f"process expects a pyarrow RecordBatch or Table, got {type(batch).__name__}")
-        self._check_columns(batch.schema.names)
+        schema = batch.schema
         if self._input_types is None:
-            self._bind(batch.schema)
-        else:
+            self._bind(schema)
+        elif schema is not self._schema and not schema.equals(self._schema):
+            self._check_columns(schema.names)
             for col, t in self._input_types.items():
-                bt = batch.schema.field(col).type
+                bt = schema.field(col).type
                 if bt != t:
                     raise TypeError(f"column {col!r} has type {bt}, but earlier batches had {t}")
+            self._schema = schema  # accepted: later batches of this schema skip the checks
         n = batch.num_rows
         if n == 0:
             return
@@ -467,10 +471,13 @@ class WindowAggregator:
             self._touched = _arrow.grown(self._touched, self._keys.num_groups)
             self._touched[gids] = 1
         builtin: list[tuple] = []
+        inputs: dict[str, Any] = {}  # each column fetched once
         for a, (i, st) in zip(self._agg_list, enumerate(self._states)):
-            values = None if a.column is None else batch.column(a.column)
-            if isinstance(values, pa.ChunkedArray):
-                values = values.combine_chunks()
+            values = None
+            if a.column is not None:
+                values = inputs.get(a.column)
+                if values is None:
+                    values = inputs[a.column] = batch.column(a.column)
             if isinstance(a, BuiltinAggregate):
                 builtin.append((a, st, values))
             else:
@@ -710,6 +717,24 @@ class WindowAggregator:
             work += [(j, True) for j in self._pane_windows(jp_old, jf_old)]
         if jf_new > jf_old:
             work += [(j, False) for j in self._pane_windows(jf_old, jf_new)]
+        out = self._emit_pane_windows(work) if work else self._empty()
+        self._ndirty = 0  # every dirty pane lies in a re-fired window: all cleared there
+        # purge panes whose last window is purged: q // ks <= jp_new
+        limit = (jp_new + 1) * self._ks  # panes q < limit
+        b = bisect.bisect_left(self._panes, limit)
+        if b:
+            dead = np.array(self._panes[:b], dtype=np.int64)
+            del self._panes[:b]
+            freed = np.empty(int(self._counters[0]), dtype=np.int64)
+            nf = _window.pane_purge(self._hg, self._hq, self._hv, self._s_group, self._s_next,
+                                    self._s_flags, self._counters, dead, freed)
+            self._reset_slots(freed[:nf])
+        return out
+
+    def _emit_pane_windows(self, work: list[tuple[int, bool]]) -> pa.RecordBatch:
+        """The output rows of windows ``work`` ((index, refire) in order): each
+        window's groups merged over its panes; a refire only the groups with
+        a pane updated since the window fired."""
         # built-in aggregates merge inside the emission kernel, into one record per
         # output row (laid out as their shared state); others get (row, slot) pairs
         self._records.ensure(self._slot_capacity())
@@ -745,7 +770,6 @@ class WindowAggregator:
         if refire_panes:
             _window.pane_clear_dirty(self._hg, self._hq, self._hv, self._s_next, self._s_flags,
                                      np.array(sorted(refire_panes), dtype=np.int64))
-        self._ndirty = 0  # every dirty pane lies in a re-fired window: all cleared above
         out = self._empty()
         if total_rows:
             results: list = [None] * len(self._agg_list)
@@ -762,16 +786,6 @@ class WindowAggregator:
                         self._states[i], results[i] = a.combine(st, rows, src, total_rows, nlive)
             ws = np.repeat(np.array(starts, dtype=np.int64), counts)
             out = self._build(ws, ws + self._size, self._emit_groups[:total_rows], results)
-        # purge panes whose last window is purged: q // ks <= jp_new
-        limit = (jp_new + 1) * self._ks  # panes q < limit
-        b = bisect.bisect_left(self._panes, limit)
-        if b:
-            dead = np.array(self._panes[:b], dtype=np.int64)
-            del self._panes[:b]
-            freed = np.empty(int(self._counters[0]), dtype=np.int64)
-            nf = _window.pane_purge(self._hg, self._hq, self._hv, self._s_group, self._s_next,
-                                    self._s_flags, self._counters, dead, freed)
-            self._reset_slots(freed[:nf])
         return out
 
     def _advance_sessions(self, t: int) -> pa.RecordBatch:
