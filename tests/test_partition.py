@@ -2,6 +2,7 @@
 against the pure-Python schemes of ``reference.py``."""
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
@@ -185,12 +186,24 @@ def check_partition(batch, by, P, scheme, **kw):
     return parts
 
 
+@contextlib.contextmanager
+def small_batch(rows):
+    """Batches below ``rows`` rows take Arrow's take path, others the column scatter."""
+    old, fastops.partitioning.SMALL_BATCH = fastops.partitioning.SMALL_BATCH, rows
+    try:
+        yield
+    finally:
+        fastops.partitioning.SMALL_BATCH = old
+
+
+@pytest.mark.parametrize("path", ["scatter", "take"])
 @pytest.mark.parametrize("scheme", SCHEMES)
 @settings(max_examples=40, deadline=None)
 @given(data=st.data(), P=st.integers(1, 12))
-def test_partition_union_order_and_ids(scheme, data, P):
+def test_partition_union_order_and_ids(path, scheme, data, P):
     batch, by = data.draw(batches())
-    check_partition(batch, by, P, scheme, max_parallelism=max(P, 16), virtual_nodes=8)
+    with small_batch(0 if path == "scatter" else 2**62):
+        check_partition(batch, by, P, scheme, max_parallelism=max(P, 16), virtual_nodes=8)
 
 
 @settings(max_examples=25, deadline=None)
@@ -246,9 +259,11 @@ def test_scatter_by_ids_rejects_out_of_range():
         fastops.partitioning.scatter_by_ids(batch, np.array([0, 1]), 3)
 
 
-def test_nested_payload_uses_take():
+@pytest.mark.parametrize("rows", [0, 2**62])
+def test_nested_payload_uses_take(rows):
     batch = pa.record_batch({"k": [1, 2, 3, 4], "l": pa.array([[1], [], None, [2, 3]])})
-    parts = fastops.partition(batch, "k", 2)
+    with small_batch(rows):
+        parts = fastops.partition(batch, "k", 2)
     ids = fastops.partition_ids(batch, "k", 2)
     for p in range(2):
         assert parts[p].equals(batch.filter(pa.array(ids == p)))

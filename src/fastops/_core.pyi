@@ -110,6 +110,7 @@ def partition_dest(ids: _I32,         # const int32_t[::1]: in [0, P)
                    counts: _I64,      # const int64_t[::1]: P entries, histogram of ids
                    dest: _Dest,       # dest_t[::1]: output row of each input row
                    starts: _I64,      # int64_t[::1]: P + 1 partition starts
+                   order: bool = ..., # dest the other way: input row of each output row
                    ) -> int: ...      # 0
 def scatter_words(src: _Words,        # const word_t[::1]
                   dest: _Dest,        # const dest_t[::1]

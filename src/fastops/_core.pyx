@@ -431,12 +431,13 @@ ctypedef fused dest_t:
 
 
 def partition_dest(const int32_t[::1] ids, const int64_t[::1] counts,
-                   dest_t[::1] dest, int64_t[::1] starts) -> int:
+                   dest_t[::1] dest, int64_t[::1] starts, bint order=False) -> int:
     """Counting-sort placement of rows by partition id (ids already counted).
 
     Fills ``starts`` (length P + 1: partition p owns output rows
     ``starts[p]:starts[p+1]``) and ``dest`` (output row of input row i; rows keep
-    their order inside a partition). ``ids`` must be in ``[0, P)`` and
+    their order inside a partition), or with ``order`` its inverse (the input
+    row at each output row, for a take). ``ids`` must be in ``[0, P)`` and
     ``counts`` their histogram. Returns 0; raises MemoryError if memory ran out.
     """
     cdef Py_ssize_t i, n = ids.shape[0], P = counts.shape[0]
@@ -449,9 +450,14 @@ def partition_dest(const int32_t[::1] ids, const int64_t[::1] counts,
         for i in range(P):
             starts[i + 1] = starts[i] + counts[i]
         memcpy(cursor, &starts[0], <size_t>P * sizeof(int64_t))
-        for i in range(n):
-            dest[i] = <dest_t>cursor[ids[i]]
-            cursor[ids[i]] += 1
+        if order:
+            for i in range(n):
+                dest[cursor[ids[i]]] = <dest_t>i
+                cursor[ids[i]] += 1
+        else:
+            for i in range(n):
+                dest[i] = <dest_t>cursor[ids[i]]
+                cursor[ids[i]] += 1
         free(cursor)
     return OK
 

@@ -323,7 +323,8 @@ def partition(batch: Batch, by: str | Sequence[str], num_partitions: int,
     ``p``, in their input order; empty partitions are empty batches with the
     batch's schema. Ids and their histogram come from one ``nogil`` pass over
     the key hashes; a counting sort places the rows (one pass); every column is
-    scattered once into one output batch, which is then sliced (zero copy).
+    scattered once into one output batch (below ``SMALL_BATCH`` rows: one
+    Arrow ``take`` in the sorted row order), which is then sliced (zero copy).
     A Table is combined into one batch first. Parameters and errors as
     ``partition_ids``.
     """
@@ -354,11 +355,22 @@ def _as_batch(batch: Batch) -> pa.RecordBatch:
     raise TypeError(f"batch must be a pyarrow RecordBatch or Table, got {type(batch).__name__}")
 
 
+SMALL_BATCH = 2048
+"""Batches of fewer rows are reordered by Arrow's ``take`` along the counting
+sort's row order: below about this size its one call costs less than
+scattering each column (whose fixed cost per column and per call is what
+such batches pay for)."""
+
+
 def _scatter(batch: Batch, ids: np.ndarray, counts: np.ndarray) -> list[pa.RecordBatch]:
     batch = _as_batch(batch)
     n = batch.num_rows
     P = len(counts)
     starts = np.zeros(P + 1, dtype=np.int64)
+    if n < SMALL_BATCH and not any(_arrow.view_storage(t) for t in batch.schema.types):
+        order = np.empty(n, dtype=np.int64)
+        _check_status(_core.partition_dest(ids, counts, order, starts, True), "partition order")
+        return _slices(batch.take(pa.array(order)), starts)
     counts.cumsum(out=starts[1:])
     dest, _ = _arrow.empty(n, np.int32 if n < 2**31 else np.int64)
     columns = batch.columns
@@ -375,9 +387,13 @@ def _scatter(batch: Batch, ids: np.ndarray, counts: np.ndarray) -> list[pa.Recor
         if arrays[i] is None:
             arrays[i] = _scatter_array(col, ids, dest, starts, perm, pending)
     _flush_words(pending, dest)
-    whole = pa.RecordBatch.from_arrays(arrays, schema=batch.schema)
+    return _slices(pa.RecordBatch.from_arrays(arrays, schema=batch.schema), starts)
+
+
+def _slices(whole: pa.RecordBatch, starts: np.ndarray) -> list[pa.RecordBatch]:
+    """Partition p's rows ``starts[p]:starts[p+1]`` of ``whole`` (zero copy)."""
     bounds = starts.tolist()
-    return [whole.slice(bounds[p], bounds[p + 1] - bounds[p]) for p in range(P)]
+    return [whole.slice(bounds[p], bounds[p + 1] - bounds[p]) for p in range(len(bounds) - 1)]
 
 
 def moved_fraction(keys: pa.Array | pa.ChunkedArray | np.ndarray | Sequence,
