@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import fastops
 from fastops.hashing import hash_columns
 from fastops.keys import KeyTable
 
@@ -147,3 +148,29 @@ def test_view_keys_group_as_their_values(rows):
     keys = KeyTable.restore(kt.snapshot()).keys()
     assert [k.type for k in keys] == [pa.string_view(), pa.binary_view()]
     assert list(zip(keys[0].to_pylist(), keys[1].to_pylist())) == list(model)
+
+
+@pytest.mark.parametrize("typ", [pa.int64(), pa.uint64(), pa.timestamp("us"), pa.duration("ms")])
+def test_eight_byte_keys_hashed_in_the_kernel(typ):
+    """One 8-byte integer key without nulls takes the kernel's own hashing
+    (blocks of 1024 rows); sliced input, a seed, and a batch with nulls in
+    between (the general path) must still give one id per key, in order of
+    first appearance, and hash64's hash for each group."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(3)
+    raw = rng.integers(0, 3000, 9000) * 7919 - 10**6
+    null = np.zeros(9000, dtype=bool)
+    null[6500::11] = True
+
+    def typed(values, mask=None):
+        if typ == pa.uint64():
+            return pa.array(values.astype(np.uint64), mask=mask)
+        return pa.array(values, pa.int64(), mask=mask).cast(typ)
+
+    seed = 2**63 + 12345
+    kt = KeyTable(["k"], seed=seed)
+    pieces = [typed(raw[:2500]), typed(raw).slice(2500, 4000), typed(raw[6500:], null[6500:])]
+    got = np.concatenate([kt.lookup_or_insert([p]) for p in pieces])
+    codes, _ = pd.factorize(pd.Series(raw).mask(null), use_na_sentinel=False)
+    assert np.array_equal(got, codes)
+    assert np.array_equal(kt.group_hashes(), fastops.hash64(kt.keys()[0], seed=seed).to_numpy())

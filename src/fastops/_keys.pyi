@@ -23,6 +23,10 @@ class KeyIndex:
                          columns: list[Union[_FixedSpec, _VarSpec]],
                          out: np.ndarray,            # int64[::1], modified
                          ) -> int: ...
+    def lookup_or_insert_words(self, values: np.ndarray,  # const uint64[::1]: 8-byte keys, no nulls
+                               seed: int,                 # of the XXH64 row hash
+                               out: np.ndarray,           # int64[::1], modified
+                               ) -> int: ...
     def group_hashes(self, ids: np.ndarray,  # const int64[::1]
                      out: np.ndarray,        # uint64[::1], modified
                      ) -> int: ...

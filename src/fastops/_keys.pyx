@@ -23,7 +23,7 @@ cdef extern from "_mem.h" nogil:
     void* fastops_alloc(size_t nbytes)
     void* fastops_realloc(void* p, size_t old, size_t nbytes)
 
-from fastops._xxhash cimport canon_f32, canon_f64
+from fastops._xxhash cimport canon_f32, canon_f64, xxh64_many8
 
 import numpy as np
 
@@ -326,7 +326,8 @@ cdef class KeyIndex:
         mask = <uint64_t>(self.cap - 1)
         ng = self.ngroups
         if self.fast:
-            ng = self._lookup_fast(hashes, out, mask)
+            with nogil:
+                ng = self._lookup_fast(&hashes[0], n, &out[0], mask)
             self.ngroups = ng
             cols[0].inull = NULL
             cols[0].ivals = NULL
@@ -360,44 +361,78 @@ cdef class KeyIndex:
             cols[c].idata = NULL
         return ng
 
-    cdef int64_t _lookup_fast(self, const uint64_t[::1] hashes, int64_t[::1] out,
-                              uint64_t mask):
-        cdef Py_ssize_t i, n = hashes.shape[0]
+    def lookup_or_insert_words(self, const uint64_t[::1] values, uint64_t seed, int64_t[::1] out):
+        """``lookup_or_insert`` for one fixed-width column of 8-byte integers
+        (or temporal storage) without nulls, hashing here: each block's
+        XXH64 values (``hash64``'s, with ``seed``) stay in L1 instead of
+        making a pass of their own. Modifies ``out``; returns the number of
+        groups."""
+        cdef Py_ssize_t i, m, n = values.shape[0]
+        cdef int64_t need
+        cdef uint64_t hbuf[1024]
+        cdef KeyCol* col = &self.cols[0]
+        if not self.fast or col.kind != 0:
+            raise ValueError("lookup_or_insert_words needs a table of one fixed-width key column")
+        if out.shape[0] != n:
+            raise ValueError("out must have one entry per row")
+        if n == 0:
+            return self.ngroups
+        self._reserve_groups(self.ngroups + n)
+        need = 64
+        while need < 2 * (self.ngroups + n):
+            need *= 2
+        if need > self.cap:
+            self._rehash(need)
+        col.inull = NULL
+        with nogil:
+            for i in range(0, n, 1024):
+                m = min(1024, n - i)
+                xxh64_many8(&values[i], m, seed, hbuf, 0)
+                col.ivals = &values[i]
+                self.ngroups = self._lookup_fast(hbuf, m, &out[i], <uint64_t>(self.cap - 1))
+        col.ivals = NULL
+        return self.ngroups
+
+    cdef int64_t _lookup_fast(self, const uint64_t* hashes, Py_ssize_t n, int64_t* out,
+                              uint64_t mask) noexcept nogil:
+        """Group ids of ``n`` rows of the one fixed column (``ivals`` /
+        ``inull`` set) with these hashes, inserting new keys; returns the
+        number of groups."""
+        cdef Py_ssize_t i
         cdef KeyCol* col = &self.cols[0]
         cdef int64_t* t = self.table
         cdef int64_t ng = self.ngroups, g, pos, key
         cdef uint64_t h
-        with nogil:
-            for i in range(n):
-                if i + PF < n:
-                    prefetch(&t[2 * <int64_t>(hashes[i + PF] & mask)])
-                if col.inull != NULL and col.inull[i]:
-                    if self.null_gid < 0:
-                        self.null_gid = ng
-                        self.ghash[ng] = hashes[i]
-                        col.gnull[ng] = 1
-                        col.gvals[ng] = 0
-                        ng += 1
-                    out[i] = self.null_gid
-                    continue
-                key = <int64_t>col.ivals[i]
-                h = hashes[i]
-                pos = <int64_t>(h & mask)
-                while True:
-                    g = t[2 * pos + 1]
-                    if g < 0:
-                        g = ng
-                        ng += 1
-                        t[2 * pos] = key
-                        t[2 * pos + 1] = g
-                        self.ghash[g] = h
-                        col.gnull[g] = 0
-                        col.gvals[g] = <uint64_t>key
-                        break
-                    if t[2 * pos] == key:
-                        break
-                    pos = <int64_t>((<uint64_t>pos + 1) & mask)
-                out[i] = g
+        for i in range(n):
+            if i + PF < n:
+                prefetch(&t[2 * <int64_t>(hashes[i + PF] & mask)])
+            if col.inull != NULL and col.inull[i]:
+                if self.null_gid < 0:
+                    self.null_gid = ng
+                    self.ghash[ng] = hashes[i]
+                    col.gnull[ng] = 1
+                    col.gvals[ng] = 0
+                    ng += 1
+                out[i] = self.null_gid
+                continue
+            key = <int64_t>col.ivals[i]
+            h = hashes[i]
+            pos = <int64_t>(h & mask)
+            while True:
+                g = t[2 * pos + 1]
+                if g < 0:
+                    g = ng
+                    ng += 1
+                    t[2 * pos] = key
+                    t[2 * pos + 1] = g
+                    self.ghash[g] = h
+                    col.gnull[g] = 0
+                    col.gvals[g] = <uint64_t>key
+                    break
+                if t[2 * pos] == key:
+                    break
+                pos = <int64_t>((<uint64_t>pos + 1) & mask)
+            out[i] = g
         return ng
 
     def group_hashes(self, const int64_t[::1] ids, uint64_t[::1] out):

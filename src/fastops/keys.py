@@ -107,6 +107,7 @@ class KeyTable:
         self.seed = int(seed)
         self.types: Optional[list[pa.DataType]] = None
         self._index: Optional[_keys.KeyIndex] = None
+        self._word_key = False
         self._ngroups_nokey = 0
         if types is not None:
             self._set_types(list(types))
@@ -130,6 +131,11 @@ class KeyTable:
             kinds.append(k)
         self.types = types
         self._index = _keys.KeyIndex(kinds) if kinds else None
+        # one key of 8-byte integers (or temporal storage): rows without nulls
+        # go straight to the kernel, which also hashes them
+        t = types[0] if len(types) == 1 else None
+        self._word_key = t is not None and not (pat.is_floating(t) or pat.is_boolean(t)) \
+            and _arrow.fixed_width_bytes(t) == 8
 
     def _prepare(self, columns: Sequence) -> list[pa.Array]:
         if len(columns) != len(self.names):
@@ -175,6 +181,12 @@ class KeyTable:
             if columns:
                 raise ValueError(f"this KeyTable has no key columns, got {len(columns)}")
             raise ValueError("a KeyTable without key columns needs lookup_n(num_rows)")
+        if hashes is None and self._word_key and len(columns) == 1:
+            arr = columns[0]
+            if isinstance(arr, pa.Array) and arr.null_count == 0 and arr.type == self.types[0]:
+                out = np.empty(len(arr), dtype=np.int64)
+                self._index.lookup_or_insert_words(_arrow.fixed_values(arr, np.uint64), self.seed, out)
+                return out
         arrs = self._prepare(columns)
         n = len(arrs[0])
         if hashes is None:
