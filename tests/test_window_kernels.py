@@ -60,12 +60,16 @@ def test_update_result_and_combine_match_reference(case):
     nslots, slots, f, i, ts, shared, members = case
     aggs = [make(*a) for a in AGGS]
     states = [a.new_state() for a in aggs]
-    if shared:
-        Columns.share(states)
     cols = {"f": pa.array(f, pa.float64()), "i": pa.array(i, pa.int64())}
     slot_arr = np.array(slots, dtype=np.int64)
-    update_builtins(aggs, states, *builtin_layout(aggs, states), slot_arr,
-                    [None if c is None else cols[c] for _, c, _ in AGGS], np.array(ts, dtype=np.int64), nslots)
+    inputs = [None if c is None else cols[c] for _, c, _ in AGGS]
+    times = np.array(ts, dtype=np.int64)
+    if shared:  # one pass for all, as the window operator runs them
+        store = Columns.share(states)
+        update_builtins(aggs, store, *builtin_layout(aggs, states), slot_arr, inputs, times, nslots)
+    else:
+        for a, st, col in zip(aggs, states, inputs):
+            update_builtins([a], st.store, *builtin_layout([a], [st]), slot_arr, [col], times, nslots)
     n = len(slots)
 
     def expected(kind, col, ddof, chosen):
@@ -117,16 +121,16 @@ def test_kernels_reject_bad_arguments():
         _window.merge_records(0, one, one, rec, 2, rec, 0)
     with pytest.raises(ValueError, match="values for"):
         _window.agg_update(np.zeros(3, dtype=np.int64), np.zeros(3, dtype=np.int64),
-                           np.array([1], dtype=np.int64), [rec], np.zeros(1, dtype=np.int64),
+                           np.array([1], dtype=np.int64), rec, np.zeros(1, dtype=np.int64),
                            [np.zeros(2, dtype=np.int64)], [np.zeros(0, dtype=np.uint8)],
                            np.zeros(1, dtype=np.int64))
     with pytest.raises(ValueError, match="event times"):
         _window.agg_update(np.zeros(3, dtype=np.int64), np.zeros(2, dtype=np.int64),
-                           np.array([0], dtype=np.int64), [rec], np.zeros(1, dtype=np.int64),
+                           np.array([0], dtype=np.int64), rec, np.zeros(1, dtype=np.int64),
                            [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.uint8)],
                            np.zeros(1, dtype=np.int64))
     with pytest.raises(ValueError, match="bitmap"):
         _window.agg_update(np.zeros(9, dtype=np.int64), np.zeros(9, dtype=np.int64),
-                           np.array([0], dtype=np.int64), [rec], np.zeros(1, dtype=np.int64),
+                           np.array([0], dtype=np.int64), rec, np.zeros(1, dtype=np.int64),
                            [np.zeros(0, dtype=np.int64)], [np.zeros(1, dtype=np.uint8)],
                            np.zeros(1, dtype=np.int64))

@@ -88,8 +88,8 @@ OPS: dict[str, int]  # aggregate codes shared by agg_update and the merges
 def agg_update(slots: np.ndarray,  # const int64[::1] (< 0: skip)
                ts: np.ndarray,     # const int64[::1]
                ops: np.ndarray,    # const int64[::1] codes of OPS
-               recs: list[np.ndarray],  # int64[:, ::1], modified
-               roffs: np.ndarray,  # const int64[::1] word offsets
+               rec: np.ndarray,    # int64[:, ::1] records the aggregates share, modified
+               roffs: np.ndarray,  # const int64[::1] word offsets in rec
                vals: list[np.ndarray],  # const int64[::1] 8-byte values (empty for count)
                valids: list[np.ndarray],  # const uint8[::1] bitmaps or empty
                voffs: np.ndarray,  # const int64[::1] bitmap offsets

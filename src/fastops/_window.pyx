@@ -792,29 +792,28 @@ cdef struct _Update:
 
 
 def agg_update(const int64_t[::1] slots, const int64_t[::1] ts, const int64_t[::1] ops,
-               list recs, const int64_t[::1] roffs, list vals, list valids, const int64_t[::1] voffs):
+               int64_t[:, ::1] rec, const int64_t[::1] roffs, list vals, list valids,
+               const int64_t[::1] voffs):
     """Add row ``i`` to slot ``slots[i]`` (``< 0``: skipped) of every aggregate,
     in one pass over the rows per 16 aggregates (any number). Aggregate ``a``:
-    code ``ops[a]`` (``OPS``), state ``recs[a]`` (int64 (n_slots, W), every
-    slot in range; its record at words ``roffs[a]`` on; states may share one
-    array), values ``vals[a]`` (8-byte words, int64 or float64 viewed as
+    code ``ops[a]`` (``OPS``), state in ``rec`` (int64 (n_slots, W) records
+    the aggregates share, every slot in range) at words ``roffs[a]`` on,
+    values ``vals[a]`` (8-byte words, int64 or float64 viewed as
     int64; empty for ``count()``), validity ``valids[a]`` (Arrow bitmap, bit
     ``voffs[a] + i``; empty: no nulls; null rows are skipped). ``ts``: event
-    times (first / last). Modifies ``recs``.
+    times (first / last). Modifies ``rec``.
     """
     cdef Py_ssize_t i, k, n = slots.shape[0], nagg = ops.shape[0]
     cdef int64_t s, j
-    cdef int64_t[:, ::1] mv
     cdef const int64_t[::1] vv
     cdef const uint8_t[::1] bv
     cdef Py_ssize_t c, m
     cdef _Update* ag
     cdef _Update* u
     cdef _Update loc[16]
-    if len(recs) != nagg or len(vals) != nagg or len(valids) != nagg \
-            or voffs.shape[0] != nagg or roffs.shape[0] != nagg:
-        raise ValueError(f"agg_update: {nagg} codes for {len(recs)} states, {len(vals)} value "
-                         f"arrays, {len(valids)} bitmaps, {voffs.shape[0]} offsets")
+    if len(vals) != nagg or len(valids) != nagg or voffs.shape[0] != nagg or roffs.shape[0] != nagg:
+        raise ValueError(f"agg_update: {nagg} codes for {roffs.shape[0]} record offsets, "
+                         f"{len(vals)} value arrays, {len(valids)} bitmaps, {voffs.shape[0]} offsets")
     if ts.shape[0] != n:
         raise ValueError(f"agg_update: {ts.shape[0]} event times for {n} rows")
     if n == 0 or nagg == 0:
@@ -828,12 +827,11 @@ def agg_update(const int64_t[::1] slots, const int64_t[::1] ts, const int64_t[::
             u.op = <int>ops[k]
             if not 0 <= u.op <= 9:
                 raise ValueError(f"agg_update: unknown code {u.op}")
-            mv = recs[k]
-            if not 0 <= roffs[k] < mv.shape[1]:
+            if not 0 <= roffs[k] < rec.shape[1]:
                 raise ValueError(f"agg_update: word offset {roffs[k]} outside records of "
-                                 f"{mv.shape[1]} words")
-            u.rec = &mv[0, 0] + roffs[k] if mv.shape[0] > 0 else NULL
-            u.stride = mv.shape[1]
+                                 f"{rec.shape[1]} words")
+            u.rec = &rec[0, 0] + roffs[k] if rec.shape[0] > 0 else NULL
+            u.stride = rec.shape[1]
             vv = vals[k]
             if vv.shape[0] == 0 and u.op == 0:
                 u.vals = NULL

@@ -320,26 +320,34 @@ def builtin_layout(aggs: list["BuiltinAggregate"], states: list[Columns]) -> tup
             np.array([st.off for st in states], dtype=np.int64))
 
 
-def update_builtins(aggs: list["BuiltinAggregate"], states: list[Columns], ops: np.ndarray,
+def update_builtins(aggs: list["BuiltinAggregate"], store: _Records, ops: np.ndarray,
                     offs: np.ndarray, slots: np.ndarray, columns: list[Optional[pa.Array]],
                     ts: np.ndarray, size: int) -> None:
     """Add row ``i`` of each aggregate's input column to slot ``slots[i]``
     (``< 0``: skipped; nulls skipped), every aggregate in one pass over the
-    rows. ``ops`` / ``offs``: from :func:`builtin_layout`; ``ts``: event
-    times (int64, one per row; ``first``/``last``), ``size``: the slot
-    capacity to grow the states to."""
-    recs, vals, valids, voffs = [], [], [], []
-    for a, st, op, col in zip(aggs, states, ops.tolist(), columns):
-        st.ensure(size)
-        recs.append(st.rec)
+    rows. ``store``: the records the built-ins share (``Columns.share``),
+    grown to ``size`` slots; ``ops`` / ``offs``: from :func:`builtin_layout`;
+    ``ts``: event times (int64, one per row; ``first``/``last``). A column
+    read by several aggregates is converted once."""
+    store.ensure(size)
+    vals, valids, voffs = [], [], []
+    inputs: dict = {}
+    for a, op, col in zip(aggs, ops.tolist(), columns):
+        if col is None or op == _COUNT_OP:
+            vals.append(_EMPTY_I64)
+        else:
+            key = (id(col), a._dtype)
+            v = inputs.get(key)
+            if v is None:
+                v = inputs[key] = as_storage(col, a._dtype).view(np.int64)
+            vals.append(v)
         v, off = (_EMPTY_U8, 0) if col is None else _valid(col)
         valids.append(v)
         voffs.append(off)
-        if col is None or op == _window.OPS["count"]:
-            vals.append(_EMPTY_I64)
-        else:
-            vals.append(as_storage(col, a._dtype).view(np.int64))
-    _window.agg_update(slots, ts, ops, recs, offs, vals, valids, np.array(voffs, dtype=np.int64))
+    _window.agg_update(slots, ts, ops, store.rec, offs, vals, valids, np.array(voffs, dtype=np.int64))
+
+
+_COUNT_OP = _window.OPS["count"]
 
 
 class BuiltinAggregate(SlotAggregate):
@@ -374,7 +382,7 @@ class BuiltinAggregate(SlotAggregate):
     def update(self, state: Columns, slots: np.ndarray, values: pa.Array) -> Columns:
         slots = np.ascontiguousarray(slots, dtype=np.int64)
         if len(slots):
-            update_builtins([self], [state], *builtin_layout([self], [state]), slots, [values],
+            update_builtins([self], state.store, *builtin_layout([self], [state]), slots, [values],
                             np.arange(len(slots), dtype=np.int64), int(slots.max()) + 1)
         return state
 

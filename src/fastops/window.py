@@ -494,8 +494,8 @@ class WindowAggregator:
                     s, v, t = slots, values, ts
                 self._states[i] = a.update(st, s, v, t) if a.needs_time else a.update(st, s, v)
         if builtin:
-            aggs, states, columns = zip(*builtin)
-            update_builtins(list(aggs), list(states), self._ops, self._offs, slots, list(columns), ts,
+            aggs, _, columns = zip(*builtin)
+            update_builtins(list(aggs), self._records, self._ops, self._offs, slots, list(columns), ts,
                             self._slot_capacity())
         if self._mode == "session" and self._pending_release is not None:
             rel = self._pending_release
