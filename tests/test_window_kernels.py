@@ -68,8 +68,8 @@ def test_update_result_and_combine_match_reference(case):
         store = Columns.share(states)
         update_builtins(aggs, store, *builtin_layout(aggs, states), slot_arr, inputs, times, nslots)
     else:
-        for a, st, col in zip(aggs, states, inputs):
-            update_builtins([a], st.store, *builtin_layout([a], [st]), slot_arr, [col], times, nslots)
+        for a, state, col in zip(aggs, states, inputs):
+            update_builtins([a], state.store, *builtin_layout([a], [state]), slot_arr, [col], times, nslots)
     n = len(slots)
 
     def expected(kind, col, ddof, chosen):
