@@ -11,6 +11,7 @@ simulated second with up to 2 s of disorder, ``value`` float64, batches of
 - W4: tumbling 1 s, count / min / max of a string column ``page`` (8-24
   characters, 10k distinct) by user_id: string state
 - W5: W1 with the key as a string (``"user-<id>"``): a string key table
+- W1s: W1 in batches of 1,024 rows: what each batch costs beyond its rows
 
 fastops runs incrementally: one batch at a time, a bounded-out-of-orderness
 watermark (2 s) after every batch, ``flush`` at the end. The peers run one
@@ -86,6 +87,8 @@ WORKLOADS = {
                                                             "hi": agg.max("page")}),
 }
 WORKLOADS["W5"] = WORKLOADS["W1"]  # the same job; its input has string keys
+WORKLOADS["W1s"] = WORKLOADS["W1"]  # the same job in small batches
+SMALL_BATCH = 1024
 
 
 # ---------------------------------------------------------------- runners
@@ -115,7 +118,7 @@ def run_duckdb(table: pa.Table, wl: str) -> int:
     con = duckdb.connect()
     con.execute("SET threads = 1")
     con.register("events", table)
-    if wl in ("W1", "W5"):
+    if wl in ("W1", "W5", "W1s"):
         # floor to the window start (DuckDB's // truncates towards zero for negatives)
         q = """SELECT user_id, ts - ((ts % 1000) + 1000) % 1000 AS ws, count(*) AS n, sum(value) AS s,
                       max(value) AS mx
@@ -148,7 +151,7 @@ def run_polars(table: pa.Table, wl: str):
         return None
     df = pl.from_arrow(table).sort("ts")
     kw = dict(every="1000i", group_by="user_id", closed="left", label="left")
-    if wl in ("W1", "W4", "W5"):
+    if wl in ("W1", "W4", "W5", "W1s"):
         kw["period"] = "1000i"
     else:
         kw["period"] = "10000i"
@@ -168,7 +171,7 @@ def run_pyarrow(table: pa.Table, wl: str):
         t = pa.table({"user_id": table["user_id"], "ws": ws0, "page": table["page"]})
         return t.group_by(["user_id", "ws"], use_threads=False).aggregate(
             [("page", "count"), ("page", "min"), ("page", "max")]).num_rows
-    if wl in ("W1", "W5"):
+    if wl in ("W1", "W5", "W1s"):
         t = pa.table({"user_id": table["user_id"], "ws": ws0, "value": table["value"]})
     else:
         parts = [pa.table({"user_id": table["user_id"], "ws": pc.subtract(ws0, 1000 * k), "value": table["value"]})
@@ -203,7 +206,7 @@ def main(argv=None) -> int:
     ap.add_argument("--events", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=None)
     ap.add_argument("--json", default=None, help="write results here")
-    ap.add_argument("--workloads", default="W1,W2,W3,W4,W5")
+    ap.add_argument("--workloads", default="W1,W2,W3,W4,W5,W1s")
     args = ap.parse_args(argv)
     n = args.events or (1_000_000 if args.quick else 10_000_000)
     repeats = args.repeats or (3 if args.quick else 5)
@@ -223,6 +226,8 @@ def main(argv=None) -> int:
         elif wl == "W5":
             data = with_string_keys(table)
             data_batches = data.to_batches(max_chunksize=BATCH)
+        elif wl == "W1s":
+            data, data_batches = table, table.to_batches(max_chunksize=SMALL_BATCH)
         else:
             data, data_batches = table, batches
         runners = [("fastops", run_fastops, data_batches), ("duckdb", run_duckdb, data),
