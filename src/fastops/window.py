@@ -65,6 +65,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.types as pat
 
 from fastops import _arrow, _window
 from fastops.agg import (BuiltinAggregate, Columns, SlotAggregate, _Records, builtin_layout, for_input,
@@ -83,6 +84,7 @@ _I64_MAX = 2**63 - 1
 _FAR = TIME_LIMIT  # the kernels' range of window bounds
 _TS = pa.timestamp("ms")
 _RESERVED = ("window_start", "window_end")
+HOLD_ROWS = 65536  # held rows (see WindowAggregator.process) are aggregated at this many
 
 
 class MissingColumnError(KeyError, ValueError):
@@ -291,6 +293,9 @@ class WindowAggregator:
         self._states: list = []
         self._input_types: Optional[dict[str, pa.DataType]] = None
         self._schema: Optional[pa.Schema] = None
+        self._hold_columns: list[str] = []  # see _bind
+        self._held: list[pa.RecordBatch] = []
+        self._held_rows = 0
         self._out_schema: Optional[pa.Schema] = None
         self._empty_out: Optional[tuple[pa.Schema, pa.RecordBatch]] = None
         self._wm = MIN_WATERMARK
@@ -376,6 +381,16 @@ class WindowAggregator:
             self._keys._prepare([pa.array([], type=types[b]) for b in self.by])
         self._input_types = types
         self._schema = schema  # batches of this schema need no column checks
+        # Small batches cost mostly their fixed steps, so tumbling and sliding
+        # windows of built-in aggregates hold batches whose rows are all ahead
+        # of the watermark and aggregate them together, before any window
+        # fires or is purged (their rows meet the same fired and purged windows
+        # either way). Dictionary and view columns are not held (concatenating
+        # them would re-encode).
+        holdable = self._mode == "pane" and self.time is not None and all(
+            isinstance(a, BuiltinAggregate) for a in self._agg_list) and not any(
+            pat.is_dictionary(t) or _arrow.view_storage(t) is not None for t in types.values())
+        self._hold_columns = list(types) if holdable else []
         self._states = [a.new_state() for a in self._agg_list]
         self._share_states()
         fields = []
@@ -420,11 +435,13 @@ class WindowAggregator:
 
     @property
     def key_table(self) -> KeyTable:
+        self._release()
         return self._keys
 
     @property
     def num_slots(self) -> int:
         """Slots in use (open windows / panes / sessions times keys)."""
+        self._release()
         if self._mode == "global":
             return self._keys.num_groups
         if self._mode == "pane":
@@ -433,7 +450,14 @@ class WindowAggregator:
 
     # ------------------------------------------------------------ process
     def process(self, batch: pa.RecordBatch | pa.Table) -> None:
-        """Accumulate the rows of ``batch``."""
+        """Accumulate the rows of ``batch``.
+
+        The batch is checked at once (a bad one raises and changes nothing).
+        A batch whose rows are all ahead of the watermark may be held and
+        aggregated together with later ones (at ``HOLD_ROWS`` rows, when a
+        window is about to fire or be purged, or when the state is read):
+        small batches then share the fixed cost of a kernel pass, and every
+        result is the same."""
         if isinstance(batch, pa.Table):
             for b in batch.combine_chunks().to_batches():
                 self.process(b)
@@ -458,6 +482,33 @@ class WindowAggregator:
         else:
             ts = np.ascontiguousarray(to_ms(batch.column(self.time), self.time))
             check_event_times(self.window, ts, self.time)
+        if self._hold_columns and int(ts.min()) > self._wm:
+            # no row is late or in a fired window: aggregated with later rows
+            self._held.append(batch.select(self._hold_columns))
+            self._held_rows += n
+            self.rows_in += n
+            if self._held_rows >= HOLD_ROWS:
+                self._release()
+            return
+        self._release()
+        self._aggregate(batch, ts)
+        self.rows_in += n
+
+    def _release(self) -> None:
+        """Aggregate the held batches (see ``process``) as one, in arrival order."""
+        if not self._held:
+            return
+        held, self._held, self._held_rows = self._held, [], 0
+        batch = held[0]
+        if len(held) > 1:
+            batch = pa.RecordBatch.from_arrays(
+                [pa.concat_arrays([b.column(i) for b in held]) for i in range(batch.num_columns)],
+                names=batch.schema.names)
+        self._aggregate(batch, np.ascontiguousarray(to_ms(batch.column(self.time), self.time)))
+
+    def _aggregate(self, batch: pa.RecordBatch, ts: np.ndarray) -> None:
+        """Add the rows of a checked batch (event times ``ts``) to the state."""
+        n = batch.num_rows
         if self.by:
             gids = self._keys.lookup_or_insert([batch.column(b) for b in self.by])
         else:
@@ -502,7 +553,6 @@ class WindowAggregator:
             self._pending_release = None
             self._reset_slots(rel)
             _window.session_release(self._s_parent, rel, self._free, self._counters)
-        self.rows_in += n
         if nlate:
             self.rows_late += nlate
             self._add_late(batch, slots < 0, "window purged" if self._mode == "pane" else "session purged")
@@ -679,6 +729,9 @@ class WindowAggregator:
             raise ValueError(f"watermark {t} does not fit in int64")
         if t < self._wm:
             return self._empty()
+        if self._held and (self._j_fired(t) != self._j_fired(self._wm)
+                           or self._j_purged(t) != self._j_purged(self._wm)):
+            self._release()
         old = self._wm
         self._wm = t
         if self._out_schema is None or self._mode == "global":
@@ -853,6 +906,7 @@ class WindowAggregator:
     # ------------------------------------------------------------ snapshot
     def snapshot(self) -> State:
         """An immutable copy of the whole state (see :class:`State`)."""
+        self._release()
         arrays = {"counters": self._counters, "free": self._free, "s_group": self._s_group,
                   "s_next": self._s_next, "s_flags": self._s_flags}
         if self._mode == "pane":
@@ -888,6 +942,7 @@ class WindowAggregator:
             raise ValueError(f"state lays out pane slots as {layout!r}, this version "
                              f"as {_window.PANE_LAYOUT!r}: take the snapshot with this version")
         self._init_tables()
+        self._held, self._held_rows = [], 0
         self._keys = KeyTable.restore(state.keys)
         if state.meta.get("bound"):
             self._input_types = None
