@@ -729,15 +729,18 @@ class WindowAggregator:
             raise ValueError(f"watermark {t} does not fit in int64")
         if t < self._wm:
             return self._empty()
-        if self._held and (self._j_fired(t) != self._j_fired(self._wm)
-                           or self._j_purged(t) != self._j_purged(self._wm)):
-            self._release()
         old = self._wm
+        if self._mode == "pane":
+            fired, purged = (self._j_fired(old), self._j_fired(t)), (self._j_purged(old), self._j_purged(t))
+            if fired[0] == fired[1] and purged[0] == purged[1] and not self._ndirty:
+                self._wm = t  # no window fires, re-fires or is purged (held rows stay held)
+                return self._empty()
+            self._release()
         self._wm = t
         if self._out_schema is None or self._mode == "global":
             return self._empty()
         if self._mode == "pane":
-            return self._advance_panes(old, t)
+            return self._advance_panes(fired, purged)
         return self._advance_sessions(t)
 
     def _pane_windows(self, lo: int, hi: int) -> list[int]:
@@ -761,10 +764,10 @@ class WindowAggregator:
         b = bisect.bisect_left(self._panes, lo + self._k)
         return np.array(self._panes[a:b][::-1], dtype=np.int64)
 
-    def _advance_panes(self, old: int, t: int) -> pa.RecordBatch:
-        jf_old = self._j_fired(old)
-        jp_old = self._j_purged(old)
-        jf_new, jp_new = self._j_fired(t), self._j_purged(t)
+    def _advance_panes(self, fired: tuple[int, int], purged: tuple[int, int]) -> pa.RecordBatch:
+        """``fired`` / ``purged``: the last window fired / purged before and
+        after the watermark moved."""
+        (jf_old, jf_new), (jp_old, jp_new) = fired, purged
         work: list[tuple[int, bool]] = []
         if self._ndirty and jf_old > jp_old:
             work += [(j, True) for j in self._pane_windows(jp_old, jf_old)]
