@@ -86,8 +86,9 @@ WORKLOADS = {
     "W4": dict(window=lambda: Tumbling("1s"), aggs=lambda: {"n": agg.count(), "lo": agg.min("page"),
                                                             "hi": agg.max("page")}),
 }
-WORKLOADS["W5"] = WORKLOADS["W1"]  # the same job; its input has string keys
-WORKLOADS["W1s"] = WORKLOADS["W1"]  # the same job in small batches
+# W1's job on other input: string keys (W5), small batches (W1s)
+SAME_JOB = {"W5": "W1", "W1s": "W1"}
+WORKLOADS.update({wl: WORKLOADS[job] for wl, job in SAME_JOB.items()})
 SMALL_BATCH = 1024
 
 
@@ -118,7 +119,8 @@ def run_duckdb(table: pa.Table, wl: str) -> int:
     con = duckdb.connect()
     con.execute("SET threads = 1")
     con.register("events", table)
-    if wl in ("W1", "W5", "W1s"):
+    wl = SAME_JOB.get(wl, wl)
+    if wl == "W1":
         # floor to the window start (DuckDB's // truncates towards zero for negatives)
         q = """SELECT user_id, ts - ((ts % 1000) + 1000) % 1000 AS ws, count(*) AS n, sum(value) AS s,
                       max(value) AS mx
@@ -147,11 +149,12 @@ def run_duckdb(table: pa.Table, wl: str) -> int:
 def run_polars(table: pa.Table, wl: str):
     import polars as pl
 
+    wl = SAME_JOB.get(wl, wl)
     if wl == "W3":
         return None
     df = pl.from_arrow(table).sort("ts")
     kw = dict(every="1000i", group_by="user_id", closed="left", label="left")
-    if wl in ("W1", "W4", "W5", "W1s"):
+    if wl in ("W1", "W4"):
         kw["period"] = "1000i"
     else:
         kw["period"] = "10000i"
@@ -164,6 +167,7 @@ def run_polars(table: pa.Table, wl: str):
 
 
 def run_pyarrow(table: pa.Table, wl: str):
+    wl = SAME_JOB.get(wl, wl)
     if wl == "W3":
         return None
     ws0 = pc.multiply(pc.floor(pc.divide(pc.cast(table["ts"], pa.float64()), 1000.0)).cast(pa.int64()), 1000)
@@ -171,7 +175,7 @@ def run_pyarrow(table: pa.Table, wl: str):
         t = pa.table({"user_id": table["user_id"], "ws": ws0, "page": table["page"]})
         return t.group_by(["user_id", "ws"], use_threads=False).aggregate(
             [("page", "count"), ("page", "min"), ("page", "max")]).num_rows
-    if wl in ("W1", "W5", "W1s"):
+    if wl == "W1":
         t = pa.table({"user_id": table["user_id"], "ws": ws0, "value": table["value"]})
     else:
         parts = [pa.table({"user_id": table["user_id"], "ws": pc.subtract(ws0, 1000 * k), "value": table["value"]})

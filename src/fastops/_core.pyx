@@ -592,5 +592,3 @@ def scatter_binary(const offset_t[::1] offsets, const uint8_t[::1] data,
                             <size_t>(c[2] - b), <size_t>(src_len - o))
     free(sub)
     free(work)
-
-

@@ -210,6 +210,17 @@ cdef class KeyIndex:
         self.gcap = newcap
         return 0
 
+    cdef int _reserve(self, int64_t n) except -1:
+        """Room for ``n`` more groups: their per-group storage, and a table
+        kept at most half full."""
+        cdef int64_t need = 64
+        self._reserve_groups(self.ngroups + n)
+        while need < 2 * (self.ngroups + n):
+            need *= 2
+        if need > self.cap:
+            self._rehash(need)
+        return 0
+
     cdef int _reserve_data(self, int c, int64_t extra) except -1:
         cdef KeyCol* col = &self.cols[c]
         cdef int64_t need = col.goffs[self.ngroups] + extra
@@ -288,12 +299,7 @@ cdef class KeyIndex:
             raise ValueError("out must have one entry per row")
         if n == 0:
             return self.ngroups
-        self._reserve_groups(self.ngroups + n)
-        need = 64
-        while need < 2 * (self.ngroups + n):
-            need *= 2
-        if need > self.cap:
-            self._rehash(need)
+        self._reserve(n)
         for c in range(ncols):
             spec = columns[c]
             nulls = spec[len(spec) - 1]
@@ -368,21 +374,15 @@ cdef class KeyIndex:
         making a pass of their own. Modifies ``out``; returns the number of
         groups."""
         cdef Py_ssize_t i, m, n = values.shape[0]
-        cdef int64_t need
         cdef uint64_t hbuf[1024]
         cdef KeyCol* col = &self.cols[0]
-        if not self.fast or col.kind != 0:
+        if not self.fast:
             raise ValueError("lookup_or_insert_words needs a table of one fixed-width key column")
         if out.shape[0] != n:
             raise ValueError("out must have one entry per row")
         if n == 0:
             return self.ngroups
-        self._reserve_groups(self.ngroups + n)
-        need = 64
-        while need < 2 * (self.ngroups + n):
-            need *= 2
-        if need > self.cap:
-            self._rehash(need)
+        self._reserve(n)
         col.inull = NULL
         with nogil:
             for i in range(0, n, 1024):
@@ -517,7 +517,7 @@ cdef class KeyIndex:
         cdef int64_t total = self.cap * 16 + self.gcap * 8
         cdef int c
         for c in range(self.ncols):
-            total += self.gcap * (9 if self.cols[c].kind == 0 else 9) + self.cols[c].dcap
+            total += self.gcap * 9 + self.cols[c].dcap  # a value or an offset, and a null flag
         return total
 
 

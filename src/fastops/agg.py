@@ -668,9 +668,8 @@ class _StringPick(SlotAggregate):
     columns (the built-ins' records hold fixed-width values). State: a
     :class:`_Picks`; ``update`` and ``merge`` are single compiled passes
     (``_window.pick_candidates`` / ``pick_merge``) that compare bytes or
-    times, and only winning values are copied."""
-
-    _mode: str = "min"
+    times, and only winning values are copied. Its ``name`` (min, max,
+    first, last) is the kernels' mode."""
 
     def __init__(self, column: str, name: str, label: str):
         self.column, self.name, self._label = column, name, label
@@ -703,7 +702,7 @@ class _StringPick(SlotAggregate):
         offsets, data = _arrow.binary_parts(values)
         win_slots = np.empty(len(slots), dtype=np.int64)
         win_rows = np.empty(len(slots), dtype=np.int64)
-        w = _window.pick_candidates(_window.PICK_MODES[self._mode], slots, offsets, data, ts,
+        w = _window.pick_candidates(_window.PICK_MODES[self.name], slots, offsets, data, ts,
                                     state.best, state.ref, state.length, state.ts, state.arena,
                                     win_slots, win_rows)
         if w:
@@ -720,7 +719,7 @@ class _StringPick(SlotAggregate):
         dst = np.ascontiguousarray(dst, dtype=np.int64)
         src = np.ascontiguousarray(src, dtype=np.int64)
         state.ensure(int(_builtins.max(dst.max(), src.max())) + 1)
-        _window.pick_merge(_window.PICK_MODES[self._mode], dst, src, state.ref, state.length,
+        _window.pick_merge(_window.PICK_MODES[self.name], dst, src, state.ref, state.length,
                            state.ts, state.arena)
         return state
 
@@ -739,7 +738,6 @@ class StringMinMax(_StringPick):
     def __init__(self, column: str, is_max: bool):
         self.is_max = bool(is_max)
         name = "max" if is_max else "min"
-        self._mode = name
         super().__init__(column, name, name.upper())
 
     def to_bytes(self, state: _Picks) -> bytes:
@@ -763,7 +761,6 @@ class StringFirstLast(_StringPick):
     def __init__(self, column: str, is_last: bool):
         self.is_last = bool(is_last)
         name = "last" if is_last else "first"
-        self._mode = name
         super().__init__(column, name, name)
 
     def to_bytes(self, state: _Picks) -> bytes:

@@ -134,8 +134,7 @@ class KeyTable:
         # one key of 8-byte integers (or temporal storage): rows without nulls
         # go straight to the kernel, which also hashes them
         t = types[0] if len(types) == 1 else None
-        self._word_key = t is not None and not (pat.is_floating(t) or pat.is_boolean(t)) \
-            and _arrow.fixed_width_bytes(t) == 8
+        self._word_key = t is not None and not pat.is_floating(t) and _arrow.fixed_width_bytes(t) == 8
 
     def _prepare(self, columns: Sequence) -> list[pa.Array]:
         if len(columns) != len(self.names):

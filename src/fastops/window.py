@@ -530,7 +530,7 @@ class WindowAggregator:
                 if values is None:
                     values = inputs[a.column] = batch.column(a.column)
             if isinstance(a, BuiltinAggregate):
-                builtin.append((a, st, values))
+                builtin.append((a, values))
             else:
                 values = _arrow.without_views(values)  # as _plugin_type says
                 keep = slots >= 0
@@ -545,7 +545,7 @@ class WindowAggregator:
                     s, v, t = slots, values, ts
                 self._states[i] = a.update(st, s, v, t) if a.needs_time else a.update(st, s, v)
         if builtin:
-            aggs, _, columns = zip(*builtin)
+            aggs, columns = zip(*builtin)
             update_builtins(list(aggs), self._records, self._ops, self._offs, slots, list(columns), ts,
                             self._slot_capacity())
         if self._mode == "session" and self._pending_release is not None:
