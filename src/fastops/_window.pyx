@@ -474,6 +474,159 @@ def pane_emit(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] h
     return nrows, npairs
 
 
+# ---------------------------------------------------------------- pane runs
+# Sliding windows of k panes are emitted from lists of (group, record) sorted
+# by group: a window is the suffix of one block of k aligned panes merged with
+# a prefix of the next (``fastops.window`` keeps both), so each output row
+# costs about two sequential merges instead of one lookup per pane.
+
+def pane_slots(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] hv,
+               const int64_t[::1] s_group, const int64_t[::1] s_next, const uint8_t[::1] s_flags,
+               int64_t q, int64_t[::1] out_slots, int64_t[::1] out_groups) -> int:
+    """The slots of pane ``q`` and their groups, a chunk (run of consecutive
+    slots) at a time; returns their number, or ``-1`` if the outputs are too
+    short. Modifies the outputs."""
+    cdef int64_t where, n = 0, cap = min(out_slots.shape[0], out_groups.shape[0])
+    cdef uint64_t mask = <uint64_t>(hv.shape[0] - 1)
+    cdef int64_t slot, lo, x
+    with nogil:
+        slot = _find(&hg[0], &hq[0], &hv[0], mask, -1, q, &where)
+        while slot >= 0:
+            lo = slot & ~((<int64_t>1 << (s_flags[slot] >> CLASS_SHIFT)) - 1)  # the chunk's first slot
+            if n + slot - lo + 1 > cap:
+                n = -1
+                break
+            for x in range(lo, slot + 1):
+                out_slots[n] = x
+                out_groups[n] = s_group[x]
+                n += 1
+            slot = s_next[lo]
+    return n
+
+
+cdef enum:
+    RADIX_BITS = 11
+
+
+cdef inline void _copy_rec(int64_t* o, const int64_t* b, int64_t W) noexcept nogil:
+    """One record of ``W`` words; the usual 8 (one cache line) as a fixed-size copy."""
+    if W == 8:
+        memcpy(o, b, 64)
+    else:
+        memcpy(o, b, <size_t>W * 8)
+
+
+def sorted_records(const int64_t[::1] groups, int64_t[::1] slots, const int64_t[:, ::1] rec,
+                   int64_t max_group, int64_t[::1] out_groups, int64_t[:, ::1] out_rec) -> int:
+    """The records ``rec[slots[i]]`` of one pane sorted by their groups
+    ``groups[i]`` (distinct; below ``max_group``): an LSD radix sort of the
+    (group, slot) pairs, then one gather. Fills ``out_groups`` / ``out_rec``
+    rows ``[0, n)``; ``slots`` is reordered. Returns n."""
+    cdef Py_ssize_t i, n = slots.shape[0]
+    cdef int64_t W = rec.shape[1], shift = 0, d
+    cdef int64_t* buf
+    cdef int64_t* g
+    cdef int64_t* v
+    cdef int64_t* tg
+    cdef int64_t* tv
+    cdef int64_t* t
+    cdef int64_t count[1 << RADIX_BITS]
+    cdef int64_t acc, c
+    if groups.shape[0] < n or out_groups.shape[0] < n or out_rec.shape[0] < n or out_rec.shape[1] != W:
+        raise ValueError(f"sorted_records: outputs of {out_groups.shape[0]} / {out_rec.shape[0]} rows "
+                         f"for {n} slots, or {out_rec.shape[1]} words per row for {W}")
+    if n == 0:
+        return 0
+    buf = <int64_t*>malloc(<size_t>(3 * n) * sizeof(int64_t))
+    if buf == NULL:
+        raise MemoryError(f"sort of {n} slots")
+    with nogil:
+        g = &out_groups[0]
+        v = &slots[0]
+        tg = buf
+        tv = buf + n
+        memcpy(g, &groups[0], <size_t>n * sizeof(int64_t))
+        while shift == 0 or (max_group >> shift) > 0:
+            memset(count, 0, sizeof(count))
+            for i in range(n):
+                count[(g[i] >> shift) & ((1 << RADIX_BITS) - 1)] += 1
+            acc = 0
+            for d in range(1 << RADIX_BITS):
+                c = count[d]
+                count[d] = acc
+                acc += c
+            for i in range(n):
+                d = (g[i] >> shift) & ((1 << RADIX_BITS) - 1)
+                tg[count[d]] = g[i]
+                tv[count[d]] = v[i]
+                count[d] += 1
+            t = g; g = tg; tg = t
+            t = v; v = tv; tv = t
+            shift += RADIX_BITS
+        if g != &out_groups[0]:
+            memcpy(&out_groups[0], g, <size_t>n * sizeof(int64_t))
+        for i in range(n):
+            if i + PF < n:
+                prefetch(&rec[v[i + PF], 0])
+            _copy_rec(&out_rec[i, 0], &rec[v[i], 0], W)
+    free(buf)
+    return n
+
+
+def merge_runs(const int64_t[::1] ga, const int64_t[:, ::1] ra,
+               const int64_t[::1] gb, const int64_t[:, ::1] rb,
+               const int64_t[::1] ops, const int64_t[::1] offs,
+               int64_t[::1] out_groups, int64_t[:, ::1] out_rec) -> int:
+    """Merge two lists of (group, record) sorted by group into one: a group
+    in both gets ``a (+) b`` (``b`` the later rows), aggregate ``k`` merged by
+    code ``ops[k]`` at word ``offs[k]``. The outputs hold ``len(ga) +
+    len(gb)`` rows at least. Returns the rows written."""
+    cdef Py_ssize_t i = 0, j = 0, na = ga.shape[0], nb = gb.shape[0], k, nagg = ops.shape[0]
+    cdef int64_t W = out_rec.shape[1], n = 0, x, y
+    cdef int64_t* o
+    cdef const int64_t* b
+    cdef const int64_t* op = &ops[0] if nagg else NULL
+    cdef const int64_t* off = &offs[0] if nagg else NULL
+    if (na and ra.shape[1] != W) or (nb and rb.shape[1] != W) or ra.shape[0] < na or rb.shape[0] < nb \
+            or offs.shape[0] != nagg:
+        raise ValueError("merge_runs: records of different widths or fewer rows than groups")
+    if out_groups.shape[0] < na + nb or out_rec.shape[0] < na + nb:
+        raise ValueError(f"merge_runs: outputs hold {min(out_groups.shape[0], out_rec.shape[0])} rows, "
+                         f"need {na + nb}")
+    for k in range(nagg):
+        if not (0 <= op[k] <= 9 and 0 <= off[k] < W):
+            raise ValueError(f"merge_runs: unknown code {op[k]} or word {off[k]} outside {W} words")
+    with nogil:
+        while i < na and j < nb:
+            x = ga[i]
+            y = gb[j]
+            o = &out_rec[n, 0]
+            if x <= y:
+                out_groups[n] = x
+                _copy_rec(o, &ra[i, 0], W)
+                i += 1
+                if x == y:
+                    b = &rb[j, 0]
+                    for k in range(nagg):
+                        if b[off[k]] != 0:
+                            _merge_one(<int>op[k], o + off[k], b + off[k])
+                    j += 1
+            else:
+                out_groups[n] = y
+                _copy_rec(o, &rb[j, 0], W)
+                j += 1
+            n += 1
+        if i < na:
+            memcpy(&out_groups[n], &ga[i], <size_t>(na - i) * 8)
+            memcpy(&out_rec[n, 0], &ra[i, 0], <size_t>((na - i) * W) * 8)
+            n += na - i
+        if j < nb:
+            memcpy(&out_groups[n], &gb[j], <size_t>(nb - j) * 8)
+            memcpy(&out_rec[n, 0], &rb[j, 0], <size_t>((nb - j) * W) * 8)
+            n += nb - j
+    return n
+
+
 def pairs_plan(const int64_t[::1] rows, const int64_t[::1] src, int64_t nrows, int64_t top,
                int64_t[::1] count, int64_t[::1] result_slots, int64_t[::1] out_dst,
                int64_t[::1] out_src):

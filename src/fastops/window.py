@@ -234,6 +234,76 @@ class State:
 
 # ---------------------------------------------------------------- aggregator
 
+_Run = tuple[np.ndarray, np.ndarray]  # (groups ascending, their records (n, W) int64)
+
+
+class _PaneRuns:
+    """Sliding windows (``k`` > 1 panes) of built-in aggregates, emitted from
+    runs: lists of (group, record) sorted by group.
+
+    Panes form blocks of ``k`` aligned panes. Window ``[s, s + k)`` is the
+    suffix ``[s, b)`` of one block merged with the prefix ``[b, s + k)`` of
+    the next (``b`` the first pane of that block). A block's suffixes are built
+    once, newest pane first; the prefix grows by a pane per window. Each pane
+    is thus merged about twice, whatever ``k`` is, and each output row is
+    about two sequential record copies instead of one lookup per pane.
+
+    Derived state: the panes read are copied, so purges do not touch the
+    runs, but a row that lands in a pane already read (``hi`` or before)
+    makes them stale, and they are dropped (``clear``)."""
+
+    def __init__(self, k: int, width: int):
+        self.k = k
+        self.empty: _Run = (np.empty(0, dtype=np.int64), np.empty((0, width), dtype=np.int64))
+        self.clear()
+
+    def clear(self) -> None:
+        self.hi: Optional[int] = None  # the newest pane read
+        self.prefix_block: Optional[int] = None
+        self.prefix_upto = 0
+        self.prefix = self.empty
+        self.suffix_block: Optional[int] = None
+        self.suffix_from = 0
+        self.suffix_panes: list[int] = []
+        self.suffixes: dict[int, _Run] = {}
+        self.sorted: dict[int, _Run] = {}  # panes the prefix read, kept for their block's suffixes
+
+    def window(self, wa: "WindowAggregator", s: int) -> tuple[_Run, _Run]:
+        """The suffix and prefix runs whose merge is the window of panes ``[s, s + k)``."""
+        k = self.k
+        e = s + k - 1
+        b = (e // k) * k
+        suffix = self._suffix(wa, b - k, s) if s < b else self.empty
+        prefix = self._prefix(wa, b, e)
+        self.hi = e if self.hi is None else max(self.hi, e)
+        return suffix, prefix
+
+    def _prefix(self, wa: "WindowAggregator", b: int, e: int) -> _Run:
+        if self.prefix_block != b or self.prefix_upto > e:
+            self.prefix_block, self.prefix_upto, self.prefix = b, b - 1, self.empty
+            for q in [q for q in self.sorted if q < b - self.k]:
+                del self.sorted[q]
+        for q in wa._panes_between(self.prefix_upto + 1, e + 1):
+            run = self.sorted[q] = wa._sorted_pane(q)
+            self.prefix = wa._merge_runs(self.prefix, run)
+        self.prefix_upto = e
+        return self.prefix
+
+    def _suffix(self, wa: "WindowAggregator", b0: int, s: int) -> _Run:
+        if self.suffix_block != b0 or self.suffix_from > s:
+            self.suffix_panes = wa._panes_between(s, b0 + self.k)
+            self.suffixes, run = {}, self.empty
+            for q in reversed(self.suffix_panes):
+                pane = self.sorted.pop(q, None)
+                run = self.suffixes[q] = wa._merge_runs(wa._sorted_pane(q) if pane is None else pane, run)
+            self.suffix_block, self.suffix_from = b0, s
+        # the panes [s, b0 + k) that exist start at the first listed pane >= s
+        i = bisect.bisect_left(self.suffix_panes, s)
+        for q in self.suffix_panes[:i]:  # windows fire in order: earlier suffixes are done with
+            self.suffixes.pop(q, None)
+        return self.suffixes[self.suffix_panes[i]] if i < len(self.suffix_panes) else self.empty
+
+
 class WindowAggregator:
     """Keyed event-time window aggregation (see module docs).
 
@@ -325,6 +395,7 @@ class WindowAggregator:
             self._hq = np.zeros(256, dtype=np.int64)
             self._hv = np.full(256, -1, dtype=np.int64)
             self._panes: list[int] = []
+            self._runs: Optional[_PaneRuns] = None  # built with the records (_share_states)
             self._emit_groups = np.empty(0, dtype=np.int64)  # emission scratch (see _ensure_emit)
             self._emit_row = np.empty(0, dtype=np.int64)
             self._emit_src = np.empty(0, dtype=np.int64)
@@ -412,6 +483,8 @@ class WindowAggregator:
         self._records = Columns.share(states)
         self._ops, self._offs = builtin_layout([self._agg_list[i] for i in self._builtin], states)
         self._merged = _Records(self._records.rec.shape[1])
+        if self._mode == "pane" and self._k > 1:
+            self._runs = _PaneRuns(self._k, self._records.rec.shape[1])
 
     def _check_columns(self, names: Sequence[str]) -> None:
         if self.time is not None and self.time not in names:
@@ -621,6 +694,9 @@ class WindowAggregator:
 
     def _assign_panes(self, gids: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, int]:
         n = len(gids)
+        runs = self._runs
+        if runs is not None and runs.hi is not None and int(ts.min()) < self._offset + (runs.hi + 1) * self._p:
+            runs.clear()  # a row in a pane the runs have read
         self._ensure_slots(n)
         out = np.empty(n, dtype=np.int64)
         new_panes = np.empty(n + 1, dtype=np.int64)
@@ -758,6 +834,33 @@ class WindowAggregator:
                 js.add(j)
         return sorted(js)
 
+    def _panes_between(self, lo: int, hi: int) -> list[int]:
+        """The active panes q with ``lo <= q < hi``, ascending."""
+        return self._panes[bisect.bisect_left(self._panes, lo):bisect.bisect_left(self._panes, hi)]
+
+    def _sorted_pane(self, q: int) -> _Run:
+        """Pane ``q``'s groups and records, sorted by group."""
+        live = int(self._counters[4])  # no pane has more slots
+        self._emit_src = _arrow.grown(self._emit_src, live)
+        self._emit_row = _arrow.grown(self._emit_row, live)
+        n = _window.pane_slots(self._hg, self._hq, self._hv, self._s_group, self._s_next, self._s_flags, q,
+                               self._emit_src, self._emit_row)
+        groups = np.empty(n, dtype=np.int64)
+        rec = np.empty((n, self._records.rec.shape[1]), dtype=np.int64)
+        _window.sorted_records(self._emit_row, self._emit_src[:n], self._records.rec, self._keys.num_groups,
+                               groups, rec)
+        return groups, rec
+
+    def _merge_runs(self, a: _Run, b: _Run) -> _Run:
+        """One run of ``a`` then ``b`` (a group in both: its records merged)."""
+        if len(a[0]) == 0 or len(b[0]) == 0:
+            return b if len(a[0]) == 0 else a
+        n = len(a[0]) + len(b[0])
+        groups = np.empty(n, dtype=np.int64)
+        rec = np.empty((n, a[1].shape[1]), dtype=np.int64)
+        m = _window.merge_runs(a[0], a[1], b[0], b[1], self._ops, self._offs, groups, rec)
+        return groups[:m], rec[:m]
+
     def _window_panes(self, j: int) -> np.ndarray:
         lo = j * self._ks
         a = bisect.bisect_left(self._panes, lo)
@@ -802,7 +905,20 @@ class WindowAggregator:
         self._mark = _arrow.grown(self._mark, self._keys.num_groups, -1)
         refire_panes: set[int] = set()
         total_rows = 0
+        runs = self._runs if not want_pairs else None
         for j, refire in work:
+            if runs is not None and not refire:
+                suffix, prefix = runs.window(self, j * self._ks)
+                need = len(suffix[0]) + len(prefix[0])
+                if need == 0:
+                    continue
+                self._ensure_emit(total_rows + need, 0)
+                nrows = _window.merge_runs(suffix[0], suffix[1], prefix[0], prefix[1], self._ops, self._offs,
+                                           self._emit_groups[total_rows:], self._merged.rec[total_rows:])
+                starts.append(self._offset + j * self._slide)
+                counts.append(nrows)
+                total_rows += nrows
+                continue
             panes = self._window_panes(j)
             if len(panes) == 0:
                 continue
