@@ -585,6 +585,8 @@ def merge_runs(const int64_t[::1] ga, const int64_t[:, ::1] ra,
     cdef int64_t W = out_rec.shape[1], n = 0, x, y
     cdef int64_t* o
     cdef const int64_t* b
+    cdef const int64_t* pa
+    cdef const int64_t* pb
     cdef const int64_t* op = &ops[0] if nagg else NULL
     cdef const int64_t* off = &offs[0] if nagg else NULL
     if (na and ra.shape[1] != W) or (nb and rb.shape[1] != W) or ra.shape[0] < na or rb.shape[0] < nb \
@@ -597,23 +599,25 @@ def merge_runs(const int64_t[::1] ga, const int64_t[:, ::1] ra,
         if not (0 <= op[k] <= 9 and 0 <= off[k] < W):
             raise ValueError(f"merge_runs: unknown code {op[k]} or word {off[k]} outside {W} words")
     with nogil:
+        pa = &ra[0, 0] if na else NULL
+        pb = &rb[0, 0] if nb else NULL
         while i < na and j < nb:
             x = ga[i]
             y = gb[j]
             o = &out_rec[n, 0]
             if x <= y:
                 out_groups[n] = x
-                _copy_rec(o, &ra[i, 0], W)
+                _copy_rec(o, pa + i * W, W)
                 i += 1
                 if x == y:
-                    b = &rb[j, 0]
+                    b = pb + j * W
                     for k in range(nagg):
                         if b[off[k]] != 0:
                             _merge_one(<int>op[k], o + off[k], b + off[k])
                     j += 1
             else:
                 out_groups[n] = y
-                _copy_rec(o, &rb[j, 0], W)
+                _copy_rec(o, pb + j * W, W)
                 j += 1
             n += 1
         if i < na:
@@ -624,6 +628,62 @@ def merge_runs(const int64_t[::1] ga, const int64_t[:, ::1] ra,
             memcpy(&out_groups[n], &gb[j], <size_t>(nb - j) * 8)
             memcpy(&out_rec[n, 0], &rb[j, 0], <size_t>((nb - j) * W) * 8)
             n += nb - j
+    return n
+
+
+def merge_runs_columns(const int64_t[::1] ga, const int64_t[:, ::1] ra,
+                       const int64_t[::1] gb, const int64_t[:, ::1] rb,
+                       const int64_t[::1] ops, const int64_t[::1] offs,
+                       int64_t[::1] out_groups, int64_t[:, ::1] out_cols) -> int:
+    """``merge_runs`` written as columns: word ``w`` of output row ``r`` goes to
+    ``out_cols[w, r]`` for the first ``out_cols.shape[0]`` words (at most the
+    records' width), so that each field of the results is one contiguous array.
+    Returns the rows written."""
+    cdef Py_ssize_t i = 0, j = 0, na = ga.shape[0], nb = gb.shape[0], k, nagg = ops.shape[0]
+    cdef Py_ssize_t c, words = out_cols.shape[0], stride = out_cols.shape[1]
+    cdef int64_t W = ra.shape[1] if na else rb.shape[1], n = 0, x
+    cdef int64_t* tmp
+    cdef const int64_t* b
+    cdef const int64_t* pa
+    cdef const int64_t* pb
+    cdef int64_t* cols = &out_cols[0, 0] if words and stride else NULL
+    cdef const int64_t* op = &ops[0] if nagg else NULL
+    cdef const int64_t* off = &offs[0] if nagg else NULL
+    if (na and nb and ra.shape[1] != rb.shape[1]) or words > W or ra.shape[0] < na \
+            or rb.shape[0] < nb or offs.shape[0] != nagg:
+        raise ValueError("merge_runs_columns: records of different widths, more columns than words, "
+                         "or fewer rows than groups")
+    if out_groups.shape[0] < na + nb or (words and stride < na + nb):
+        raise ValueError(f"merge_runs_columns: outputs hold fewer than the {na + nb} rows needed")
+    for k in range(nagg):
+        if not (0 <= op[k] <= 9 and 0 <= off[k] < W):
+            raise ValueError(f"merge_runs_columns: unknown code {op[k]} or word {off[k]} outside {W} words")
+    pa = &ra[0, 0] if na else NULL
+    pb = &rb[0, 0] if nb else NULL
+    tmp = <int64_t*>malloc(<size_t>(W if W > 0 else 1) * 8)  # the output row being built
+    if tmp == NULL:
+        raise MemoryError("merge_runs_columns: row buffer")
+    with nogil:
+        while i < na or j < nb:
+            if j == nb or (i < na and ga[i] <= gb[j]):
+                x = ga[i]
+                _copy_rec(tmp, pa + i * W, W)
+                i += 1
+                if j < nb and gb[j] == x:
+                    b = pb + j * W
+                    for k in range(nagg):
+                        if b[off[k]] != 0:
+                            _merge_one(<int>op[k], tmp + off[k], b + off[k])
+                    j += 1
+            else:
+                x = gb[j]
+                _copy_rec(tmp, pb + j * W, W)
+                j += 1
+            out_groups[n] = x
+            for c in range(words):
+                cols[c * stride + n] = tmp[c]
+            n += 1
+    free(tmp)
     return n
 
 

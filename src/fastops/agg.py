@@ -192,8 +192,8 @@ class Columns:
 
     @classmethod
     def wrap(cls, spec: dict[str, np.dtype], rec: np.ndarray, off: int = 0) -> "Columns":
-        """Records ``rec`` (a C-contiguous (n, W) int64 array, this state's words
-        from ``off`` on) as state, not copied."""
+        """Records ``rec`` (an (n, W) int64 array, C-contiguous or column-major,
+        this state's words from ``off`` on) as state, not copied."""
         out = cls.__new__(cls)
         out.spec = spec
         out.names = list(spec)
@@ -236,6 +236,11 @@ class Columns:
         """Fields ``names`` of ``slots`` (None: every slot in order), copied in
         one kernel pass, and the null mask (``cnt == 0``; None when no slot is
         empty)."""
+        if slots is None and self.rec.shape[1] > 1 and self.rec.strides[0] == self.rec.itemsize:
+            # column-major records (sliding windows' output, not reused): each field is already an array
+            cols = [self.rec[:, self.off + self.names.index(k)].view(self.spec[k]) for k in names]
+            null = self.rec[:, self.off] == 0
+            return cols, (null if null.any() else None)
         if slots is not None:
             slots = np.ascontiguousarray(slots, dtype=np.int64)
         n = self.size if slots is None else len(slots)

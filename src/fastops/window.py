@@ -483,6 +483,7 @@ class WindowAggregator:
         self._records = Columns.share(states)
         self._ops, self._offs = builtin_layout([self._agg_list[i] for i in self._builtin], states)
         self._merged = _Records(self._records.rec.shape[1])
+        self._words = sum(len(st.names) for st in states)  # record words in use
         if self._mode == "pane" and self._k > 1:
             self._runs = _PaneRuns(self._k, self._records.rec.shape[1])
 
@@ -906,6 +907,7 @@ class WindowAggregator:
         refire_panes: set[int] = set()
         total_rows = 0
         runs = self._runs if not want_pairs else None
+        columns: list[np.ndarray] = []  # with runs: each window's output fields, one row per word
         for j, refire in work:
             if runs is not None and not refire:
                 suffix, prefix = runs.window(self, j * self._ks)
@@ -913,8 +915,10 @@ class WindowAggregator:
                 if need == 0:
                     continue
                 self._ensure_emit(total_rows + need, 0)
-                nrows = _window.merge_runs(suffix[0], suffix[1], prefix[0], prefix[1], self._ops, self._offs,
-                                           self._emit_groups[total_rows:], self._merged.rec[total_rows:])
+                cols = np.empty((self._words, need), dtype=np.int64)
+                nrows = _window.merge_runs_columns(suffix[0], suffix[1], prefix[0], prefix[1], self._ops,
+                                                   self._offs, self._emit_groups[total_rows:], cols)
+                columns.append(cols[:, :nrows])
                 starts.append(self._offset + j * self._slide)
                 counts.append(nrows)
                 total_rows += nrows
@@ -936,6 +940,8 @@ class WindowAggregator:
                 pieces_row.append(self._emit_row[:npairs].copy())
             if want_pairs or direct:
                 pieces_s.append(self._emit_src[:npairs].copy())
+            if runs is not None:
+                columns.append(self._merged.rec[total_rows:total_rows + nrows, :self._words].T.copy())
             starts.append(self._offset + j * self._slide)
             counts.append(nrows)
             total_rows += nrows
@@ -948,6 +954,8 @@ class WindowAggregator:
             if want_pairs or direct:
                 src = np.concatenate(pieces_s)
             merged, read = (rec, src) if direct else (self._merged.rec[:total_rows], None)
+            if runs is not None:
+                merged = (columns[0] if len(columns) == 1 else np.concatenate(columns, axis=1)).T
             for i in self._builtin:
                 st = self._states[i]
                 results[i] = self._agg_list[i].result(Columns.wrap(st.spec, merged, st.off), read)
