@@ -509,9 +509,13 @@ cdef enum:
 
 
 cdef inline void _copy_rec(int64_t* o, const int64_t* b, int64_t W) noexcept nogil:
-    """One record of ``W`` words; the usual 8 (one cache line) as a fixed-size copy."""
+    """One record of ``W`` words; the usual widths as fixed-size copies."""
     if W == 8:
         memcpy(o, b, 64)
+    elif W == 6:
+        memcpy(o, b, 48)
+    elif W == 4:
+        memcpy(o, b, 32)
     else:
         memcpy(o, b, <size_t>W * 8)
 
@@ -520,10 +524,11 @@ def sorted_records(const int64_t[::1] groups, int64_t[::1] slots, const int64_t[
                    int64_t max_group, int64_t[::1] out_groups, int64_t[:, ::1] out_rec) -> int:
     """The records ``rec[slots[i]]`` of one pane sorted by their groups
     ``groups[i]`` (distinct; below ``max_group``): an LSD radix sort of the
-    (group, slot) pairs, then one gather. Fills ``out_groups`` / ``out_rec``
-    rows ``[0, n)``; ``slots`` is reordered. Returns n."""
+    (group, slot) pairs, then one gather of each record's first
+    ``out_rec.shape[1]`` words. Fills ``out_groups`` / ``out_rec`` rows
+    ``[0, n)``; ``slots`` is reordered. Returns n."""
     cdef Py_ssize_t i, n = slots.shape[0]
-    cdef int64_t W = rec.shape[1], shift = 0, d
+    cdef int64_t W = out_rec.shape[1], shift = 0, d
     cdef int64_t* buf
     cdef int64_t* g
     cdef int64_t* v
@@ -532,9 +537,9 @@ def sorted_records(const int64_t[::1] groups, int64_t[::1] slots, const int64_t[
     cdef int64_t* t
     cdef int64_t count[1 << RADIX_BITS]
     cdef int64_t acc, c
-    if groups.shape[0] < n or out_groups.shape[0] < n or out_rec.shape[0] < n or out_rec.shape[1] != W:
+    if groups.shape[0] < n or out_groups.shape[0] < n or out_rec.shape[0] < n or W > rec.shape[1]:
         raise ValueError(f"sorted_records: outputs of {out_groups.shape[0]} / {out_rec.shape[0]} rows "
-                         f"for {n} slots, or {out_rec.shape[1]} words per row for {W}")
+                         f"for {n} slots, or {W} words per row of records of {rec.shape[1]}")
     if n == 0:
         return 0
     buf = <int64_t*>malloc(<size_t>(3 * n) * sizeof(int64_t))
@@ -573,6 +578,75 @@ def sorted_records(const int64_t[::1] groups, int64_t[::1] slots, const int64_t[
     return n
 
 
+cdef extern from "_runs.h" nogil:
+    Py_ssize_t fastops_merge_runs(const int64_t* ga, const int64_t* pa, Py_ssize_t na,
+                                  const int64_t* gb, const int64_t* pb, Py_ssize_t nb, Py_ssize_t W,
+                                  int64_t* og, int64_t* out, Py_ssize_t stride, Py_ssize_t words,
+                                  int64_t* both, Py_ssize_t* nboth)
+
+
+cdef Py_ssize_t _merge_checked(const int64_t[::1] ga, const int64_t[:, ::1] ra,
+                               const int64_t[::1] gb, const int64_t[:, ::1] rb,
+                               const int64_t[::1] ops, const int64_t[::1] offs,
+                               int64_t[::1] out_groups, int64_t* out, Py_ssize_t rows,
+                               Py_ssize_t stride) except -1:
+    """Check the arguments of a merge of runs (``rows``: the room in ``out``;
+    ``stride``: 0 for rows, else the distance between columns) and run it:
+    ``_runs.h`` places every output row, then the groups on both sides get
+    b's record merged in here."""
+    cdef Py_ssize_t na = ga.shape[0], nb = gb.shape[0], nagg = ops.shape[0], k, t, n, nboth = 0, c, r
+    cdef Py_ssize_t W = ra.shape[1] if na else rb.shape[1]
+    cdef int64_t* both
+    cdef int64_t* o
+    cdef const int64_t* b
+    cdef const int64_t* op = &ops[0] if nagg else NULL
+    cdef const int64_t* off = &offs[0] if nagg else NULL
+    if (na and nb and ra.shape[1] != rb.shape[1]) or ra.shape[0] < na or rb.shape[0] < nb \
+            or offs.shape[0] != nagg:
+        raise ValueError("merge of runs: records of different widths, or fewer rows than groups")
+    if out_groups.shape[0] < na + nb or rows < na + nb:
+        raise ValueError(f"merge of runs: outputs hold fewer than the {na + nb} rows needed")
+    if na + nb >= (<Py_ssize_t>1 << 31):
+        raise ValueError(f"merge of runs: {na + nb} rows, the limit is 2**31 - 1")
+    for k in range(nagg):
+        if not (0 <= op[k] <= 9 and 0 <= off[k] < W):
+            raise ValueError(f"merge of runs: unknown code {op[k]} or word {off[k]} outside {W} words")
+    if na + nb == 0:
+        return 0
+    # both[0:t] (output row << 32 | b's index), t = min(na, nb) + 1; then W words of scratch
+    both = <int64_t*>malloc(<size_t>(min(na, nb) + 1 + W) * 8)
+    if both == NULL:
+        raise MemoryError("merge of runs: list of shared groups")
+    with nogil:
+        t = min(na, nb) + 1
+        n = fastops_merge_runs(&ga[0] if na else NULL, &ra[0, 0] if na else NULL, na,
+                               &gb[0] if nb else NULL, &rb[0, 0] if nb else NULL, nb, W,
+                               &out_groups[0], out, stride, W, both, &nboth)
+        o = both + t  # a row gathered from the columns
+        for k in range(nboth):
+            r = both[k] >> 32
+            b = &rb[both[k] & <int64_t>0xFFFFFFFF, 0]
+            if stride == 0:
+                _merge_record(out + r * W, b, op, off, nagg)
+            else:
+                for c in range(W):
+                    o[c] = out[c * stride + r]
+                _merge_record(o, b, op, off, nagg)
+                for c in range(W):
+                    out[c * stride + r] = o[c]
+    free(both)
+    return n
+
+
+cdef inline void _merge_record(int64_t* a, const int64_t* b, const int64_t* op, const int64_t* off,
+                               Py_ssize_t nagg) noexcept nogil:
+    """Record ``b`` merged into ``a``, aggregate by aggregate (empty ones skipped)."""
+    cdef Py_ssize_t k
+    for k in range(nagg):
+        if b[off[k]] != 0:
+            _merge_one(<int>op[k], a + off[k], b + off[k])
+
+
 def merge_runs(const int64_t[::1] ga, const int64_t[:, ::1] ra,
                const int64_t[::1] gb, const int64_t[:, ::1] rb,
                const int64_t[::1] ops, const int64_t[::1] offs,
@@ -580,55 +654,12 @@ def merge_runs(const int64_t[::1] ga, const int64_t[:, ::1] ra,
     """Merge two lists of (group, record) sorted by group into one: a group
     in both gets ``a (+) b`` (``b`` the later rows), aggregate ``k`` merged by
     code ``ops[k]`` at word ``offs[k]``. The outputs hold ``len(ga) +
-    len(gb)`` rows at least. Returns the rows written."""
-    cdef Py_ssize_t i = 0, j = 0, na = ga.shape[0], nb = gb.shape[0], k, nagg = ops.shape[0]
-    cdef int64_t W = out_rec.shape[1], n = 0, x, y
-    cdef int64_t* o
-    cdef const int64_t* b
-    cdef const int64_t* pa
-    cdef const int64_t* pb
-    cdef const int64_t* op = &ops[0] if nagg else NULL
-    cdef const int64_t* off = &offs[0] if nagg else NULL
-    if (na and ra.shape[1] != W) or (nb and rb.shape[1] != W) or ra.shape[0] < na or rb.shape[0] < nb \
-            or offs.shape[0] != nagg:
-        raise ValueError("merge_runs: records of different widths or fewer rows than groups")
-    if out_groups.shape[0] < na + nb or out_rec.shape[0] < na + nb:
-        raise ValueError(f"merge_runs: outputs hold {min(out_groups.shape[0], out_rec.shape[0])} rows, "
-                         f"need {na + nb}")
-    for k in range(nagg):
-        if not (0 <= op[k] <= 9 and 0 <= off[k] < W):
-            raise ValueError(f"merge_runs: unknown code {op[k]} or word {off[k]} outside {W} words")
-    with nogil:
-        pa = &ra[0, 0] if na else NULL
-        pb = &rb[0, 0] if nb else NULL
-        while i < na and j < nb:
-            x = ga[i]
-            y = gb[j]
-            o = &out_rec[n, 0]
-            if x <= y:
-                out_groups[n] = x
-                _copy_rec(o, pa + i * W, W)
-                i += 1
-                if x == y:
-                    b = pb + j * W
-                    for k in range(nagg):
-                        if b[off[k]] != 0:
-                            _merge_one(<int>op[k], o + off[k], b + off[k])
-                    j += 1
-            else:
-                out_groups[n] = y
-                _copy_rec(o, pb + j * W, W)
-                j += 1
-            n += 1
-        if i < na:
-            memcpy(&out_groups[n], &ga[i], <size_t>(na - i) * 8)
-            memcpy(&out_rec[n, 0], &ra[i, 0], <size_t>((na - i) * W) * 8)
-            n += na - i
-        if j < nb:
-            memcpy(&out_groups[n], &gb[j], <size_t>(nb - j) * 8)
-            memcpy(&out_rec[n, 0], &rb[j, 0], <size_t>((nb - j) * W) * 8)
-            n += nb - j
-    return n
+    len(gb)`` rows at least, of the records' width. Returns the rows written."""
+    if out_rec.shape[1] != (ra.shape[1] if ga.shape[0] else rb.shape[1]):
+        raise ValueError("merge_runs: output rows of another width than the records")
+    return _merge_checked(ga, ra, gb, rb, ops, offs, out_groups,
+                          &out_rec[0, 0] if out_rec.shape[0] and out_rec.shape[1] else NULL,
+                          out_rec.shape[0], 0)
 
 
 def merge_runs_columns(const int64_t[::1] ga, const int64_t[:, ::1] ra,
@@ -636,55 +667,14 @@ def merge_runs_columns(const int64_t[::1] ga, const int64_t[:, ::1] ra,
                        const int64_t[::1] ops, const int64_t[::1] offs,
                        int64_t[::1] out_groups, int64_t[:, ::1] out_cols) -> int:
     """``merge_runs`` written as columns: word ``w`` of output row ``r`` goes to
-    ``out_cols[w, r]`` for the first ``out_cols.shape[0]`` words (at most the
-    records' width), so that each field of the results is one contiguous array.
-    Returns the rows written."""
-    cdef Py_ssize_t i = 0, j = 0, na = ga.shape[0], nb = gb.shape[0], k, nagg = ops.shape[0]
-    cdef Py_ssize_t c, words = out_cols.shape[0], stride = out_cols.shape[1]
-    cdef int64_t W = ra.shape[1] if na else rb.shape[1], n = 0, x
-    cdef int64_t* tmp
-    cdef const int64_t* b
-    cdef const int64_t* pa
-    cdef const int64_t* pb
-    cdef int64_t* cols = &out_cols[0, 0] if words and stride else NULL
-    cdef const int64_t* op = &ops[0] if nagg else NULL
-    cdef const int64_t* off = &offs[0] if nagg else NULL
-    if (na and nb and ra.shape[1] != rb.shape[1]) or words > W or ra.shape[0] < na \
-            or rb.shape[0] < nb or offs.shape[0] != nagg:
-        raise ValueError("merge_runs_columns: records of different widths, more columns than words, "
-                         "or fewer rows than groups")
-    if out_groups.shape[0] < na + nb or (words and stride < na + nb):
-        raise ValueError(f"merge_runs_columns: outputs hold fewer than the {na + nb} rows needed")
-    for k in range(nagg):
-        if not (0 <= op[k] <= 9 and 0 <= off[k] < W):
-            raise ValueError(f"merge_runs_columns: unknown code {op[k]} or word {off[k]} outside {W} words")
-    pa = &ra[0, 0] if na else NULL
-    pb = &rb[0, 0] if nb else NULL
-    tmp = <int64_t*>malloc(<size_t>(W if W > 0 else 1) * 8)  # the output row being built
-    if tmp == NULL:
-        raise MemoryError("merge_runs_columns: row buffer")
-    with nogil:
-        while i < na or j < nb:
-            if j == nb or (i < na and ga[i] <= gb[j]):
-                x = ga[i]
-                _copy_rec(tmp, pa + i * W, W)
-                i += 1
-                if j < nb and gb[j] == x:
-                    b = pb + j * W
-                    for k in range(nagg):
-                        if b[off[k]] != 0:
-                            _merge_one(<int>op[k], tmp + off[k], b + off[k])
-                    j += 1
-            else:
-                x = gb[j]
-                _copy_rec(tmp, pb + j * W, W)
-                j += 1
-            out_groups[n] = x
-            for c in range(words):
-                cols[c * stride + n] = tmp[c]
-            n += 1
-    free(tmp)
-    return n
+    ``out_cols[w, r]`` (one row per record word), so that each field of the
+    results is one contiguous array. Returns the rows written."""
+    cdef Py_ssize_t words = out_cols.shape[0], rows = out_cols.shape[1]
+    if words != (ra.shape[1] if ga.shape[0] else rb.shape[1]):
+        raise ValueError("merge_runs_columns: not one output row per record word")
+    return _merge_checked(ga, ra, gb, rb, ops, offs, out_groups,
+                          &out_cols[0, 0] if words and rows else NULL,
+                          rows if words else out_groups.shape[0], rows if rows else 1)
 
 
 def pairs_plan(const int64_t[::1] rows, const int64_t[::1] src, int64_t nrows, int64_t top,

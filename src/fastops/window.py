@@ -485,7 +485,7 @@ class WindowAggregator:
         self._merged = _Records(self._records.rec.shape[1])
         self._words = sum(len(st.names) for st in states)  # record words in use
         if self._mode == "pane" and self._k > 1:
-            self._runs = _PaneRuns(self._k, self._records.rec.shape[1])
+            self._runs = _PaneRuns(self._k, self._words)
 
     def _check_columns(self, names: Sequence[str]) -> None:
         if self.time is not None and self.time not in names:
@@ -847,7 +847,7 @@ class WindowAggregator:
         n = _window.pane_slots(self._hg, self._hq, self._hv, self._s_group, self._s_next, self._s_flags, q,
                                self._emit_src, self._emit_row)
         groups = np.empty(n, dtype=np.int64)
-        rec = np.empty((n, self._records.rec.shape[1]), dtype=np.int64)
+        rec = np.empty((n, self._words), dtype=np.int64)  # the words in use: less to copy and merge
         _window.sorted_records(self._emit_row, self._emit_src[:n], self._records.rec, self._keys.num_groups,
                                groups, rec)
         return groups, rec
