@@ -134,3 +134,99 @@ def test_kernels_reject_bad_arguments():
                            np.array([0], dtype=np.int64), rec, np.zeros(1, dtype=np.int64),
                            [np.zeros(0, dtype=np.int64)], [np.zeros(1, dtype=np.uint8)],
                            np.zeros(1, dtype=np.int64))
+
+
+@st.composite
+def runs(draw):
+    """Rows in 2 * groups slots: group g's record is slot 2g in run a (if
+    there) and slot 2g + 1 in run b (if there)."""
+    groups = draw(st.integers(1, 12))
+    in_a = draw(st.lists(st.booleans(), min_size=groups, max_size=groups))
+    in_b = draw(st.lists(st.booleans(), min_size=groups, max_size=groups))
+    n = draw(st.integers(0, 80))
+    slots = draw(st.lists(st.integers(0, 2 * groups - 1), min_size=n, max_size=n))
+    f = draw(st.lists(st.none() | st.floats(-1e6, 1e6), min_size=n, max_size=n))
+    i = draw(st.lists(st.none() | st.integers(-(2**62), 2**62), min_size=n, max_size=n))
+    ts = draw(st.permutations(list(range(n))))
+    return groups, in_a, in_b, slots, f, i, ts
+
+
+@settings(max_examples=100, deadline=None)
+@given(runs(), st.booleans())
+def test_merge_runs_matches_reference(case, as_columns):
+    """Two runs (groups ascending, their records) merge into the union of
+    their groups, a group in both getting the aggregate of both slots' rows;
+    written as rows or as one column per record word."""
+    groups, in_a, in_b, slots, f, i, ts = case
+    aggs = [make(*a) for a in AGGS]
+    states = [a.new_state() for a in aggs]
+    store = Columns.share(states)
+    ops, offs = builtin_layout(aggs, states)
+    cols = {"f": pa.array(f, pa.float64()), "i": pa.array(i, pa.int64())}
+    update_builtins(aggs, store, ops, offs, np.array(slots, dtype=np.int64),
+                    [None if c is None else cols[c] for _, c, _ in AGGS], np.array(ts, dtype=np.int64),
+                    2 * groups)
+    words = sum(len(s.names) for s in states)
+    ga = np.flatnonzero(in_a).astype(np.int64)
+    gb = np.flatnonzero(in_b).astype(np.int64)
+    ra = np.ascontiguousarray(store.rec[2 * ga, :words])
+    rb = np.ascontiguousarray(store.rec[2 * gb + 1, :words])
+    need = len(ga) + len(gb)
+    out_groups = np.full(need, -1, dtype=np.int64)
+    if as_columns:
+        out = np.zeros((words, need), dtype=np.int64)
+        m = _window.merge_runs_columns(ga, ra, gb, rb, ops, offs, out_groups, out)
+        merged = out[:, :m].T
+    else:
+        out = np.zeros((need, words), dtype=np.int64)
+        m = _window.merge_runs(ga, ra, gb, rb, ops, offs, out_groups, out)
+        merged = out[:m]
+    union = sorted(set(ga.tolist()) | set(gb.tolist()))
+    assert out_groups[:m].tolist() == union
+    for (kind, col, ddof), a, s in zip(AGGS, aggs, states):
+        got = a.result(Columns.wrap(s.spec, merged, s.off), None).to_pylist()
+        for r, g in enumerate(union):
+            chosen = [2 * g] * bool(in_a[g]) + [2 * g + 1] * bool(in_b[g])
+            rows = [r2 for r2, s2 in enumerate(slots) if s2 in chosen]
+            if kind == "count_rows":
+                exp = len(rows)
+            else:
+                values = [(f if col == "f" else i)[r2] for r2 in rows]
+                exp = ref.aggregate(kind, values, [ts[r2] for r2 in rows], rows, ddof)
+            assert ref.close(got[r], exp), (kind, col, g, got[r], exp)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(0, 2**20), unique=True, max_size=3000), st.integers(1, 8))
+def test_sorted_records_sorts_a_pane_by_group(groups, words):
+    """A pane's (group, slot) pairs come out sorted by group (radix sort over
+    several digits), each with its slot's record, as an argsort says."""
+    rng = np.random.default_rng(len(groups))
+    g = np.array(groups, dtype=np.int64)
+    slots = rng.permutation(len(g) + 5)[: len(g)].astype(np.int64)
+    rec = rng.integers(-(2**40), 2**40, size=(len(g) + 5, 8)).astype(np.int64)
+    out_groups = np.empty(len(g), dtype=np.int64)
+    out_rec = np.empty((len(g), words), dtype=np.int64)
+    n = _window.sorted_records(g, slots.copy(), rec, 2**20 + 1, out_groups, out_rec)
+    order = np.argsort(g, kind="stable")
+    assert n == len(g)
+    np.testing.assert_array_equal(out_groups, g[order])
+    np.testing.assert_array_equal(out_rec, rec[slots[order], :words])
+
+
+def test_run_kernels_reject_bad_arguments():
+    g = np.array([1, 2], dtype=np.int64)
+    r = np.zeros((2, 3), dtype=np.int64)
+    code, word = np.array([0], dtype=np.int64), np.array([0], dtype=np.int64)
+    with pytest.raises(ValueError, match="rows needed"):
+        _window.merge_runs(g, r, g, r, code, word, np.empty(3, dtype=np.int64), np.empty((3, 3), dtype=np.int64))
+    with pytest.raises(ValueError, match="width"):
+        _window.merge_runs(g, r, g, r, code, word, np.empty(4, dtype=np.int64), np.empty((4, 2), dtype=np.int64))
+    with pytest.raises(ValueError, match="unknown code"):
+        _window.merge_runs(g, r, g, r, np.array([42], dtype=np.int64), word, np.empty(4, dtype=np.int64),
+                           np.empty((4, 3), dtype=np.int64))
+    with pytest.raises(ValueError, match="record word"):
+        _window.merge_runs_columns(g, r, g, r, code, word, np.empty(4, dtype=np.int64),
+                                   np.empty((2, 4), dtype=np.int64))
+    with pytest.raises(ValueError, match="words per row"):
+        _window.sorted_records(g, g.copy(), r, 3, np.empty(2, dtype=np.int64), np.empty((2, 4), dtype=np.int64))

@@ -914,8 +914,8 @@ class WindowAggregator:
                 need = len(suffix[0]) + len(prefix[0])
                 if need == 0:
                     continue
-                self._ensure_emit(total_rows + need, 0)
-                cols = np.empty((self._words, need), dtype=np.int64)
+                self._emit_groups = _arrow.grown(self._emit_groups, total_rows + need)
+                cols = _arrow.empty(self._words * need, np.int64)[0].reshape(self._words, need)
                 nrows = _window.merge_runs_columns(suffix[0], suffix[1], prefix[0], prefix[1], self._ops,
                                                    self._offs, self._emit_groups[total_rows:], cols)
                 columns.append(cols[:, :nrows])
