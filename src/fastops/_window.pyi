@@ -37,6 +37,30 @@ def pane_emit(hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # const int64[::1
               merge: bool = True,       # False: out_rec untouched (windows of one pane)
               pairs: bool = True,       # False (with merge, no refire): no pairs kept, one pass
               ) -> tuple[int, int]: ...
+def pane_slots(hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # const int64[::1]
+               s_group: np.ndarray, s_next: np.ndarray,  # const int64[::1]
+               s_flags: np.ndarray,        # const uint8[::1]
+               q: int,
+               out_slots: np.ndarray, out_groups: np.ndarray,  # int64[::1], modified
+               ) -> int: ...  # -1: outputs too short
+def sorted_records(groups: np.ndarray,     # const int64[::1] distinct, < max_group
+                   slots: np.ndarray,      # int64[::1], reordered
+                   rec: np.ndarray,        # const int64[:, ::1]
+                   max_group: int,
+                   out_groups: np.ndarray,  # int64[::1], modified
+                   out_rec: np.ndarray,     # int64[:, ::1] (its width: words copied), modified
+                   ) -> int: ...
+def merge_runs(ga: np.ndarray, ra: np.ndarray,  # const int64[::1] ascending, const int64[:, ::1]
+               gb: np.ndarray, rb: np.ndarray,  # the same; b holds the later rows
+               ops: np.ndarray, offs: np.ndarray,  # const int64[::1] merge codes and words
+               out_groups: np.ndarray,  # int64[::1] (len(ga) + len(gb)), modified
+               out_rec: np.ndarray,     # int64[:, ::1] (same rows, the records' width), modified
+               ) -> int: ...
+def merge_runs_columns(ga: np.ndarray, ra: np.ndarray, gb: np.ndarray, rb: np.ndarray,
+                       ops: np.ndarray, offs: np.ndarray,
+                       out_groups: np.ndarray,  # int64[::1], modified
+                       out_cols: np.ndarray,    # int64[:, ::1] (record words, rows), modified
+                       ) -> int: ...
 def pairs_plan(rows: np.ndarray, src: np.ndarray,  # const int64[::1]
                nrows: int, top: int,
                count: np.ndarray,         # int64[::1] scratch (nrows)
