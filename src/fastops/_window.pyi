@@ -60,6 +60,7 @@ def merge_runs_columns(ga: np.ndarray, ra: np.ndarray, gb: np.ndarray, rb: np.nd
                        ops: np.ndarray, offs: np.ndarray,
                        out_groups: np.ndarray,  # int64[::1], modified
                        out_cols: np.ndarray,    # int64[:, ::1] (record words, rows), modified
+                       row0: int = 0,           # first row of out_cols written
                        ) -> int: ...
 def pairs_plan(rows: np.ndarray, src: np.ndarray,  # const int64[::1]
                nrows: int, top: int,

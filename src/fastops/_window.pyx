@@ -665,16 +665,19 @@ def merge_runs(const int64_t[::1] ga, const int64_t[:, ::1] ra,
 def merge_runs_columns(const int64_t[::1] ga, const int64_t[:, ::1] ra,
                        const int64_t[::1] gb, const int64_t[:, ::1] rb,
                        const int64_t[::1] ops, const int64_t[::1] offs,
-                       int64_t[::1] out_groups, int64_t[:, ::1] out_cols) -> int:
+                       int64_t[::1] out_groups, int64_t[:, ::1] out_cols, Py_ssize_t row0=0) -> int:
     """``merge_runs`` written as columns: word ``w`` of output row ``r`` goes to
-    ``out_cols[w, r]`` (one row per record word), so that each field of the
-    results is one contiguous array. Returns the rows written."""
-    cdef Py_ssize_t words = out_cols.shape[0], rows = out_cols.shape[1]
+    ``out_cols[w, row0 + r]`` (one row of ``out_cols`` per record word), so
+    that each field of the results is one contiguous array; ``out_groups``
+    gets rows from 0. Returns the rows written."""
+    cdef Py_ssize_t words = out_cols.shape[0], cap = out_cols.shape[1]
     if words != (ra.shape[1] if ga.shape[0] else rb.shape[1]):
         raise ValueError("merge_runs_columns: not one output row per record word")
+    if not 0 <= row0 <= cap:
+        raise ValueError(f"merge_runs_columns: first row {row0} outside {cap} columns' rows")
     return _merge_checked(ga, ra, gb, rb, ops, offs, out_groups,
-                          &out_cols[0, 0] if words and rows else NULL,
-                          rows if words else out_groups.shape[0], rows if rows else 1)
+                          &out_cols[0, row0] if words and row0 < cap else NULL,
+                          cap - row0 if words else out_groups.shape[0], cap if cap else 1)
 
 
 def pairs_plan(const int64_t[::1] rows, const int64_t[::1] src, int64_t nrows, int64_t top,

@@ -907,21 +907,10 @@ class WindowAggregator:
         refire_panes: set[int] = set()
         total_rows = 0
         runs = self._runs if not want_pairs else None
-        columns: list[np.ndarray] = []  # with runs: each window's output fields, one row per word
+        fast: list[int] = []  # with runs: the windows emitted from them, after every refire
         for j, refire in work:
             if runs is not None and not refire:
-                suffix, prefix = runs.window(self, j * self._ks)
-                need = len(suffix[0]) + len(prefix[0])
-                if need == 0:
-                    continue
-                self._emit_groups = _arrow.grown(self._emit_groups, total_rows + need)
-                cols = _arrow.empty(self._words * need, np.int64)[0].reshape(self._words, need)
-                nrows = _window.merge_runs_columns(suffix[0], suffix[1], prefix[0], prefix[1], self._ops,
-                                                   self._offs, self._emit_groups[total_rows:], cols)
-                columns.append(cols[:, :nrows])
-                starts.append(self._offset + j * self._slide)
-                counts.append(nrows)
-                total_rows += nrows
+                fast.append(j)
                 continue
             panes = self._window_panes(j)
             if len(panes) == 0:
@@ -940,11 +929,12 @@ class WindowAggregator:
                 pieces_row.append(self._emit_row[:npairs].copy())
             if want_pairs or direct:
                 pieces_s.append(self._emit_src[:npairs].copy())
-            if runs is not None:
-                columns.append(self._merged.rec[total_rows:total_rows + nrows, :self._words].T.copy())
             starts.append(self._offset + j * self._slide)
             counts.append(nrows)
             total_rows += nrows
+        columns = None
+        if runs is not None and (fast or total_rows):
+            total_rows, columns = self._emit_runs(runs, fast, total_rows, starts, counts)
         if refire_panes:
             _window.pane_clear_dirty(self._hg, self._hq, self._hv, self._s_next, self._s_flags,
                                      np.array(sorted(refire_panes), dtype=np.int64))
@@ -954,8 +944,8 @@ class WindowAggregator:
             if want_pairs or direct:
                 src = np.concatenate(pieces_s)
             merged, read = (rec, src) if direct else (self._merged.rec[:total_rows], None)
-            if runs is not None:
-                merged = (columns[0] if len(columns) == 1 else np.concatenate(columns, axis=1)).T
+            if columns is not None:
+                merged = columns[:, :total_rows].T
             for i in self._builtin:
                 st = self._states[i]
                 results[i] = self._agg_list[i].result(Columns.wrap(st.spec, merged, st.off), read)
@@ -967,6 +957,26 @@ class WindowAggregator:
             ws = np.repeat(np.array(starts, dtype=np.int64), counts)
             out = self._build(ws, ws + self._size, self._emit_groups[:total_rows], results)
         return out
+
+    def _emit_runs(self, runs: _PaneRuns, fast: list[int], nrows: int, starts: list[int],
+                   counts: list[int]) -> tuple[int, np.ndarray]:
+        """Windows ``fast`` merged from their suffix and prefix runs, after the
+        ``nrows`` rows of merged records already emitted, into one array per
+        record word (each aggregate's fields then need no gathering). Returns
+        the rows and that array."""
+        parts = [(j, runs.window(self, j * self._ks)) for j in fast]
+        cap = nrows + sum(len(suffix[0]) + len(prefix[0]) for _, (suffix, prefix) in parts)
+        columns = _arrow.empty(self._words * cap, np.int64)[0].reshape(self._words, cap)
+        columns[:, :nrows] = self._merged.rec[:nrows, :self._words].T
+        self._emit_groups = _arrow.grown(self._emit_groups, cap)
+        for j, (suffix, prefix) in parts:
+            n = _window.merge_runs_columns(suffix[0], suffix[1], prefix[0], prefix[1], self._ops, self._offs,
+                                           self._emit_groups[nrows:], columns, nrows)
+            if n:
+                starts.append(self._offset + j * self._slide)
+                counts.append(n)
+                nrows += n
+        return nrows, columns
 
     def _advance_sessions(self, t: int) -> pa.RecordBatch:
         nslots = int(self._counters[0])
