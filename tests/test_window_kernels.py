@@ -197,17 +197,20 @@ def test_merge_runs_matches_reference(case, as_columns):
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.lists(st.integers(0, 2**20), unique=True, max_size=3000), st.integers(1, 8))
-def test_sorted_records_sorts_a_pane_by_group(groups, words):
-    """A pane's (group, slot) pairs come out sorted by group (radix sort over
-    several digits), each with its slot's record, as an argsort says."""
+@given(st.lists(st.integers(0, 2**20), unique=True, max_size=3000), st.integers(1, 8), st.booleans())
+def test_sorted_records_sorts_a_pane_by_group(groups, words, bitmap):
+    """A pane's (group, slot) pairs come out sorted by group (from a bitmap of
+    the groups, or a radix sort over several digits), each with its slot's
+    record, as an argsort says."""
     rng = np.random.default_rng(len(groups))
     g = np.array(groups, dtype=np.int64)
     slots = rng.permutation(len(g) + 5)[: len(g)].astype(np.int64)
     rec = rng.integers(-(2**40), 2**40, size=(len(g) + 5, 8)).astype(np.int64)
     out_groups = np.empty(len(g), dtype=np.int64)
     out_rec = np.empty((len(g), words), dtype=np.int64)
-    n = _window.sorted_records(g, slots.copy(), rec, 2**20 + 1, out_groups, out_rec)
+    max_group = int(g.max()) + 1 if len(g) and bitmap else 2**20 + 1
+    scratch = np.full(max_group if bitmap else 0, -7, dtype=np.int32)
+    n = _window.sorted_records(g, slots, rec, max_group, out_groups, out_rec, scratch)
     order = np.argsort(g, kind="stable")
     assert n == len(g)
     np.testing.assert_array_equal(out_groups, g[order])
@@ -228,5 +231,9 @@ def test_run_kernels_reject_bad_arguments():
     with pytest.raises(ValueError, match="record word"):
         _window.merge_runs_columns(g, r, g, r, code, word, np.empty(4, dtype=np.int64),
                                    np.empty((2, 4), dtype=np.int64))
+    none = np.empty(0, dtype=np.int32)
     with pytest.raises(ValueError, match="words per row"):
-        _window.sorted_records(g, g.copy(), r, 3, np.empty(2, dtype=np.int64), np.empty((2, 4), dtype=np.int64))
+        _window.sorted_records(g, g.copy(), r, 3, np.empty(2, dtype=np.int64), np.empty((2, 4), dtype=np.int64), none)
+    with pytest.raises(ValueError, match="group 2 outside"):
+        _window.sorted_records(g, g.copy(), np.zeros((3, 3), dtype=np.int64), 2, np.empty(2, dtype=np.int64),
+                               np.empty((2, 3), dtype=np.int64), np.empty(2, dtype=np.int32))

@@ -44,11 +44,12 @@ def pane_slots(hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # const int64[::
                out_slots: np.ndarray, out_groups: np.ndarray,  # int64[::1], modified
                ) -> int: ...  # -1: outputs too short
 def sorted_records(groups: np.ndarray,     # const int64[::1] distinct, < max_group
-                   slots: np.ndarray,      # int64[::1], reordered
+                   slots: np.ndarray,      # const int64[::1]
                    rec: np.ndarray,        # const int64[:, ::1]
                    max_group: int,
                    out_groups: np.ndarray,  # int64[::1], modified
                    out_rec: np.ndarray,     # int64[:, ::1] (its width: words copied), modified
+                   scratch: np.ndarray,     # int32[::1] (max_group, or fewer: radix sort)
                    ) -> int: ...
 def merge_runs(ga: np.ndarray, ra: np.ndarray,  # const int64[::1] ascending, const int64[:, ::1]
                gb: np.ndarray, rb: np.ndarray,  # the same; b holds the later rows

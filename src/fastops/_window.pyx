@@ -33,7 +33,7 @@ Session table
 slots, ``[5 + c]`` first slot + 1 of the free chunks of class ``c`` (0: none).
 """
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcmp, memcpy, memset
 
 cdef extern from *:
@@ -520,65 +520,86 @@ cdef inline void _copy_rec(int64_t* o, const int64_t* b, int64_t W) noexcept nog
         memcpy(o, b, <size_t>W * 8)
 
 
-def sorted_records(const int64_t[::1] groups, int64_t[::1] slots, const int64_t[:, ::1] rec,
-                   int64_t max_group, int64_t[::1] out_groups, int64_t[:, ::1] out_rec) -> int:
+def sorted_records(const int64_t[::1] groups, const int64_t[::1] slots, const int64_t[:, ::1] rec,
+                   int64_t max_group, int64_t[::1] out_groups, int64_t[:, ::1] out_rec,
+                   int32_t[::1] scratch) -> int:
     """The records ``rec[slots[i]]`` of one pane sorted by their groups
-    ``groups[i]`` (distinct; below ``max_group``): an LSD radix sort of the
-    (group, slot) pairs, then one gather of each record's first
-    ``out_rec.shape[1]`` words. Fills ``out_groups`` / ``out_rec`` rows
-    ``[0, n)``; ``slots`` is reordered. Returns n."""
+    ``groups[i]`` (distinct; below ``max_group``), each record's first
+    ``out_rec.shape[1]`` words. The order comes from a bitmap of the groups
+    (``scratch``: ``max_group`` entries, contents ignored) while that is not
+    much larger than the pane, else from an LSD radix sort. Fills
+    ``out_groups`` / ``out_rec`` rows ``[0, n)``. Returns n."""
     cdef Py_ssize_t i, n = slots.shape[0]
-    cdef int64_t W = out_rec.shape[1], shift = 0, d
+    cdef int64_t W = out_rec.shape[1], shift = 0, d, nwords = (max_group + 63) >> 6
     cdef int64_t* buf
     cdef int64_t* g
     cdef int64_t* v
     cdef int64_t* tg
     cdef int64_t* tv
     cdef int64_t* t
+    cdef uint64_t* bits = NULL
     cdef int64_t count[1 << RADIX_BITS]
     cdef int64_t acc, c
+    cdef bint by_bitmap = scratch.shape[0] >= max_group and nwords <= 4 * n + 1024
     if groups.shape[0] < n or out_groups.shape[0] < n or out_rec.shape[0] < n or W > rec.shape[1]:
         raise ValueError(f"sorted_records: outputs of {out_groups.shape[0]} / {out_rec.shape[0]} rows "
                          f"for {n} slots, or {W} words per row of records of {rec.shape[1]}")
     if n == 0:
         return 0
+    for i in range(n):
+        if not 0 <= groups[i] < max_group:
+            raise ValueError(f"sorted_records: group {groups[i]} outside [0, {max_group})")
     buf = <int64_t*>malloc(<size_t>(3 * n) * sizeof(int64_t))
-    if buf == NULL:
+    if by_bitmap:
+        bits = <uint64_t*>calloc(<size_t>(nwords if nwords > 0 else 1), sizeof(uint64_t))
+    if buf == NULL or (by_bitmap and bits == NULL):
+        free(buf)
+        free(bits)
         raise MemoryError(f"sort of {n} slots")
     with nogil:
-        g = &out_groups[0]
-        v = &slots[0]
-        tg = buf
-        tv = buf + n
-        memcpy(g, &groups[0], <size_t>n * sizeof(int64_t))
-        while shift == 0 or (max_group >> shift) > 0:
-            memset(count, 0, sizeof(count))
+        v = buf
+        if by_bitmap:
+            fastops_order_by_bitmap(&groups[0], n, max_group, bits, &scratch[0], v)
             for i in range(n):
-                count[(g[i] >> shift) & ((1 << RADIX_BITS) - 1)] += 1
-            acc = 0
-            for d in range(1 << RADIX_BITS):
-                c = count[d]
-                count[d] = acc
-                acc += c
+                out_groups[i] = groups[v[i]]
+        else:
+            g = &out_groups[0]
+            tg = buf + n
+            tv = buf + 2 * n
+            memcpy(g, &groups[0], <size_t>n * sizeof(int64_t))
             for i in range(n):
-                d = (g[i] >> shift) & ((1 << RADIX_BITS) - 1)
-                tg[count[d]] = g[i]
-                tv[count[d]] = v[i]
-                count[d] += 1
-            t = g; g = tg; tg = t
-            t = v; v = tv; tv = t
-            shift += RADIX_BITS
-        if g != &out_groups[0]:
-            memcpy(&out_groups[0], g, <size_t>n * sizeof(int64_t))
+                v[i] = i
+            while shift == 0 or (max_group >> shift) > 0:
+                memset(count, 0, sizeof(count))
+                for i in range(n):
+                    count[(g[i] >> shift) & ((1 << RADIX_BITS) - 1)] += 1
+                acc = 0
+                for d in range(1 << RADIX_BITS):
+                    c = count[d]
+                    count[d] = acc
+                    acc += c
+                for i in range(n):
+                    d = (g[i] >> shift) & ((1 << RADIX_BITS) - 1)
+                    tg[count[d]] = g[i]
+                    tv[count[d]] = v[i]
+                    count[d] += 1
+                t = g; g = tg; tg = t
+                t = v; v = tv; tv = t
+                shift += RADIX_BITS
+            if g != &out_groups[0]:
+                memcpy(&out_groups[0], g, <size_t>n * sizeof(int64_t))
         for i in range(n):
             if i + PF < n:
-                prefetch(&rec[v[i + PF], 0])
-            _copy_rec(&out_rec[i, 0], &rec[v[i], 0], W)
+                prefetch(&rec[slots[v[i + PF]], 0])
+            _copy_rec(&out_rec[i, 0], &rec[slots[v[i]], 0], W)
     free(buf)
+    free(bits)
     return n
 
 
 cdef extern from "_runs.h" nogil:
+    void fastops_order_by_bitmap(const int64_t* g, Py_ssize_t n, int64_t max_group, uint64_t* bits,
+                                 int32_t* pos, int64_t* order)
     Py_ssize_t fastops_merge_runs(const int64_t* ga, const int64_t* pa, Py_ssize_t na,
                                   const int64_t* gb, const int64_t* pb, Py_ssize_t nb, Py_ssize_t W,
                                   int64_t* og, int64_t* out, Py_ssize_t stride, Py_ssize_t words,

@@ -396,6 +396,7 @@ class WindowAggregator:
             self._hv = np.full(256, -1, dtype=np.int64)
             self._panes: list[int] = []
             self._runs: Optional[_PaneRuns] = None  # built with the records (_share_states)
+            self._group_pos = np.empty(0, dtype=np.int32)  # scratch of the pane sort
             self._emit_groups = np.empty(0, dtype=np.int64)  # emission scratch (see _ensure_emit)
             self._emit_row = np.empty(0, dtype=np.int64)
             self._emit_src = np.empty(0, dtype=np.int64)
@@ -848,8 +849,9 @@ class WindowAggregator:
                                self._emit_src, self._emit_row)
         groups = np.empty(n, dtype=np.int64)
         rec = np.empty((n, self._words), dtype=np.int64)  # the words in use: less to copy and merge
+        self._group_pos = _arrow.grown(self._group_pos, self._keys.num_groups)
         _window.sorted_records(self._emit_row, self._emit_src[:n], self._records.rec, self._keys.num_groups,
-                               groups, rec)
+                               groups, rec, self._group_pos)
         return groups, rec
 
     def _merge_runs(self, a: _Run, b: _Run) -> _Run:
