@@ -53,7 +53,7 @@ windows = st.one_of(st.builds(Tumbling, st.integers(5, 60)),
 def test_lateness_against_model(window, stream):
     batches, bound, lateness = stream
     wa = WindowAggregator(window, ["k"], aggs(), allowed_lateness=lateness)
-    outs, wms, max_ts = [], [], None
+    outs, wms, max_ts, seen = [], [], None, []
     for b in batches:
         wa.process(batch(b))
         wm = None
@@ -62,8 +62,12 @@ def test_lateness_against_model(window, stream):
             max_ts = m if max_ts is None else max(max_ts, m)
             wm = max_ts - bound - 1
             outs.append(wa.advance_watermark(wm))
+            seen.append(outs[-1].to_pydict())
         wms.append(wm)
     outs.append(wa.flush())
+    seen.append(outs[-1].to_pydict())
+    # what was emitted stays as it was (no result is a view of reused scratch)
+    assert [o.to_pydict() for o in outs] == seen
     out = pa.Table.from_batches(outs)
     late = wa.take_late()
     # the model: per window, a row counts iff that window was not purged when it arrived

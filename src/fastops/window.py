@@ -966,12 +966,20 @@ class WindowAggregator:
         ``nrows`` rows of merged records already emitted, into one array per
         record word (each aggregate's fields then need no gathering). Returns
         the rows and that array."""
-        parts = [(j, runs.window(self, j * self._ks)) for j in fast]
-        cap = nrows + sum(len(suffix[0]) + len(prefix[0]) for _, (suffix, prefix) in parts)
-        columns = _arrow.empty(self._words * cap, np.int64)[0].reshape(self._words, cap)
-        columns[:, :nrows] = self._merged.rec[:nrows, :self._words].T
-        self._emit_groups = _arrow.grown(self._emit_groups, cap)
-        for j, (suffix, prefix) in parts:
+        words = self._words
+        # the rows emitted so far (refires; with no window here, results gather them from the
+        # scratch as from any row records)
+        columns = self._merged.rec[:nrows, :words].T
+        for i, j in enumerate(fast):
+            suffix, prefix = runs.window(self, j * self._ks)
+            need = len(suffix[0]) + len(prefix[0])
+            if i == 0 or nrows + need > columns.shape[1]:
+                # room for this window and, at its size, the rest (one allocation in the usual case)
+                cap = nrows + need * (len(fast) - i)
+                grown = _arrow.empty(words * cap, np.int64)[0].reshape(words, cap)
+                grown[:, :nrows] = columns[:, :nrows]
+                columns = grown
+                self._emit_groups = _arrow.grown(self._emit_groups, cap)
             n = _window.merge_runs_columns(suffix[0], suffix[1], prefix[0], prefix[1], self._ops, self._offs,
                                            self._emit_groups[nrows:], columns, nrows)
             if n:
