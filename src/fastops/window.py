@@ -847,8 +847,8 @@ class WindowAggregator:
         self._emit_row = _arrow.grown(self._emit_row, live)
         n = _window.pane_slots(self._hg, self._hq, self._hv, self._s_group, self._s_next, self._s_flags, q,
                                self._emit_src, self._emit_row)
-        groups = np.empty(n, dtype=np.int64)
-        rec = np.empty((n, self._words), dtype=np.int64)  # the words in use: less to copy and merge
+        groups = _arrow.empty(n, np.int64)[0]  # from pyarrow's pool, which recycles memory
+        rec = _arrow.empty(n * self._words, np.int64)[0].reshape(n, self._words)  # the words in use
         self._group_pos = _arrow.grown(self._group_pos, self._keys.num_groups)
         _window.sorted_records(self._emit_row, self._emit_src[:n], self._records.rec, self._keys.num_groups,
                                groups, rec, self._group_pos)
@@ -859,8 +859,8 @@ class WindowAggregator:
         if len(a[0]) == 0 or len(b[0]) == 0:
             return b if len(a[0]) == 0 else a
         n = len(a[0]) + len(b[0])
-        groups = np.empty(n, dtype=np.int64)
-        rec = np.empty((n, a[1].shape[1]), dtype=np.int64)
+        groups = _arrow.empty(n, np.int64)[0]
+        rec = _arrow.empty(n * a[1].shape[1], np.int64)[0].reshape(n, a[1].shape[1])
         m = _window.merge_runs(a[0], a[1], b[0], b[1], self._ops, self._offs, groups, rec)
         return groups[:m], rec[:m]
 
