@@ -118,6 +118,18 @@ def test_ids_of_one_fixed_width_key_without_nulls(t, scheme, P, maxp):
             assert b.column("row").to_pylist() == [
                 r for r, i in zip(part.column("row").to_pylist(), want) if i == p]
 
+@pytest.mark.parametrize("P", [1, 2, 4, 8, 16])
+@pytest.mark.parametrize("distinct", [1, 2, 1000])
+def test_partition_sizes_of_skewed_keys(P, distinct):
+    """Partition sizes (counted in registers for up to 8 partitions) match a
+    NumPy count of the reference ids, also when every row has one key (the
+    most any counter takes)."""
+    keys = np.random.default_rng(P * distinct).integers(0, distinct, 5000)
+    batch = pa.record_batch({"k": pa.array(keys, pa.int64())})
+    want = np.bincount(ref_ids(batch, ["k"], P, "hash", seed=0, maxp=128), minlength=P)
+    assert [b.num_rows for b in fastops.partition(batch, "k", P)] == want.tolist()
+
+
 @pytest.mark.parametrize("P", [1, 2, 3, 7, 8, 10, 64, 100, 255, 256, 1000, 2**31 - 1])
 def test_modulo_on_extreme_hashes(P):
     edge = [0, 1, 2**32 - 1, 2**32, 2**63 - 1, 2**63, 2**64 - 2, 2**64 - 1]
