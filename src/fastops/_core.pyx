@@ -215,6 +215,14 @@ cdef inline void _hist_finish(const int64_t* sub, Py_ssize_t P, Py_ssize_t strid
             counts[p] = sub[p] + sub[stride + p] + sub[2 * stride + p] + sub[3 * stride + p]
 
 
+cdef inline uint64_t _placed(const uint64_t* h, int32_t* out, Py_ssize_t i, uint64_t mask) noexcept nogil:
+    """out[i] = h[i] & mask (a power-of-two modulo); returns a one in byte
+    ``out[i]``, the row's count for ``_ids_counted``'s byte counters."""
+    cdef int32_t p = <int32_t>(h[i] & mask)
+    out[i] = p
+    return <uint64_t>1 << (8 * p)
+
+
 cdef inline void _ids_counted(const uint64_t* h, Py_ssize_t n, uint64_t d, uint64_t hi,
                               uint64_t lo, const int32_t* own, int32_t* out, int64_t* sub,
                               Py_ssize_t stride) noexcept nogil:
@@ -233,23 +241,13 @@ cdef inline void _ids_counted(const uint64_t* h, Py_ssize_t n, uint64_t d, uint6
             c0 = c1 = c2 = c3 = 0
             j = 0
             while j + 4 <= m:
-                p = <int32_t>(h[i + j] & mask)
-                out[i + j] = p
-                c0 += <uint64_t>1 << (8 * p)
-                p = <int32_t>(h[i + j + 1] & mask)
-                out[i + j + 1] = p
-                c1 += <uint64_t>1 << (8 * p)
-                p = <int32_t>(h[i + j + 2] & mask)
-                out[i + j + 2] = p
-                c2 += <uint64_t>1 << (8 * p)
-                p = <int32_t>(h[i + j + 3] & mask)
-                out[i + j + 3] = p
-                c3 += <uint64_t>1 << (8 * p)
+                c0 += _placed(h, out, i + j, mask)
+                c1 += _placed(h, out, i + j + 1, mask)
+                c2 += _placed(h, out, i + j + 2, mask)
+                c3 += _placed(h, out, i + j + 3, mask)
                 j += 4
             while j < m:
-                p = <int32_t>(h[i + j] & mask)
-                out[i + j] = p
-                c0 += <uint64_t>1 << (8 * p)
+                c0 += _placed(h, out, i + j, mask)
                 j += 1
             for p in range(<int32_t>d):
                 sub[p] += <int64_t>(((c0 >> (8 * p)) & 255) + ((c1 >> (8 * p)) & 255)

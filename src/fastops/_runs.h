@@ -6,7 +6,7 @@
  * gets a's record, and (output row << 32 | b's index) is listed in ``both``
  * for the caller to merge b into (aggregate-specific code that stays with
  * the other merges). The output is rows of W words (``stride``
- * 0), or the first ``words`` words of each record down columns ``stride``
+ * 0), or each record's W words down columns ``stride``
  * apart. The body is inlined for the usual widths, so that the copies are
  * fixed-size. Returns the rows written. */
 #ifndef FASTOPS_RUNS_H
@@ -29,11 +29,11 @@
 
 FASTOPS_INLINE void fastops_put_row(
         int64_t* restrict out, ptrdiff_t n, const int64_t* restrict src, ptrdiff_t W,
-        ptrdiff_t stride, ptrdiff_t words) {
+        ptrdiff_t stride) {
     if (stride == 0) {
         memcpy(out + n * W, src, (size_t)W * 8);
     } else {
-        for (ptrdiff_t c = 0; c < words; c++) out[c * stride + n] = src[c];
+        for (ptrdiff_t c = 0; c < W; c++) out[c * stride + n] = src[c];
     }
 }
 
@@ -41,7 +41,7 @@ FASTOPS_INLINE ptrdiff_t fastops_merge_body(
         const int64_t* restrict ga, const int64_t* restrict pa, ptrdiff_t na,
         const int64_t* restrict gb, const int64_t* restrict pb, ptrdiff_t nb,
         ptrdiff_t W, int64_t* restrict og, int64_t* restrict out, ptrdiff_t stride,
-        ptrdiff_t words, int64_t* restrict both, ptrdiff_t* nboth) {
+        int64_t* restrict both, ptrdiff_t* nboth) {
     ptrdiff_t i = 0, j = 0, n = 0, m = 0;
     while (i < na && j < nb) {
         int64_t x = ga[i], y = gb[j];
@@ -51,7 +51,7 @@ FASTOPS_INLINE ptrdiff_t fastops_merge_body(
         const int64_t* src = (const int64_t*)(((uintptr_t)(pa + i * W) & mask)
                                               | ((uintptr_t)(pb + j * W) & ~mask));
         og[n] = (int64_t)(((uint64_t)x & mask) | ((uint64_t)y & ~mask));
-        fastops_put_row(out, n, src, W, stride, words);
+        fastops_put_row(out, n, src, W, stride);
         both[m] = (n << 32) | j;  /* kept only when the group is on both sides */
         m += take_a & take_b;
         i += take_a;
@@ -60,11 +60,11 @@ FASTOPS_INLINE ptrdiff_t fastops_merge_body(
     }
     for (; i < na; i++, n++) {
         og[n] = ga[i];
-        fastops_put_row(out, n, pa + i * W, W, stride, words);
+        fastops_put_row(out, n, pa + i * W, W, stride);
     }
     for (; j < nb; j++, n++) {
         og[n] = gb[j];
-        fastops_put_row(out, n, pb + j * W, W, stride, words);
+        fastops_put_row(out, n, pb + j * W, W, stride);
     }
     *nboth = m;
     return n;
@@ -74,15 +74,15 @@ FASTOPS_INLINE ptrdiff_t fastops_merge_body(
 static ptrdiff_t fastops_merge_runs(
         const int64_t* ga, const int64_t* pa, ptrdiff_t na,
         const int64_t* gb, const int64_t* pb, ptrdiff_t nb, ptrdiff_t W,
-        int64_t* og, int64_t* out, ptrdiff_t stride, ptrdiff_t words,
+        int64_t* og, int64_t* out, ptrdiff_t stride,
         int64_t* both, ptrdiff_t* nboth) {
     if (stride == 0 && W == 6)
-        return fastops_merge_body(ga, pa, na, gb, pb, nb, 6, og, out, 0, 6, both, nboth);
+        return fastops_merge_body(ga, pa, na, gb, pb, nb, 6, og, out, 0, both, nboth);
     if (stride == 0 && W == 8)
-        return fastops_merge_body(ga, pa, na, gb, pb, nb, 8, og, out, 0, 8, both, nboth);
-    if (stride != 0 && W == 6 && words == 6)
-        return fastops_merge_body(ga, pa, na, gb, pb, nb, 6, og, out, stride, 6, both, nboth);
-    return fastops_merge_body(ga, pa, na, gb, pb, nb, W, og, out, stride, words, both, nboth);
+        return fastops_merge_body(ga, pa, na, gb, pb, nb, 8, og, out, 0, both, nboth);
+    if (stride != 0 && W == 6)
+        return fastops_merge_body(ga, pa, na, gb, pb, nb, 6, og, out, stride, both, nboth);
+    return fastops_merge_body(ga, pa, na, gb, pb, nb, W, og, out, stride, both, nboth);
 }
 
 /* The positions i (< n) of distinct groups g[i] < max_group in ascending

@@ -549,7 +549,7 @@ def sorted_records(const int64_t[::1] groups, const int64_t[::1] slots, const in
     for i in range(n):
         if not 0 <= groups[i] < max_group:
             raise ValueError(f"sorted_records: group {groups[i]} outside [0, {max_group})")
-    buf = <int64_t*>malloc(<size_t>(3 * n) * sizeof(int64_t))
+    buf = <int64_t*>malloc(<size_t>((1 if by_bitmap else 3) * n) * sizeof(int64_t))  # order (+ radix buffers)
     if by_bitmap:
         bits = <uint64_t*>calloc(<size_t>(nwords if nwords > 0 else 1), sizeof(uint64_t))
     if buf == NULL or (by_bitmap and bits == NULL):
@@ -602,7 +602,7 @@ cdef extern from "_runs.h" nogil:
                                  int32_t* pos, int64_t* order)
     Py_ssize_t fastops_merge_runs(const int64_t* ga, const int64_t* pa, Py_ssize_t na,
                                   const int64_t* gb, const int64_t* pb, Py_ssize_t nb, Py_ssize_t W,
-                                  int64_t* og, int64_t* out, Py_ssize_t stride, Py_ssize_t words,
+                                  int64_t* og, int64_t* out, Py_ssize_t stride,
                                   int64_t* both, Py_ssize_t* nboth)
 
 
@@ -642,7 +642,7 @@ cdef Py_ssize_t _merge_checked(const int64_t[::1] ga, const int64_t[:, ::1] ra,
         t = min(na, nb) + 1
         n = fastops_merge_runs(&ga[0] if na else NULL, &ra[0, 0] if na else NULL, na,
                                &gb[0] if nb else NULL, &rb[0, 0] if nb else NULL, nb, W,
-                               &out_groups[0], out, stride, W, both, &nboth)
+                               &out_groups[0], out, stride, both, &nboth)
         o = both + t  # a row gathered from the columns
         for k in range(nboth):
             r = both[k] >> 32

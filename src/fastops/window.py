@@ -485,8 +485,8 @@ class WindowAggregator:
         self._ops, self._offs = builtin_layout([self._agg_list[i] for i in self._builtin], states)
         self._merged = _Records(self._records.rec.shape[1])
         self._words = sum(len(st.names) for st in states)  # record words in use
-        if self._mode == "pane" and self._k > 1:
-            self._runs = _PaneRuns(self._k, self._words)
+        if self._mode == "pane" and self._k > 1 and len(self._builtin) == len(self._agg_list):
+            self._runs = _PaneRuns(self._k, self._words)  # built-ins only: plug-ins merge (row, slot) pairs
 
     def _check_columns(self, names: Sequence[str]) -> None:
         if self.time is not None and self.time not in names:
@@ -847,6 +847,8 @@ class WindowAggregator:
         self._emit_row = _arrow.grown(self._emit_row, live)
         n = _window.pane_slots(self._hg, self._hq, self._hv, self._s_group, self._s_next, self._s_flags, q,
                                self._emit_src, self._emit_row)
+        if n < 0:
+            raise RuntimeError(f"pane {q} holds more slots than the {live} live ones")
         groups = _arrow.empty(n, np.int64)[0]  # from pyarrow's pool, which recycles memory
         rec = _arrow.empty(n * self._words, np.int64)[0].reshape(n, self._words)  # the words in use
         self._group_pos = _arrow.grown(self._group_pos, self._keys.num_groups)
@@ -865,10 +867,9 @@ class WindowAggregator:
         return groups[:m], rec[:m]
 
     def _window_panes(self, j: int) -> np.ndarray:
+        """Window ``j``'s active panes, newest first."""
         lo = j * self._ks
-        a = bisect.bisect_left(self._panes, lo)
-        b = bisect.bisect_left(self._panes, lo + self._k)
-        return np.array(self._panes[a:b][::-1], dtype=np.int64)
+        return np.array(self._panes_between(lo, lo + self._k)[::-1], dtype=np.int64)
 
     def _advance_panes(self, fired: tuple[int, int], purged: tuple[int, int]) -> pa.RecordBatch:
         """``fired`` / ``purged``: the last window fired / purged before and
@@ -908,7 +909,7 @@ class WindowAggregator:
         self._mark = _arrow.grown(self._mark, self._keys.num_groups, -1)
         refire_panes: set[int] = set()
         total_rows = 0
-        runs = self._runs if not want_pairs else None
+        runs = self._runs
         fast: list[int] = []  # with runs: the windows emitted from them, after every refire
         for j, refire in work:
             if runs is not None and not refire:
