@@ -237,3 +237,18 @@ def test_run_kernels_reject_bad_arguments():
     with pytest.raises(ValueError, match="group 2 outside"):
         _window.sorted_records(g, g.copy(), np.zeros((3, 3), dtype=np.int64), 2, np.empty(2, dtype=np.int64),
                                np.empty((2, 3), dtype=np.int64), np.empty(2, dtype=np.int32))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.floats(allow_nan=True, allow_infinity=True, width=64),
+                          st.floats(-1e-3, 1e-3)), max_size=40))
+def test_sum_result_adds_the_error_term_of_finite_sums(pairs):
+    total = np.array([t for t, _ in pairs], dtype=np.float64)
+    comp = np.array([c for _, c in pairs], dtype=np.float64)
+    out = np.empty_like(total)
+    _window.sum_f64_result(total, comp, out)
+    with np.errstate(invalid="ignore"):
+        expected = np.where(np.isfinite(total), total + comp, total)
+    np.testing.assert_array_equal(out, expected)  # NaN where NaN, inf kept
+    with pytest.raises(ValueError, match="1 error terms"):
+        _window.sum_f64_result(np.zeros(2), np.zeros(1), np.zeros(2))

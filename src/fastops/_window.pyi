@@ -127,6 +127,7 @@ def merge_records(op: int, dst: np.ndarray, src: np.ndarray,  # const int64[::1]
 def clear_records(rec: np.ndarray,    # int64[:, ::1], modified
                   slots: np.ndarray,   # const int64[::1]
                   ) -> None: ...
+def sum_f64_result(total: np.ndarray, comp: np.ndarray, out: np.ndarray) -> None: ...
 def gather_fields(rec: np.ndarray,     # const int64[:, ::1]
                   cnt_word: int,
                   fields: np.ndarray,  # const int64[::1] word indices

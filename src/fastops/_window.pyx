@@ -1230,6 +1230,20 @@ def clear_records(int64_t[:, ::1] rec, const int64_t[::1] slots):
         raise ValueError(f"clear_records: slot {bad} outside {nrec} records")
 
 
+def sum_f64_result(const double[::1] total, const double[::1] comp, double[::1] out):
+    """out[i] = total[i] + comp[i] (the compensated sum), or total[i] where it
+    is not finite (an infinite sum's error term is NaN, not added). One pass
+    for what NumPy would do in three. ``out`` may be ``total``."""
+    cdef Py_ssize_t i, n = total.shape[0]
+    cdef double t
+    if comp.shape[0] != n or out.shape[0] != n:
+        raise ValueError(f"sum_f64_result: {n} totals, {comp.shape[0]} error terms, {out.shape[0]} outputs")
+    with nogil:
+        for i in range(n):
+            t = total[i]
+            out[i] = t + comp[i] if t - t == 0 else t  # t - t is 0 unless t is inf or NaN
+
+
 def gather_fields(const int64_t[:, ::1] rec, int64_t cnt_word, const int64_t[::1] fields,
                   const int64_t[::1] slots, int64_t[:, ::1] out, uint8_t[::1] null):
     """out[j, i] = rec[slots[i], fields[j]] (raw 8-byte words: one contiguous

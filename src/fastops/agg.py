@@ -239,8 +239,8 @@ class Columns:
         if slots is None and self.rec.shape[1] > 1 and self.rec.strides[0] == self.rec.itemsize:
             # column-major records (sliding windows' output, not reused): each field is already an array
             cols = [self.rec[:, self.off + self.names.index(k)].view(self.spec[k]) for k in names]
-            null = self.rec[:, self.off] == 0
-            return cols, (null if null.any() else None)
+            cnt = self.rec[:, self.off]
+            return cols, (cnt == 0 if len(cnt) and cnt.min() == 0 else None)  # counts are >= 0
         if slots is not None:
             slots = np.ascontiguousarray(slots, dtype=np.int64)
         n = self.size if slots is None else len(slots)
@@ -471,8 +471,8 @@ class Sum(BuiltinAggregate):
             t = pa.int64()
         else:
             (total, comp), null = state.gather(slots, ["sum", "comp"])
-            with np.errstate(invalid="ignore"):  # an infinite sum's error term is NaN: not added
-                vals = np.where(np.isfinite(total), total + comp, total)
+            vals = _arrow.empty(len(total), np.float64)[0]
+            _window.sum_f64_result(total, comp, vals)
             t = pa.float64()
         return pa.array(vals, type=t, mask=null)
 
