@@ -137,27 +137,34 @@ def test_kernels_reject_bad_arguments():
 
 
 @st.composite
-def runs(draw):
-    """Rows in 2 * groups slots: group g's record is slot 2g in run a (if
-    there) and slot 2g + 1 in run b (if there)."""
-    groups = draw(st.integers(1, 12))
-    in_a = draw(st.lists(st.booleans(), min_size=groups, max_size=groups))
-    in_b = draw(st.lists(st.booleans(), min_size=groups, max_size=groups))
+def blocks(draw):
+    """Panes (oldest first) of up to 10 groups: pane p holds group g (if it
+    does) in slot p * groups + g. The older panes ``[0, split)`` form a
+    suffix stack of which the oldest ``drop`` are then dropped; the newer
+    ones a prefix."""
+    groups = draw(st.integers(1, 10))
+    npanes = draw(st.integers(1, 5))
+    member = [draw(st.lists(st.booleans(), min_size=groups, max_size=groups)) for _ in range(npanes)]
+    split = draw(st.integers(0, npanes))
+    drop = draw(st.integers(0, split))
     n = draw(st.integers(0, 80))
-    slots = draw(st.lists(st.integers(0, 2 * groups - 1), min_size=n, max_size=n))
+    slots = draw(st.lists(st.integers(0, npanes * groups - 1), min_size=n, max_size=n))
     f = draw(st.lists(st.none() | st.floats(-1e6, 1e6), min_size=n, max_size=n))
     i = draw(st.lists(st.none() | st.integers(-(2**62), 2**62), min_size=n, max_size=n))
     ts = draw(st.permutations(list(range(n))))
-    return groups, in_a, in_b, slots, f, i, ts
+    return groups, member, split, drop, slots, f, i, ts
 
 
-@settings(max_examples=100, deadline=None)
-@given(runs(), st.booleans())
-def test_merge_runs_matches_reference(case, as_columns):
-    """Two runs (groups ascending, their records) merge into the union of
-    their groups, a group in both getting the aggregate of both slots' rows;
-    written as rows or as one column per record word."""
-    groups, in_a, in_b, slots, f, i, ts = case
+@settings(max_examples=150, deadline=None)
+@given(blocks())
+def test_pane_stacks_match_reference(case):
+    """A window read off a suffix stack (built newest pane first, its oldest
+    panes dropped) and a dense prefix: one row per group in either, the
+    aggregate of the rows of all its slots in the window's panes; rows come
+    as groups in both, in the suffix only, in the prefix only, each run in
+    group order."""
+    groups, member, split, drop, slots, f, i, ts = case
+    npanes = len(member)
     aggs = [make(*a) for a in AGGS]
     states = [a.new_state() for a in aggs]
     store = Columns.share(states)
@@ -165,34 +172,48 @@ def test_merge_runs_matches_reference(case, as_columns):
     cols = {"f": pa.array(f, pa.float64()), "i": pa.array(i, pa.int64())}
     update_builtins(aggs, store, ops, offs, np.array(slots, dtype=np.int64),
                     [None if c is None else cols[c] for _, c, _ in AGGS], np.array(ts, dtype=np.int64),
-                    2 * groups)
+                    npanes * groups)
     words = sum(len(s.names) for s in states)
-    ga = np.flatnonzero(in_a).astype(np.int64)
-    gb = np.flatnonzero(in_b).astype(np.int64)
-    ra = np.ascontiguousarray(store.rec[2 * ga, :words])
-    rb = np.ascontiguousarray(store.rec[2 * gb + 1, :words])
-    need = len(ga) + len(gb)
+
+    def pane(p):  # groups ascending, their records
+        g = np.flatnonzero(member[p]).astype(np.int64)
+        return g, np.ascontiguousarray(store.rec[p * groups + g, :words])
+
+    nbits = (groups + 63) // 64
+    ptr, sbits = np.full(64 * nbits, -9, dtype=np.int64), np.zeros(nbits, dtype=np.uint64)
+    rows = sum(len(pane(p)[0]) for p in range(split))
+    ss = np.zeros((rows, words), dtype=np.int64)
+    ss_group, ss_next = np.zeros(rows, dtype=np.int64), np.zeros(rows, dtype=np.int64)
+    ranges, end = {}, rows
+    for p in reversed(range(split)):
+        g, rec = pane(p)
+        _window.suffix_add(g, rec, ops, offs, ss, ss_group, ss_next, end - len(g), ptr, sbits)
+        ranges[p], end = (end - len(g), end), end - len(g)
+    for p in range(drop):
+        _window.suffix_drop(ss_group, ss_next, *ranges[p], ptr, sbits)
+    acc, pbits = np.zeros((64 * nbits, words), dtype=np.int64), np.zeros(nbits, dtype=np.uint64)
+    for p in range(split, npanes):
+        _window.dense_add(*pane(p), ops, offs, acc, pbits)
+    need = groups
     out_groups = np.full(need, -1, dtype=np.int64)
-    if as_columns:
-        out = np.zeros((words, need), dtype=np.int64)
-        m = _window.merge_runs_columns(ga, ra, gb, rb, ops, offs, out_groups, out)
-        merged = out[:, :m].T
-    else:
-        out = np.zeros((need, words), dtype=np.int64)
-        m = _window.merge_runs(ga, ra, gb, rb, ops, offs, out_groups, out)
-        merged = out[:m]
-    union = sorted(set(ga.tolist()) | set(gb.tolist()))
-    assert out_groups[:m].tolist() == union
+    out = np.zeros((words, need + 2), dtype=np.int64)
+    m = _window.dense_window(sbits, ptr, ss, pbits, acc, ops, offs, out_groups, out, 2)
+    merged = out[:, 2:2 + m].T
+
+    in_s = {g for p in range(drop, split) for g in range(groups) if member[p][g]}
+    in_p = {g for p in range(split, npanes) for g in range(groups) if member[p][g]}
+    order = sorted(in_s & in_p) + sorted(in_s - in_p) + sorted(in_p - in_s)
+    assert out_groups[:m].tolist() == order
     for (kind, col, ddof), a, s in zip(AGGS, aggs, states):
         got = a.result(Columns.wrap(s.spec, merged, s.off), None).to_pylist()
-        for r, g in enumerate(union):
-            chosen = [2 * g] * bool(in_a[g]) + [2 * g + 1] * bool(in_b[g])
-            rows = [r2 for r2, s2 in enumerate(slots) if s2 in chosen]
+        for r, g in enumerate(order):
+            chosen = {p * groups + g for p in range(drop, npanes) if member[p][g]}
+            rows_in = [r2 for r2, s2 in enumerate(slots) if s2 in chosen]
             if kind == "count_rows":
-                exp = len(rows)
+                exp = len(rows_in)
             else:
-                values = [(f if col == "f" else i)[r2] for r2 in rows]
-                exp = ref.aggregate(kind, values, [ts[r2] for r2 in rows], rows, ddof)
+                values = [(f if col == "f" else i)[r2] for r2 in rows_in]
+                exp = ref.aggregate(kind, values, [ts[r2] for r2 in rows_in], rows_in, ddof)
             assert ref.close(got[r], exp), (kind, col, g, got[r], exp)
 
 
@@ -221,16 +242,28 @@ def test_run_kernels_reject_bad_arguments():
     g = np.array([1, 2], dtype=np.int64)
     r = np.zeros((2, 3), dtype=np.int64)
     code, word = np.array([0], dtype=np.int64), np.array([0], dtype=np.int64)
-    with pytest.raises(ValueError, match="rows needed"):
-        _window.merge_runs(g, r, g, r, code, word, np.empty(3, dtype=np.int64), np.empty((3, 3), dtype=np.int64))
-    with pytest.raises(ValueError, match="width"):
-        _window.merge_runs(g, r, g, r, code, word, np.empty(4, dtype=np.int64), np.empty((4, 2), dtype=np.int64))
+    bits, acc, ptr = np.zeros(1, dtype=np.uint64), np.zeros((64, 3), dtype=np.int64), np.zeros(64, dtype=np.int64)
     with pytest.raises(ValueError, match="unknown code"):
-        _window.merge_runs(g, r, g, r, np.array([42], dtype=np.int64), word, np.empty(4, dtype=np.int64),
-                           np.empty((4, 3), dtype=np.int64))
-    with pytest.raises(ValueError, match="record word"):
-        _window.merge_runs_columns(g, r, g, r, code, word, np.empty(4, dtype=np.int64),
-                                   np.empty((2, 4), dtype=np.int64))
+        _window.dense_add(g, r, np.array([42], dtype=np.int64), word, acc, bits)
+    with pytest.raises(ValueError, match="accumulator rows of 2"):
+        _window.dense_add(g, r, code, word, np.zeros((64, 2), dtype=np.int64), bits)
+    with pytest.raises(ValueError, match="group 70 outside"):
+        _window.dense_add(np.array([70], dtype=np.int64), r[:1], code, word, acc, bits)
+    with pytest.raises(ValueError, match="outside the stack"):
+        _window.suffix_add(g, r, code, word, r.copy(), g.copy(), g.copy(), 1, ptr, bits)
+    with pytest.raises(ValueError, match="outside the stack"):
+        _window.suffix_drop(g, g, 1, 3, ptr, bits)
+    _window.dense_add(g, r, code, word, acc, bits)  # groups 1 and 2 in the prefix
+    with pytest.raises(ValueError, match="outputs hold 1 rows, 2 are set"):
+        _window.dense_window(bits[:0], ptr, r, bits, acc, code, word, np.empty(1, dtype=np.int64),
+                             np.empty((3, 1), dtype=np.int64))
+    ptr[1] = 5  # a suffix record that is not there
+    with pytest.raises(ValueError, match="group 1 points to row 5"):
+        _window.dense_window(bits, ptr, r, bits, acc, code, word, np.empty(4, dtype=np.int64),
+                             np.empty((3, 4), dtype=np.int64))
+    with pytest.raises(ValueError, match="output words"):
+        _window.dense_window(bits[:0], ptr, r, bits, acc, code, word, np.empty(4, dtype=np.int64),
+                             np.empty((2, 4), dtype=np.int64))
     none = np.empty(0, dtype=np.int32)
     with pytest.raises(ValueError, match="words per row"):
         _window.sorted_records(g, g.copy(), r, 3, np.empty(2, dtype=np.int64), np.empty((2, 4), dtype=np.int64), none)

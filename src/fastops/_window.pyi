@@ -51,18 +51,32 @@ def sorted_records(groups: np.ndarray,     # const int64[::1] distinct, < max_gr
                    out_rec: np.ndarray,     # int64[:, ::1] (its width: words copied), modified
                    scratch: np.ndarray,     # int32[::1] (max_group, or fewer: radix sort)
                    ) -> int: ...
-def merge_runs(ga: np.ndarray, ra: np.ndarray,  # const int64[::1] ascending, const int64[:, ::1]
-               gb: np.ndarray, rb: np.ndarray,  # the same; b holds the later rows
-               ops: np.ndarray, offs: np.ndarray,  # const int64[::1] merge codes and words
-               out_groups: np.ndarray,  # int64[::1] (len(ga) + len(gb)), modified
-               out_rec: np.ndarray,     # int64[:, ::1] (same rows, the records' width), modified
-               ) -> int: ...
-def merge_runs_columns(ga: np.ndarray, ra: np.ndarray, gb: np.ndarray, rb: np.ndarray,
-                       ops: np.ndarray, offs: np.ndarray,
-                       out_groups: np.ndarray,  # int64[::1], modified
-                       out_cols: np.ndarray,    # int64[:, ::1] (record words, rows), modified
-                       row0: int = 0,           # first row of out_cols written
-                       ) -> int: ...
+def dense_add(groups: np.ndarray,   # const int64[::1] ascending (a sorted pane)
+              rec: np.ndarray,      # const int64[:, ::1] their records (acc's width)
+              ops: np.ndarray, offs: np.ndarray,  # const int64[::1] merge codes and words
+              acc: np.ndarray,      # int64[:, ::1] one record per group id, modified
+              bits: np.ndarray,     # uint64[::1] groups held in acc, modified
+              ) -> int: ...  # groups new to acc
+def suffix_add(groups: np.ndarray, rec: np.ndarray,  # a sorted pane, older than those added
+               ops: np.ndarray, offs: np.ndarray,
+               ss: np.ndarray,        # int64[:, ::1] stack records, modified
+               ss_group: np.ndarray,  # int64[::1], modified
+               ss_next: np.ndarray,   # int64[::1] the group's record in the next newer pane, modified
+               start: int,            # first stack row of this pane
+               ptr: np.ndarray,       # int64[::1] each group's current stack record, modified
+               bits: np.ndarray,      # uint64[::1] groups in the stack, modified
+               ) -> int: ...  # groups new to the stack
+def suffix_drop(ss_group: np.ndarray, ss_next: np.ndarray,  # const int64[::1]
+                lo: int, hi: int,     # stack rows of the oldest pane
+                ptr: np.ndarray, bits: np.ndarray,  # modified
+                ) -> int: ...  # groups that left the stack
+def dense_window(sbits: np.ndarray, ptr: np.ndarray, ss: np.ndarray,  # the suffix stack
+                 pbits: np.ndarray, acc: np.ndarray,  # the prefix
+                 ops: np.ndarray, offs: np.ndarray,
+                 out_groups: np.ndarray,  # int64[::1], modified
+                 out_cols: np.ndarray,    # int64[:, ::1] (record words, rows), modified
+                 row0: int = 0,           # first row of out_cols written
+                 ) -> int: ...
 def pairs_plan(rows: np.ndarray, src: np.ndarray,  # const int64[::1]
                nrows: int, top: int,
                count: np.ndarray,         # int64[::1] scratch (nrows)

@@ -43,8 +43,19 @@ cdef extern from *:
     #else
     #define FASTOPS_PREFETCH(p) ((void)0)
     #endif
+    #if defined(__GNUC__) || defined(__clang__)
+    #define FASTOPS_CTZ64(x) __builtin_ctzll(x)
+    #define FASTOPS_POPCOUNT64(x) __builtin_popcountll(x)
+    #else
+    static int fastops_ctz64(unsigned long long x) { int b = 0; while (!((x >> b) & 1)) b++; return b; }
+    #define FASTOPS_CTZ64(x) fastops_ctz64(x)
+    static int fastops_popcount64(unsigned long long x) { int b = 0; for (; x; x &= x - 1) b++; return b; }
+    #define FASTOPS_POPCOUNT64(x) fastops_popcount64(x)
+    #endif
     """
     void prefetch "FASTOPS_PREFETCH"(const void* p) noexcept nogil
+    int ctz64 "FASTOPS_CTZ64"(uint64_t x) noexcept nogil
+    int popcount64 "FASTOPS_POPCOUNT64"(uint64_t x) noexcept nogil
 
 cdef Py_ssize_t PF = 16  # prefetch distance (rows); pane_assign keeps a ring of PF panes (at most 16)
 
@@ -509,15 +520,18 @@ cdef enum:
 
 
 cdef inline void _copy_rec(int64_t* o, const int64_t* b, int64_t W) noexcept nogil:
-    """One record of ``W`` words; the usual widths as fixed-size copies."""
-    if W == 8:
-        memcpy(o, b, 64)
-    elif W == 6:
-        memcpy(o, b, 48)
+    """One record of ``W`` words; the usual widths as word moves (a fixed-size
+    ``memcpy`` to the stack may become ``rep movs``, slow to start)."""
+    cdef int64_t c
+    if W == 6:
+        o[0] = b[0]; o[1] = b[1]; o[2] = b[2]; o[3] = b[3]; o[4] = b[4]; o[5] = b[5]
+    elif W == 8:
+        o[0] = b[0]; o[1] = b[1]; o[2] = b[2]; o[3] = b[3]; o[4] = b[4]; o[5] = b[5]; o[6] = b[6]; o[7] = b[7]
     elif W == 4:
-        memcpy(o, b, 32)
+        o[0] = b[0]; o[1] = b[1]; o[2] = b[2]; o[3] = b[3]
     else:
-        memcpy(o, b, <size_t>W * 8)
+        for c in range(W):
+            o[c] = b[c]
 
 
 def sorted_records(const int64_t[::1] groups, const int64_t[::1] slots, const int64_t[:, ::1] rec,
@@ -597,65 +611,206 @@ def sorted_records(const int64_t[::1] groups, const int64_t[::1] slots, const in
     return n
 
 
-cdef extern from "_runs.h" nogil:
+cdef extern from "_order.h" nogil:
     void fastops_order_by_bitmap(const int64_t* g, Py_ssize_t n, int64_t max_group, uint64_t* bits,
                                  int32_t* pos, int64_t* order)
-    Py_ssize_t fastops_merge_runs(const int64_t* ga, const int64_t* pa, Py_ssize_t na,
-                                  const int64_t* gb, const int64_t* pb, Py_ssize_t nb, Py_ssize_t W,
-                                  int64_t* og, int64_t* out, Py_ssize_t stride,
-                                  int64_t* both, Py_ssize_t* nboth)
 
 
-cdef Py_ssize_t _merge_checked(const int64_t[::1] ga, const int64_t[:, ::1] ra,
-                               const int64_t[::1] gb, const int64_t[:, ::1] rb,
-                               const int64_t[::1] ops, const int64_t[::1] offs,
-                               int64_t[::1] out_groups, int64_t* out, Py_ssize_t rows,
-                               Py_ssize_t stride) except -1:
-    """Check the arguments of a merge of runs (``rows``: the room in ``out``;
-    ``stride``: 0 for rows, else the distance between columns) and run it:
-    ``_runs.h`` places every output row, then the groups on both sides get
-    b's record merged in here."""
-    cdef Py_ssize_t na = ga.shape[0], nb = gb.shape[0], nagg = ops.shape[0], k, t, n, nboth = 0, c, r
-    cdef Py_ssize_t W = ra.shape[1] if na else rb.shape[1]
-    cdef int64_t* both
-    cdef int64_t* o
-    cdef const int64_t* b
+cdef inline bint _bit(const uint64_t* bits, int64_t g) noexcept nogil:
+    return (bits[g >> 6] >> (g & 63)) & 1
+
+
+cdef int _check_layout(const int64_t[::1] ops, const int64_t[::1] offs, Py_ssize_t W, str what) except -1:
+    cdef Py_ssize_t k
+    if offs.shape[0] != ops.shape[0]:
+        raise ValueError(f"{what}: {ops.shape[0]} merge codes but {offs.shape[0]} word offsets")
+    for k in range(ops.shape[0]):
+        if not (0 <= ops[k] <= 9 and 0 <= offs[k] < W):
+            raise ValueError(f"{what}: unknown code {ops[k]} or word {offs[k]} outside {W} words")
+    return 0
+
+
+cdef int _check_groups(const int64_t[::1] groups, Py_ssize_t n, int64_t max_group, str what) except -1:
+    cdef Py_ssize_t i
+    for i in range(n):
+        if not 0 <= groups[i] < max_group:
+            raise ValueError(f"{what}: group {groups[i]} outside [0, {max_group})")
+    return 0
+
+
+def dense_add(const int64_t[::1] groups, const int64_t[:, ::1] rec, const int64_t[::1] ops,
+              const int64_t[::1] offs, int64_t[:, ::1] acc, uint64_t[::1] bits) -> int:
+    """Add a pane (its records sorted by group) to a dense accumulator (a
+    prefix of panes): ``acc[g] <- acc[g] (+) rec[i]`` for ``g = groups[i]``,
+    aggregate ``k`` merged by code ``ops[k]`` at word ``offs[k]``; a group
+    whose bit in ``bits`` is clear gets ``rec[i]`` copied and its bit set.
+    Returns the groups new to the accumulator."""
+    cdef Py_ssize_t i, n = groups.shape[0], W = acc.shape[1], nagg = ops.shape[0]
+    cdef int64_t g, added = 0
+    if rec.shape[0] < n or rec.shape[1] != W:
+        raise ValueError(f"dense_add: {rec.shape[0]} records of {rec.shape[1]} words for {n} groups, "
+                         f"accumulator rows of {W}")
+    _check_layout(ops, offs, W, "dense_add")
+    _check_groups(groups, n, min(acc.shape[0], bits.shape[0] * 64), "dense_add")
+    if n == 0:
+        return 0
+    with nogil:
+        for i in range(n):
+            g = groups[i]
+            if _bit(&bits[0], g):
+                _merge_record(&acc[g, 0], &rec[i, 0], &ops[0] if nagg else NULL, &offs[0] if nagg else NULL,
+                              nagg)
+            else:
+                _copy_rec(&acc[g, 0], &rec[i, 0], W)
+                bits[g >> 6] |= (<uint64_t>1) << (g & 63)
+                added += 1
+    return added
+
+
+def suffix_add(const int64_t[::1] groups, const int64_t[:, ::1] rec, const int64_t[::1] ops,
+               const int64_t[::1] offs, int64_t[:, ::1] ss, int64_t[::1] ss_group, int64_t[::1] ss_next,
+               Py_ssize_t start, int64_t[::1] ptr, uint64_t[::1] bits) -> int:
+    """Add a pane (its records sorted by group) older than every pane added
+    so far to a suffix stack.
+
+    Record ``i`` becomes ``ss[start + i] = rec[i] (+) ss[ptr[g]]`` (the
+    group's suffix over the newer panes, if its bit is set), linked to that
+    record by ``ss_next`` (``-1``: none); ``ptr[g]`` then points to it and
+    the bit is set. Returns the groups new to the stack."""
+    cdef Py_ssize_t i, n = groups.shape[0], W = ss.shape[1], nagg = ops.shape[0], idx
+    cdef int64_t g, nx, added = 0
+    if rec.shape[0] < n or rec.shape[1] != W:
+        raise ValueError(f"suffix_add: {rec.shape[0]} records of {rec.shape[1]} words for {n} groups, "
+                         f"stack rows of {W}")
+    if start < 0 or start + n > min(ss.shape[0], ss_group.shape[0], ss_next.shape[0]):
+        raise ValueError(f"suffix_add: rows [{start}, {start + n}) outside the stack")
+    _check_layout(ops, offs, W, "suffix_add")
+    _check_groups(groups, n, min(ptr.shape[0], bits.shape[0] * 64), "suffix_add")
+    if n == 0:
+        return 0
+    with nogil:
+        for i in range(n):
+            g = groups[i]
+            idx = start + i
+            _copy_rec(&ss[idx, 0], &rec[i, 0], W)
+            ss_group[idx] = g
+            if _bit(&bits[0], g):
+                nx = ptr[g]
+                _merge_record(&ss[idx, 0], &ss[nx, 0], &ops[0] if nagg else NULL,
+                              &offs[0] if nagg else NULL, nagg)
+            else:
+                nx = -1
+                bits[g >> 6] |= (<uint64_t>1) << (g & 63)
+                added += 1
+            ss_next[idx] = nx
+            ptr[g] = idx
+    return added
+
+
+def suffix_drop(const int64_t[::1] ss_group, const int64_t[::1] ss_next, Py_ssize_t lo, Py_ssize_t hi,
+                int64_t[::1] ptr, uint64_t[::1] bits) -> int:
+    """Drop the oldest pane of a suffix stack (its records ``[lo, hi)``):
+    each group's pointer moves to its record of the next newer pane, or its
+    bit clears. Returns the groups that left the stack."""
+    cdef Py_ssize_t idx
+    cdef int64_t g, nx, left = 0, top = min(ptr.shape[0], bits.shape[0] * 64)
+    if not 0 <= lo <= hi <= min(ss_group.shape[0], ss_next.shape[0]):
+        raise ValueError(f"suffix_drop: rows [{lo}, {hi}) outside the stack")
+    for idx in range(lo, hi):
+        if not 0 <= ss_group[idx] < top:
+            raise ValueError(f"suffix_drop: group {ss_group[idx]} outside [0, {top})")
+    with nogil:
+        for idx in range(lo, hi):
+            g = ss_group[idx]
+            nx = ss_next[idx]
+            if nx < 0:
+                bits[g >> 6] &= ~((<uint64_t>1) << (g & 63))
+                left += 1
+            else:
+                ptr[g] = nx
+    return left
+
+
+cdef inline void _put_column_row(int64_t* cols, Py_ssize_t stride, Py_ssize_t r, const int64_t* rec,
+                                 Py_ssize_t W) noexcept nogil:
+    cdef Py_ssize_t c
+    for c in range(W):
+        cols[c * stride + r] = rec[c]
+
+
+def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_t[:, ::1] ss,
+                 const uint64_t[::1] pbits, const int64_t[:, ::1] acc, const int64_t[::1] ops,
+                 const int64_t[::1] offs, int64_t[::1] out_groups, int64_t[:, ::1] out_cols,
+                 Py_ssize_t row0=0) -> int:
+    """One window's rows: for every group set in ``sbits`` or ``pbits``, its
+    suffix record ``ss[ptr[g]]`` merged with its prefix record ``acc[g]``
+    (either alone where the other bit is clear). Word ``w`` of output row
+    ``r`` goes to ``out_cols[w, row0 + r]`` (one contiguous array per record
+    word) and its group to ``out_groups[r]``. A bitmap shorter than the other
+    reads as zeros. Rows come in three runs, each in group order: groups in
+    both, in the suffix only, in the prefix only (a loop without a branch
+    on which side a group is in). Returns the rows."""
+    cdef Py_ssize_t W = out_cols.shape[0], cap = out_cols.shape[1], nagg = ops.shape[0]
+    cdef Py_ssize_t ns = sbits.shape[0], np_ = pbits.shape[0], nw = max(ns, np_), w, n = 0, total = 0
+    cdef Py_ssize_t room = min(out_groups.shape[0], cap - row0), stride = cap
+    cdef uint64_t x, sx, px
+    cdef int64_t g, pos, top = ss.shape[0]
+    cdef int64_t buf[64]
+    cdef Py_ssize_t ends[3]
+    cdef Py_ssize_t r
+    cdef int side
     cdef const int64_t* op = &ops[0] if nagg else NULL
     cdef const int64_t* off = &offs[0] if nagg else NULL
-    if (na and nb and ra.shape[1] != rb.shape[1]) or ra.shape[0] < na or rb.shape[0] < nb \
-            or offs.shape[0] != nagg:
-        raise ValueError("merge of runs: records of different widths, or fewer rows than groups")
-    if out_groups.shape[0] < na + nb or rows < na + nb:
-        raise ValueError(f"merge of runs: outputs hold fewer than the {na + nb} rows needed")
-    if na + nb >= (<Py_ssize_t>1 << 31):
-        raise ValueError(f"merge of runs: {na + nb} rows, the limit is 2**31 - 1")
-    for k in range(nagg):
-        if not (0 <= op[k] <= 9 and 0 <= off[k] < W):
-            raise ValueError(f"merge of runs: unknown code {op[k]} or word {off[k]} outside {W} words")
-    if na + nb == 0:
+    cdef int64_t* cols
+    if W > 64 or (ns and (ss.shape[1] != W or ptr.shape[0] < ns * 64)) or \
+            (np_ and (acc.shape[1] != W or acc.shape[0] < np_ * 64)):
+        raise ValueError(f"dense_window: {W} output words (at most 64) against stack rows of {ss.shape[1]} "
+                         f"and accumulator rows of {acc.shape[1]}, or arrays shorter than their bitmaps")
+    if not 0 <= row0 <= cap:
+        raise ValueError(f"dense_window: first row {row0} outside {cap} columns' rows")
+    _check_layout(ops, offs, W, "dense_window")
+    for w in range(nw):  # rows and suffix pointers checked before any is written
+        sx = sbits[w] if w < ns else 0
+        px = pbits[w] if w < np_ else 0
+        total += popcount64(sx | px)
+        while sx:
+            g = (w << 6) | ctz64(sx)
+            sx &= sx - 1
+            if not 0 <= ptr[g] < top:
+                raise ValueError(f"dense_window: group {g} points to row {ptr[g]} outside the stack")
+    if total > room:
+        raise ValueError(f"dense_window: outputs hold {room} rows, {total} are set")
+    if total == 0:
         return 0
-    # both[0:t] (output row << 32 | b's index), t = min(na, nb) + 1; then W words of scratch
-    both = <int64_t*>malloc(<size_t>(min(na, nb) + 1 + W) * 8)
-    if both == NULL:
-        raise MemoryError("merge of runs: list of shared groups")
+    cols = &out_cols[0, row0]
     with nogil:
-        t = min(na, nb) + 1
-        n = fastops_merge_runs(&ga[0] if na else NULL, &ra[0, 0] if na else NULL, na,
-                               &gb[0] if nb else NULL, &rb[0, 0] if nb else NULL, nb, W,
-                               &out_groups[0], out, stride, both, &nboth)
-        o = both + t  # a row gathered from the columns
-        for k in range(nboth):
-            r = both[k] >> 32
-            b = &rb[both[k] & <int64_t>0xFFFFFFFF, 0]
-            if stride == 0:
-                _merge_record(out + r * W, b, op, off, nagg)
+        for side in range(3):  # the groups, side by side: 0 both, 1 suffix only, 2 prefix only
+            for w in range(nw):
+                sx = sbits[w] if w < ns else 0
+                px = pbits[w] if w < np_ else 0
+                x = (sx & px) if side == 0 else ((sx & ~px) if side == 1 else (px & ~sx))
+                while x:
+                    out_groups[n] = (w << 6) | ctz64(x)
+                    x &= x - 1
+                    n += 1
+            ends[side] = n
+        # the rows (reads of both stacks are at random: prefetched PF rows ahead)
+        for r in range(n):
+            if r + PF < n:
+                g = out_groups[r + PF]
+                if r + PF < ends[1]:
+                    prefetch(&ss[ptr[g], 0])
+                if r + PF < ends[0] or r + PF >= ends[1]:
+                    prefetch(&acc[g, 0])
+            g = out_groups[r]
+            if r < ends[0]:
+                _copy_rec(buf, &ss[ptr[g], 0], W)
+                _merge_record(buf, &acc[g, 0], op, off, nagg)
+                _put_column_row(cols, stride, r, buf, W)
+            elif r < ends[1]:
+                _put_column_row(cols, stride, r, &ss[ptr[g], 0], W)
             else:
-                for c in range(W):
-                    o[c] = out[c * stride + r]
-                _merge_record(o, b, op, off, nagg)
-                for c in range(W):
-                    out[c * stride + r] = o[c]
-    free(both)
+                _put_column_row(cols, stride, r, &acc[g, 0], W)
     return n
 
 
@@ -666,39 +821,6 @@ cdef inline void _merge_record(int64_t* a, const int64_t* b, const int64_t* op, 
     for k in range(nagg):
         if b[off[k]] != 0:
             _merge_one(<int>op[k], a + off[k], b + off[k])
-
-
-def merge_runs(const int64_t[::1] ga, const int64_t[:, ::1] ra,
-               const int64_t[::1] gb, const int64_t[:, ::1] rb,
-               const int64_t[::1] ops, const int64_t[::1] offs,
-               int64_t[::1] out_groups, int64_t[:, ::1] out_rec) -> int:
-    """Merge two lists of (group, record) sorted by group into one: a group
-    in both gets ``a (+) b`` (``b`` the later rows), aggregate ``k`` merged by
-    code ``ops[k]`` at word ``offs[k]``. The outputs hold ``len(ga) +
-    len(gb)`` rows at least, of the records' width. Returns the rows written."""
-    if out_rec.shape[1] != (ra.shape[1] if ga.shape[0] else rb.shape[1]):
-        raise ValueError("merge_runs: output rows of another width than the records")
-    return _merge_checked(ga, ra, gb, rb, ops, offs, out_groups,
-                          &out_rec[0, 0] if out_rec.shape[0] and out_rec.shape[1] else NULL,
-                          out_rec.shape[0], 0)
-
-
-def merge_runs_columns(const int64_t[::1] ga, const int64_t[:, ::1] ra,
-                       const int64_t[::1] gb, const int64_t[:, ::1] rb,
-                       const int64_t[::1] ops, const int64_t[::1] offs,
-                       int64_t[::1] out_groups, int64_t[:, ::1] out_cols, Py_ssize_t row0=0) -> int:
-    """``merge_runs`` written as columns: word ``w`` of output row ``r`` goes to
-    ``out_cols[w, row0 + r]`` (one row of ``out_cols`` per record word), so
-    that each field of the results is one contiguous array; ``out_groups``
-    gets rows from 0. Returns the rows written."""
-    cdef Py_ssize_t words = out_cols.shape[0], cap = out_cols.shape[1]
-    if words != (ra.shape[1] if ga.shape[0] else rb.shape[1]):
-        raise ValueError("merge_runs_columns: not one output row per record word")
-    if not 0 <= row0 <= cap:
-        raise ValueError(f"merge_runs_columns: first row {row0} outside {cap} columns' rows")
-    return _merge_checked(ga, ra, gb, rb, ops, offs, out_groups,
-                          &out_cols[0, row0] if words and row0 < cap else NULL,
-                          cap - row0 if words else out_groups.shape[0], cap if cap else 1)
 
 
 def pairs_plan(const int64_t[::1] rows, const int64_t[::1] src, int64_t nrows, int64_t top,

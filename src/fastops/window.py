@@ -234,74 +234,121 @@ class State:
 
 # ---------------------------------------------------------------- aggregator
 
-_Run = tuple[np.ndarray, np.ndarray]  # (groups ascending, their records (n, W) int64)
 
 
-class _PaneRuns:
+class _PaneStacks:
     """Sliding windows (``k`` > 1 panes) of built-in aggregates, emitted from
-    runs: lists of (group, record) sorted by group.
+    two stacks of aggregated panes, held by group id.
 
     Panes form blocks of ``k`` aligned panes. Window ``[s, s + k)`` is the
     suffix ``[s, b)`` of one block merged with the prefix ``[b, s + k)`` of
-    the next (``b`` the first pane of that block). A block's suffixes are built
-    once, newest pane first; the prefix grows by a pane per window. Each pane
-    is thus merged about twice, whatever ``k`` is, and each output row is
-    about two sequential record copies instead of one lookup per pane.
+    the next (``b`` the first pane of that block).
+
+    - The prefix is one dense accumulator (a record per group id, and a bit
+      per group that holds one); each window adds its newest pane.
+    - The suffixes of a block are built once, newest pane first: each record
+      of a pane becomes that pane merged with the group's suffix over the
+      newer panes, linked to it. A pointer per group marks its suffix record
+      for the current window; dropping the oldest pane moves the pointers of
+      its groups along their links.
+    - A window's rows are read off the union of both bitmaps, in group order.
+
+    So each pane is merged about twice whatever ``k`` is, nothing is
+    copied per window but its output rows, and memory is one record per
+    group plus the panes of a block.
 
     Derived state: the panes read are copied, so purges do not touch the
-    runs, but a row that lands in a pane already read (``hi`` or before)
+    stacks, but a row that lands in a pane already read (``hi`` or before)
     makes them stale, and they are dropped (``clear``)."""
 
     def __init__(self, k: int, width: int):
-        self.k = k
-        self.empty: _Run = (np.empty(0, dtype=np.int64), np.empty((0, width), dtype=np.int64))
+        self.k, self.width = k, width
+        self.acc = np.empty((0, width), dtype=np.int64)  # prefix record of each group
+        self.pbits = np.zeros(0, dtype=np.uint64)        # groups in the prefix
+        self.ptr = np.empty(0, dtype=np.int64)           # each group's current suffix record
+        self.sbits = np.zeros(0, dtype=np.uint64)        # groups in the current suffix
         self.clear()
 
     def clear(self) -> None:
         self.hi: Optional[int] = None  # the newest pane read
         self.prefix_block: Optional[int] = None
         self.prefix_upto = 0
-        self.prefix = self.empty
+        self.prefix_groups = 0
         self.suffix_block: Optional[int] = None
         self.suffix_from = 0
-        self.suffix_panes: list[int] = []
-        self.suffixes: dict[int, _Run] = {}
-        self.sorted: dict[int, _Run] = {}  # panes the prefix read, kept for their block's suffixes
+        self.suffix_groups = 0
+        self.suffix_panes: list[tuple[int, int, int]] = []  # (pane, first row, end row), oldest first
+        self.ss = np.empty((0, self.width), dtype=np.int64)  # suffix records, pane by pane
+        self.ss_group = np.empty(0, dtype=np.int64)           # their groups
+        self.ss_next = np.empty(0, dtype=np.int64)            # their group's record in the next newer pane
+        self.sorted: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # panes the prefix read, for their block's suffixes
+        self.pbits[:] = 0
+        self.sbits[:] = 0
 
-    def window(self, wa: "WindowAggregator", s: int) -> tuple[_Run, _Run]:
-        """The suffix and prefix runs whose merge is the window of panes ``[s, s + k)``."""
+    def _fit(self, num_groups: int) -> None:
+        """Room for group ids below ``num_groups`` (bitmaps keep their bits)."""
+        words = (num_groups + 63) // 64
+        if words > len(self.pbits):
+            words = max(words, 2 * len(self.pbits))
+            self.pbits = np.concatenate([self.pbits, np.zeros(words - len(self.pbits), dtype=np.uint64)])
+            self.sbits = np.concatenate([self.sbits, np.zeros(words - len(self.sbits), dtype=np.uint64)])
+            acc = np.empty((64 * words, self.width), dtype=np.int64)
+            acc[:len(self.acc)] = self.acc
+            ptr = np.empty(64 * words, dtype=np.int64)
+            ptr[:len(self.ptr)] = self.ptr
+            self.acc, self.ptr = acc, ptr
+
+    def prepare(self, wa: "WindowAggregator", s: int) -> int:
+        """Bring both stacks to window ``[s, s + k)``; returns an upper bound of its rows."""
+        self._fit(wa._keys.num_groups)
         k = self.k
         e = s + k - 1
         b = (e // k) * k
-        suffix = self._suffix(wa, b - k, s) if s < b else self.empty
-        prefix = self._prefix(wa, b, e)
+        self._prefix(wa, b, e)
+        self.with_suffix = s < b
+        if self.with_suffix:
+            self._suffix(wa, b - k, s)
         self.hi = e if self.hi is None else max(self.hi, e)
-        return suffix, prefix
+        return self.prefix_groups + (self.suffix_groups if self.with_suffix else 0)
 
-    def _prefix(self, wa: "WindowAggregator", b: int, e: int) -> _Run:
+    def emit(self, wa: "WindowAggregator", out_groups: np.ndarray, columns: np.ndarray, row0: int) -> int:
+        """The prepared window's rows into ``columns`` from ``row0`` on (see ``dense_window``)."""
+        sbits = self.sbits if self.with_suffix else self.sbits[:0]
+        return _window.dense_window(sbits, self.ptr, self.ss, self.pbits, self.acc, wa._ops, wa._offs,
+                                    out_groups, columns, row0)
+
+    def _prefix(self, wa: "WindowAggregator", b: int, e: int) -> None:
         if self.prefix_block != b or self.prefix_upto > e:
-            self.prefix_block, self.prefix_upto, self.prefix = b, b - 1, self.empty
+            self.prefix_block, self.prefix_upto, self.prefix_groups = b, b - 1, 0
+            self.pbits[:] = 0
             for q in [q for q in self.sorted if q < b - self.k]:
                 del self.sorted[q]
         for q in wa._panes_between(self.prefix_upto + 1, e + 1):
-            run = self.sorted[q] = wa._sorted_pane(q)
-            self.prefix = wa._merge_runs(self.prefix, run)
+            groups, rec = self.sorted[q] = wa._sorted_pane(q)
+            self.prefix_groups += _window.dense_add(groups, rec, wa._ops, wa._offs, self.acc, self.pbits)
         self.prefix_upto = e
-        return self.prefix
 
-    def _suffix(self, wa: "WindowAggregator", b0: int, s: int) -> _Run:
+    def _suffix(self, wa: "WindowAggregator", b0: int, s: int) -> None:
         if self.suffix_block != b0 or self.suffix_from > s:
-            self.suffix_panes = wa._panes_between(s, b0 + self.k)
-            self.suffixes, run = {}, self.empty
-            for q in reversed(self.suffix_panes):
-                pane = self.sorted.pop(q, None)
-                run = self.suffixes[q] = wa._merge_runs(wa._sorted_pane(q) if pane is None else pane, run)
+            panes = wa._panes_between(s, b0 + self.k)
+            runs = [self.sorted.pop(q, None) or wa._sorted_pane(q) for q in panes]
+            rows = sum(len(g) for g, _ in runs)
+            self.ss = _arrow.empty(rows * self.width, np.int64)[0].reshape(rows, self.width)
+            self.ss_group = _arrow.empty(rows, np.int64)[0]
+            self.ss_next = _arrow.empty(rows, np.int64)[0]
+            self.sbits[:] = 0
+            self.suffix_groups, self.suffix_panes, end = 0, [], rows
+            for q, (groups, rec) in zip(reversed(panes), reversed(runs)):
+                start = end - len(groups)  # rows in pane order, filled newest first
+                self.suffix_groups += _window.suffix_add(groups, rec, wa._ops, wa._offs, self.ss, self.ss_group,
+                                                         self.ss_next, start, self.ptr, self.sbits)
+                self.suffix_panes.insert(0, (q, start, end))
+                end = start
             self.suffix_block, self.suffix_from = b0, s
-        # the panes [s, b0 + k) that exist start at the first listed pane >= s
-        i = bisect.bisect_left(self.suffix_panes, s)
-        for q in self.suffix_panes[:i]:  # windows fire in order: earlier suffixes are done with
-            self.suffixes.pop(q, None)
-        return self.suffixes[self.suffix_panes[i]] if i < len(self.suffix_panes) else self.empty
+        while self.suffix_panes and self.suffix_panes[0][0] < s:  # windows fire in order: drop older panes
+            _, lo, hi = self.suffix_panes.pop(0)
+            self.suffix_groups -= _window.suffix_drop(self.ss_group, self.ss_next, lo, hi, self.ptr, self.sbits)
+        self.suffix_from = s
 
 
 class WindowAggregator:
@@ -395,7 +442,7 @@ class WindowAggregator:
             self._hq = np.zeros(256, dtype=np.int64)
             self._hv = np.full(256, -1, dtype=np.int64)
             self._panes: list[int] = []
-            self._runs: Optional[_PaneRuns] = None  # built with the records (_share_states)
+            self._stacks: Optional[_PaneStacks] = None  # built with the records (_share_states)
             self._group_pos = np.empty(0, dtype=np.int32)  # scratch of the pane sort
             self._emit_groups = np.empty(0, dtype=np.int64)  # emission scratch (see _ensure_emit)
             self._emit_row = np.empty(0, dtype=np.int64)
@@ -486,7 +533,7 @@ class WindowAggregator:
         self._merged = _Records(self._records.rec.shape[1])
         self._words = sum(len(st.names) for st in states)  # record words in use
         if self._mode == "pane" and self._k > 1 and len(self._builtin) == len(self._agg_list):
-            self._runs = _PaneRuns(self._k, self._words)  # built-ins only: plug-ins merge (row, slot) pairs
+            self._stacks = _PaneStacks(self._k, self._words)  # built-ins only: plug-ins merge (row, slot) pairs
 
     def _check_columns(self, names: Sequence[str]) -> None:
         if self.time is not None and self.time not in names:
@@ -696,9 +743,9 @@ class WindowAggregator:
 
     def _assign_panes(self, gids: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, int]:
         n = len(gids)
-        runs = self._runs
-        if runs is not None and runs.hi is not None and int(ts.min()) < self._offset + (runs.hi + 1) * self._p:
-            runs.clear()  # a row in a pane the runs have read
+        stacks = self._stacks
+        if stacks is not None and stacks.hi is not None and int(ts.min()) < self._offset + (stacks.hi + 1) * self._p:
+            stacks.clear()  # a row in a pane the stacks have read
         self._ensure_slots(n)
         out = np.empty(n, dtype=np.int64)
         new_panes = np.empty(n + 1, dtype=np.int64)
@@ -840,8 +887,8 @@ class WindowAggregator:
         """The active panes q with ``lo <= q < hi``, ascending."""
         return self._panes[bisect.bisect_left(self._panes, lo):bisect.bisect_left(self._panes, hi)]
 
-    def _sorted_pane(self, q: int) -> _Run:
-        """Pane ``q``'s groups and records, sorted by group."""
+    def _sorted_pane(self, q: int) -> tuple[np.ndarray, np.ndarray]:
+        """Pane ``q``'s groups (ascending) and their records (the words in use)."""
         live = int(self._counters[4])  # no pane has more slots
         self._emit_src = _arrow.grown(self._emit_src, live)
         self._emit_row = _arrow.grown(self._emit_row, live)
@@ -855,16 +902,6 @@ class WindowAggregator:
         _window.sorted_records(self._emit_row, self._emit_src[:n], self._records.rec, self._keys.num_groups,
                                groups, rec, self._group_pos)
         return groups, rec
-
-    def _merge_runs(self, a: _Run, b: _Run) -> _Run:
-        """One run of ``a`` then ``b`` (a group in both: its records merged)."""
-        if len(a[0]) == 0 or len(b[0]) == 0:
-            return b if len(a[0]) == 0 else a
-        n = len(a[0]) + len(b[0])
-        groups = _arrow.empty(n, np.int64)[0]
-        rec = _arrow.empty(n * a[1].shape[1], np.int64)[0].reshape(n, a[1].shape[1])
-        m = _window.merge_runs(a[0], a[1], b[0], b[1], self._ops, self._offs, groups, rec)
-        return groups[:m], rec[:m]
 
     def _window_panes(self, j: int) -> np.ndarray:
         """Window ``j``'s active panes, newest first."""
@@ -909,10 +946,10 @@ class WindowAggregator:
         self._mark = _arrow.grown(self._mark, self._keys.num_groups, -1)
         refire_panes: set[int] = set()
         total_rows = 0
-        runs = self._runs
-        fast: list[int] = []  # with runs: the windows emitted from them, after every refire
+        stacks = self._stacks
+        fast: list[int] = []  # with stacks: the windows emitted from them, after every refire
         for j, refire in work:
-            if runs is not None and not refire:
+            if stacks is not None and not refire:
                 fast.append(j)
                 continue
             panes = self._window_panes(j)
@@ -936,8 +973,8 @@ class WindowAggregator:
             counts.append(nrows)
             total_rows += nrows
         columns = None
-        if runs is not None and (fast or total_rows):
-            total_rows, columns = self._emit_runs(runs, fast, total_rows, starts, counts)
+        if stacks is not None and (fast or total_rows):
+            total_rows, columns = self._emit_stacks(stacks, fast, total_rows, starts, counts)
         if refire_panes:
             _window.pane_clear_dirty(self._hg, self._hq, self._hv, self._s_next, self._s_flags,
                                      np.array(sorted(refire_panes), dtype=np.int64))
@@ -961,19 +998,18 @@ class WindowAggregator:
             out = self._build(ws, ws + self._size, self._emit_groups[:total_rows], results)
         return out
 
-    def _emit_runs(self, runs: _PaneRuns, fast: list[int], nrows: int, starts: list[int],
-                   counts: list[int]) -> tuple[int, np.ndarray]:
-        """Windows ``fast`` merged from their suffix and prefix runs, after the
-        ``nrows`` rows of merged records already emitted, into one array per
-        record word (each aggregate's fields then need no gathering). Returns
-        the rows and that array."""
+    def _emit_stacks(self, stacks: _PaneStacks, fast: list[int], nrows: int, starts: list[int],
+                     counts: list[int]) -> tuple[int, np.ndarray]:
+        """Windows ``fast`` read off the pane stacks, after the ``nrows`` rows
+        of merged records already emitted, into one array per record word
+        (each aggregate's fields then need no gathering). Returns the rows
+        and that array."""
         words = self._words
         # the rows emitted so far (refires; with no window here, results gather them from the
         # scratch as from any row records)
         columns = self._merged.rec[:nrows, :words].T
         for i, j in enumerate(fast):
-            suffix, prefix = runs.window(self, j * self._ks)
-            need = len(suffix[0]) + len(prefix[0])
+            need = stacks.prepare(self, j * self._ks)
             if i == 0 or nrows + need > columns.shape[1]:
                 # room for this window and, at its size, the rest (one allocation in the usual case)
                 cap = nrows + need * (len(fast) - i)
@@ -981,8 +1017,7 @@ class WindowAggregator:
                 grown[:, :nrows] = columns[:, :nrows]
                 columns = grown
                 self._emit_groups = _arrow.grown(self._emit_groups, cap)
-            n = _window.merge_runs_columns(suffix[0], suffix[1], prefix[0], prefix[1], self._ops, self._offs,
-                                           self._emit_groups[nrows:], columns, nrows)
+            n = stacks.emit(self, self._emit_groups[nrows:], columns, nrows)
             if n:
                 starts.append(self._offset + j * self._slide)
                 counts.append(n)
