@@ -59,10 +59,12 @@ def _partition_ids():
 
 def _scatter_pair():
     rng = np.random.default_rng(1)
-    dest = rng.permutation(N).astype(np.int32)
+    ids = rng.integers(0, 64, N).astype(np.int32)
+    dest, starts = np.empty(N, dtype=np.int32), np.empty(65, dtype=np.int64)
+    _core.partition_dest(ids, np.bincount(ids, minlength=64).astype(np.int64), dest, starts)
     a, b = np.arange(N, dtype=np.uint64), np.arange(N, 2 * N, dtype=np.uint64)
     oa, ob = np.empty_like(a), np.empty_like(b)
-    return (lambda: _core.scatter_words2(a, b, dest, oa, ob),
+    return (lambda: _core.scatter_words2(a, b, ids, starts, dest, oa, ob),
             lambda: oa[dest[7]] == 7 and ob[dest[7]] == N + 7)
 
 

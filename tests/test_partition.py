@@ -259,6 +259,42 @@ def test_partition_large_strings_and_many_partitions():
             assert part.equals(batch.filter(pa.array(ids == p)))
 
 
+@pytest.mark.parametrize("P", [1, 5, 64, 300])
+@pytest.mark.parametrize("dtype,columns", [(np.uint64, 1), (np.uint64, 2), (np.uint32, 2), (np.uint8, 1)])
+def test_streamed_scatter_matches_numpy(P, dtype, columns):
+    """Outputs past ``STREAM_MIN_BYTES`` go through per-partition line
+    buffers and streaming stores: every value lands where a stable argsort by
+    partition puts it, including partitions that start or end inside a
+    64-byte line, empty partitions, and outputs not aligned to a line (which
+    take the direct path)."""
+    rng = np.random.default_rng(P)
+    width = np.dtype(dtype).itemsize
+    n = _core.STREAM_MIN_BYTES // (width * columns) + 1001
+    ids = rng.integers(0, P, n).astype(np.int32)
+    if P > 2:
+        ids[ids == 1] = 2  # an empty partition
+        ids[ids == 3] = 0
+        ids[rng.integers(0, n, 3)] = 3  # one of 1 to 3 rows: its line holds its neighbours' rows
+    counts = np.bincount(ids, minlength=P).astype(np.int64)
+    dest = np.empty(n, dtype=np.int32)
+    starts = np.empty(P + 1, dtype=np.int64)
+    _core.partition_dest(ids, counts, dest, starts)
+    order = np.argsort(ids, kind="stable")
+    srcs = [rng.integers(0, np.iinfo(dtype).max, n, dtype=dtype, endpoint=True) for _ in range(columns)]
+    for shift in (0, 1):  # 64-byte aligned outputs (streamed), and one word off (direct)
+        outs = [fastops._arrow.empty(n + shift, dtype)[0][shift:] for _ in range(columns)]
+        for o in outs:
+            o[:] = 0
+        if columns == 1:
+            _core.scatter_words(srcs[0], ids, starts, dest, outs[0])
+        else:
+            _core.scatter_words2(srcs[0], srcs[1], ids, starts, dest, outs[0], outs[1])
+        for src, out in zip(srcs, outs):
+            np.testing.assert_array_equal(out, src[order])
+    with pytest.raises(ValueError, match="ids"):
+        _core.scatter_words(srcs[0], ids[:-1], starts, dest, outs[0])
+
+
 def test_scatter_by_ids_rejects_out_of_range():
     batch = pa.record_batch({"v": [1, 2, 3]})
     parts = fastops.partitioning.scatter_by_ids(batch, np.array([2, 0, 2]), 3)

@@ -112,13 +112,16 @@ def partition_dest(ids: _I32,         # const int32_t[::1]: in [0, P)
                    starts: _I64,      # int64_t[::1]: P + 1 partition starts
                    order: bool = ..., # dest the other way: input row of each output row
                    ) -> int: ...      # 0
+STREAM_MIN_BYTES: int  # scatters writing this much go through line buffers and streaming stores
 def scatter_words(src: _Words,        # const word_t[::1]
-                  dest: _Dest,        # const dest_t[::1]
+                  ids: _I32,          # const int32_t[::1]: partition of each row
+                  starts: _I64,       # const int64_t[::1]: P + 1 partition starts
+                  dest: _Dest,        # const dest_t[::1]: output row of each row (partition_dest)
                   out: _Words,        # word_t[::1], same dtype as src
                   ) -> None: ...
 def scatter_words2(src_a: _Words,    # const word_t[::1]
                    src_b: _Words,     # const word_t[::1], same dtype
-                   dest: _Dest,       # const dest_t[::1]
+                   ids: _I32, starts: _I64, dest: _Dest,
                    out_a: _Words,     # word_t[::1]
                    out_b: _Words,     # word_t[::1]
                    ) -> None: ...

@@ -189,8 +189,26 @@ cdef extern from *:
 cdef extern from *:
     """
     #define fastops_prefetch_w(p) __builtin_prefetch((const void*)(p), 1, 3)
+    #if defined(__SSE2__) || defined(_M_X64)
+    #include <emmintrin.h>
+    /* One 64-byte line to memory, past the caches (no read for ownership). */
+    static inline void fastops_stream_line(void* dst, const void* src) {
+        __m128i* d = (__m128i*)dst;
+        const __m128i* s = (const __m128i*)src;
+        _mm_stream_si128(d, _mm_load_si128(s));
+        _mm_stream_si128(d + 1, _mm_load_si128(s + 1));
+        _mm_stream_si128(d + 2, _mm_load_si128(s + 2));
+        _mm_stream_si128(d + 3, _mm_load_si128(s + 3));
+    }
+    static inline void fastops_stream_fence(void) { _mm_sfence(); }
+    #else
+    static inline void fastops_stream_line(void* dst, const void* src) { memcpy(dst, src, 64); }
+    static inline void fastops_stream_fence(void) {}
+    #endif
     """
     void prefetch_w "fastops_prefetch_w"(const void* p) noexcept nogil
+    void stream_line "fastops_stream_line"(void* dst, const void* src) noexcept nogil
+    void stream_fence "fastops_stream_fence"() noexcept nogil
 
 cdef enum:
     SUB_HIST_MAX = 65536   # sub-histograms only for P up to this
@@ -492,36 +510,127 @@ def partition_dest(const int32_t[::1] ids, const int64_t[::1] counts,
     return OK
 
 
-def scatter_words(const word_t[::1] src, const dest_t[::1] dest, word_t[::1] out):
-    """out[dest[i]] = src[i] for fixed-width values. Modifies ``out``."""
-    cdef Py_ssize_t i, n = dest.shape[0]
+cdef Py_ssize_t _STREAM_MIN_BYTES = 1 << 22
+STREAM_MIN_BYTES = _STREAM_MIN_BYTES
+"""Scatters that write at least this many bytes go through line buffers and
+streaming stores (``_scatter_streamed``); smaller outputs would fit in the
+caches, where the next operator reads them, so they are stored directly."""
+
+
+cdef int _check_scatter(Py_ssize_t n, Py_ssize_t nids, Py_ssize_t nsrc, Py_ssize_t nout, Py_ssize_t nstarts,
+                        str what) except -1:
+    if nids != n or nsrc < n or nout < n or nstarts < 1:
+        raise ValueError(f"{what}: {n} rows placed, {nids} ids, columns of {nsrc} / {nout} rows, "
+                         f"{nstarts} partition starts")
+    return 0
+
+
+cdef bint _streamable(const void* a, const void* b, Py_ssize_t nbytes) noexcept nogil:
+    return nbytes >= _STREAM_MIN_BYTES and (<size_t>a) % 64 == 0 and (b == NULL or (<size_t>b) % 64 == 0)
+
+
+cdef int _scatter_streamed(const word_t* src_a, const word_t* src_b, const int32_t* ids,
+                           const dest_t* dest, Py_ssize_t n, const int64_t* starts, Py_ssize_t P,
+                           word_t* out_a, word_t* out_b) noexcept nogil:
+    """``out[dest[i]] = src[i]`` for one column (``src_b`` NULL) or two,
+    through a 64-byte line buffer per partition and column: a partition's
+    rows are consecutive, so each full line goes out in one streaming store
+    instead of every value pulling its line into the cache (the outputs are
+    64-byte aligned). The first line of a partition may start in the previous
+    partition's rows, and its last may end in the next one's: those are
+    written value by value. Returns -1 if the buffers could not be had."""
+    cdef Py_ssize_t i, per = 64 // sizeof(word_t), cols = 1 if src_b == NULL else 2
+    cdef int64_t d, s, line, lo, end, p
+    cdef char* raw = <char*>malloc(<size_t>(P if P > 0 else 1) * 64 * cols + 64)
+    cdef word_t* buf = <word_t*>(raw + (64 - (<size_t>raw) % 64) % 64)  # aligned for the line loads
+    cdef word_t* ba
+    if raw == NULL:
+        return -1
+    for i in range(n):
+        p = ids[i]
+        d = dest[i]
+        s = d & (per - 1)
+        ba = buf + p * per * cols
+        ba[s] = src_a[i]
+        if cols == 2:
+            ba[per + s] = src_b[i]
+        if s == per - 1:
+            line = d - s
+            if line >= starts[p]:
+                stream_line(out_a + line, ba)
+                if cols == 2:
+                    stream_line(out_b + line, ba + per)
+            else:  # the partition's first line: from its first row on
+                lo = starts[p] - line
+                memcpy(out_a + starts[p], ba + lo, <size_t>(per - lo) * sizeof(word_t))
+                if cols == 2:
+                    memcpy(out_b + starts[p], ba + per + lo, <size_t>(per - lo) * sizeof(word_t))
+    for p in range(P):  # the lines not filled: up to the partition's end
+        end = starts[p + 1]
+        if end == starts[p] or (end & (per - 1)) == 0:
+            continue
+        line = end & ~(per - 1)
+        lo = starts[p] - line if line < starts[p] else 0
+        ba = buf + p * per * cols
+        memcpy(out_a + line + lo, ba + lo, <size_t>(end - line - lo) * sizeof(word_t))
+        if cols == 2:
+            memcpy(out_b + line + lo, ba + per + lo, <size_t>(end - line - lo) * sizeof(word_t))
+    stream_fence()
+    free(raw)
+    return 0
+
+
+def scatter_words(const word_t[::1] src, const int32_t[::1] ids, const int64_t[::1] starts,
+                  const dest_t[::1] dest, word_t[::1] out):
+    """out[dest[i]] = src[i] for fixed-width values, ``dest`` from
+    ``partition_dest`` of ``ids`` (partition p owns output rows
+    ``starts[p]:starts[p+1]``). Modifies ``out``."""
+    cdef Py_ssize_t i, n = dest.shape[0], P = starts.shape[0] - 1
     cdef Py_ssize_t ahead = 256 // sizeof(word_t)
     cdef word_t* o = &out[0] if out.shape[0] > 0 else NULL
+    cdef int status = 0
+    _check_scatter(n, ids.shape[0], src.shape[0], out.shape[0], starts.shape[0], "scatter_words")
+    if n == 0:
+        return
     with nogil:
-        for i in range(n):
-            o[dest[i]] = src[i]
-            # each partition is a write stream: fetch its lines ahead of time
-            prefetch_w(o + dest[i] + ahead)
+        if _streamable(o, NULL, n * sizeof(word_t)):
+            status = _scatter_streamed(&src[0], <const word_t*>NULL, &ids[0], &dest[0], n, &starts[0], P,
+                                       o, <word_t*>NULL)
+        else:
+            for i in range(n):
+                o[dest[i]] = src[i]
+                # each partition is a write stream: fetch its lines ahead of time
+                prefetch_w(o + dest[i] + ahead)
+    if status < 0:
+        raise MemoryError(f"line buffers of {P} partitions")
 
 
-def scatter_words2(const word_t[::1] src_a, const word_t[::1] src_b, const dest_t[::1] dest,
-                   word_t[::1] out_a, word_t[::1] out_b):
+def scatter_words2(const word_t[::1] src_a, const word_t[::1] src_b, const int32_t[::1] ids,
+                   const int64_t[::1] starts, const dest_t[::1] dest, word_t[::1] out_a, word_t[::1] out_b):
     """``scatter_words`` of two columns of one width in one pass: the row
     placement ``dest`` is read once for both. Modifies ``out_a`` and ``out_b``."""
-    cdef Py_ssize_t i, n = dest.shape[0]
+    cdef Py_ssize_t i, n = dest.shape[0], P = starts.shape[0] - 1
     cdef Py_ssize_t ahead = 256 // sizeof(word_t)
     cdef word_t* a = &out_a[0] if out_a.shape[0] > 0 else NULL
     cdef word_t* b = &out_b[0] if out_b.shape[0] > 0 else NULL
     cdef int64_t d
-    if src_a.shape[0] < n or src_b.shape[0] < n or out_a.shape[0] < n or out_b.shape[0] < n:
-        raise ValueError(f"scatter_words2: columns shorter than the {n} rows placed")
+    cdef int status = 0
+    _check_scatter(n, ids.shape[0], min(src_a.shape[0], src_b.shape[0]), min(out_a.shape[0], out_b.shape[0]),
+                   starts.shape[0], "scatter_words2")
+    if n == 0:
+        return
     with nogil:
-        for i in range(n):
-            d = dest[i]
-            a[d] = src_a[i]
-            b[d] = src_b[i]
-            prefetch_w(a + d + ahead)
-            prefetch_w(b + d + ahead)
+        if _streamable(a, b, 2 * n * sizeof(word_t)):
+            status = _scatter_streamed(&src_a[0], &src_b[0], &ids[0], &dest[0], n, &starts[0], P, a, b)
+        else:
+            for i in range(n):
+                d = dest[i]
+                a[d] = src_a[i]
+                b[d] = src_b[i]
+                prefetch_w(a + d + ahead)
+                prefetch_w(b + d + ahead)
+    if status < 0:
+        raise MemoryError(f"line buffers of {P} partitions")
 
 
 def scatter_bits(const uint8_t[::1] src, int64_t src_offset, const dest_t[::1] dest,

@@ -263,20 +263,21 @@ def _scatter_binary(arr: pa.Array, ids: np.ndarray, starts: np.ndarray, dest: np
                                  arr.null_count)
 
 
-def _scatter_words(pending: dict, values: np.ndarray, out: np.ndarray, dest: np.ndarray) -> None:
-    """``out[dest[i]] = values[i]``, two columns of one width per pass (the
-    placement is then read once for both): a column waits in ``pending`` for
-    its partner; ``_flush_words`` does the ones left."""
+def _scatter_words(pending: dict, values: np.ndarray, out: np.ndarray, placement: tuple) -> None:
+    """``out[dest[i]] = values[i]`` (``placement``: ids, starts, dest), two
+    columns of one width per pass (the placement is then read once for both):
+    a column waits in ``pending`` for its partner; ``_flush_words`` does the
+    ones left."""
     partner = pending.pop(values.dtype, None)
     if partner is None:
         pending[values.dtype] = (values, out)
     else:
-        _core.scatter_words2(partner[0], values, dest, partner[1], out)
+        _core.scatter_words2(partner[0], values, *placement, partner[1], out)
 
 
-def _flush_words(pending: dict, dest: np.ndarray) -> None:
+def _flush_words(pending: dict, placement: tuple) -> None:
     for values, out in pending.values():
-        _core.scatter_words(values, dest, out)
+        _core.scatter_words(values, *placement, out)
     pending.clear()
 
 
@@ -300,7 +301,7 @@ def _scatter_array(arr: pa.Array, ids: np.ndarray, dest: np.ndarray, starts: np.
     if width in _arrow.UINT_FOR_WIDTH:
         values = _arrow.fixed_values(arr, _arrow.UINT_FOR_WIDTH[width])
         out, out_buf = _arrow.empty(n, values.dtype)
-        _scatter_words(pending, values, out, dest)
+        _scatter_words(pending, values, out, (ids, starts, dest))
         return pa.Array.from_buffers(t, n, [out_valid, out_buf], null_count)
     if pat.is_boolean(t):
         bits, bits_buf = _arrow.empty((n + 7) // 8, np.uint8)
@@ -386,7 +387,7 @@ def _scatter(batch: Batch, ids: np.ndarray, counts: np.ndarray) -> list[pa.Recor
     for i, col in enumerate(columns):
         if arrays[i] is None:
             arrays[i] = _scatter_array(col, ids, dest, starts, perm, pending)
-    _flush_words(pending, dest)
+    _flush_words(pending, (ids, starts, dest))
     return _slices(pa.RecordBatch.from_arrays(arrays, schema=batch.schema), starts)
 
 
