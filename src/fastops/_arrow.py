@@ -152,13 +152,25 @@ def empty(n: int, dtype: Any) -> tuple[np.ndarray, pa.Buffer]:
     return np.frombuffer(buf, dtype=dtype), buf
 
 
+def concat(pieces: list[np.ndarray], dtype: Any) -> np.ndarray:
+    """The pieces end to end, in pool memory (see ``empty``)."""
+    out = empty(sum(len(p) for p in pieces), dtype)[0]
+    at = 0
+    for p in pieces:
+        out[at:at + len(p)] = p
+        at += len(p)
+    return out
+
+
 def grown(a: np.ndarray, n: int, fill: Any = 0) -> np.ndarray:
     """``a`` with room for ``n`` entries (capacity doubles, at least 64; new
-    ones ``fill``): the growth of every per-slot and per-row state array."""
+    ones ``fill``): the growth of every per-slot and per-row state array, in
+    pool memory (see ``empty``)."""
     if len(a) >= n:
         return a
-    b = np.full(max(n, 2 * len(a), 64), fill, dtype=a.dtype)
+    b = empty(max(n, 2 * len(a), 64), a.dtype)[0]
     b[: len(a)] = a
+    b[len(a):] = fill
     return b
 
 

@@ -244,7 +244,7 @@ class Columns:
         if slots is not None:
             slots = np.ascontiguousarray(slots, dtype=np.int64)
         n = self.size if slots is None else len(slots)
-        out = np.empty((len(names), n), dtype=np.int64)
+        out = _arrow.empty(len(names) * n, np.int64)[0].reshape(len(names), n)  # becomes the results
         null = np.empty(n, dtype=np.uint8)
         fields = np.array([self.off + self.names.index(k) for k in names], dtype=np.int64)
         nnull = _window.gather_fields(self.rec, self.off, fields, slots, out, null)

@@ -256,7 +256,7 @@ class KeyTable:
                 self._index.binary_fill(c, ids, offsets, data)
                 arr = _arrow.binary_array(t, offsets, data, nulls == 0, f"key column {self._label(c)}")
             else:
-                vals = np.empty(n, dtype=np.uint64)
+                vals = _arrow.empty(n, np.uint64)[0]  # pool memory: it becomes the column
                 nnull = self._index.gather_fixed(c, ids, vals, nulls)
                 if nnull < 0:
                     raise self._bad_id(ids)

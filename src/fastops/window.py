@@ -251,11 +251,12 @@ class _PaneStacks:
       newer panes, linked to it. A pointer per group marks its suffix record
       for the current window; dropping the oldest pane moves the pointers of
       its groups along their links.
-    - A window's rows are read off the union of both bitmaps, in group order.
+    - A window's rows are read off both bitmaps: the groups in both, then
+      those in the suffix only, then those in the prefix only.
 
     So each pane is merged about twice whatever ``k`` is, nothing is
     copied per window but its output rows, and memory is one record per
-    group plus the panes of a block.
+    group plus sorted copies of the panes of two blocks.
 
     Derived state: the panes read are copied, so purges do not touch the
     stacks, but a row that lands in a pane already read (``hi`` or before)
@@ -277,6 +278,7 @@ class _PaneStacks:
         self.suffix_block: Optional[int] = None
         self.suffix_from = 0
         self.suffix_groups = 0
+        self.with_suffix = False  # whether the prepared window has a suffix
         self.suffix_panes: list[tuple[int, int, int]] = []  # (pane, first row, end row), oldest first
         self.ss = np.empty((0, self.width), dtype=np.int64)  # suffix records, pane by pane
         self.ss_group = np.empty(0, dtype=np.int64)           # their groups
@@ -966,9 +968,9 @@ class WindowAggregator:
             if nrows == 0:
                 continue
             if want_pairs:
-                pieces_row.append(self._emit_row[:npairs].copy())
+                pieces_row.append(self._emit_row[:npairs].copy())  # the scratch is reused
             if want_pairs or direct:
-                pieces_s.append(self._emit_src[:npairs].copy())
+                pieces_s.append(_arrow.concat([self._emit_src[:npairs]], np.int64))  # the scratch is reused
             starts.append(self._offset + j * self._slide)
             counts.append(nrows)
             total_rows += nrows
@@ -982,7 +984,7 @@ class WindowAggregator:
         if total_rows:
             results: list = [None] * len(self._agg_list)
             if want_pairs or direct:
-                src = np.concatenate(pieces_s)
+                src = pieces_s[0] if len(pieces_s) == 1 else _arrow.concat(pieces_s, np.int64)
             merged, read = (rec, src) if direct else (self._merged.rec[:total_rows], None)
             if columns is not None:
                 merged = columns[:, :total_rows].T
@@ -990,12 +992,17 @@ class WindowAggregator:
                 st = self._states[i]
                 results[i] = self._agg_list[i].result(Columns.wrap(st.spec, merged, st.off), read)
             if want_pairs:  # plug-ins may use scratch slots from the high-water mark up
-                rows = np.concatenate(pieces_row)
+                rows = pieces_row[0] if len(pieces_row) == 1 else _arrow.concat(pieces_row, np.int64)
                 for i, (a, st) in enumerate(zip(self._agg_list, self._states)):
                     if results[i] is None:
                         self._states[i], results[i] = a.combine(st, rows, src, total_rows, nlive)
-            ws = np.repeat(np.array(starts, dtype=np.int64), counts)
-            out = self._build(ws, ws + self._size, self._emit_groups[:total_rows], results)
+            ws, we = _arrow.empty(total_rows, np.int64)[0], _arrow.empty(total_rows, np.int64)[0]
+            at = 0
+            for start, count in zip(starts, counts):  # each window's rows
+                ws[at:at + count] = start
+                at += count
+            np.add(ws, self._size, out=we)
+            out = self._build(ws, we, self._emit_groups[:total_rows], results)
         return out
 
     def _emit_stacks(self, stacks: _PaneStacks, fast: list[int], nrows: int, starts: list[int],
