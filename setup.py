@@ -39,6 +39,7 @@ extensions = [
         "fastops." + os.path.splitext(os.path.basename(path))[0],
         [path],
         include_dirs=["src/fastops"],  # _xxh64.h
+        depends=sorted(glob.glob("src/fastops/*.h")),  # a changed header rebuilds the kernels
         extra_compile_args=compile_args,
         define_macros=macros,
     )
