@@ -529,6 +529,21 @@ cdef bint _streamable(const void* a, const void* b, Py_ssize_t nbytes) noexcept 
     return nbytes >= _STREAM_MIN_BYTES and (<size_t>a) % 64 == 0 and (b == NULL or (<size_t>b) % 64 == 0)
 
 
+cdef inline void _put_line(word_t* out_a, word_t* out_b, const word_t* buf, Py_ssize_t per, int64_t line,
+                           int64_t lo, int64_t hi) noexcept nogil:
+    """Words ``[lo, hi)`` of the buffered line at ``line`` to each output
+    (``out_b`` NULL: one; its buffer follows the first's): a whole line in
+    one streaming store, part of one value by value."""
+    cdef int c
+    cdef word_t* out
+    for c in range(1 if out_b == NULL else 2):
+        out = out_a if c == 0 else out_b
+        if lo == 0 and hi == per:
+            stream_line(out + line, buf + c * per)
+        else:
+            memcpy(out + line + lo, buf + c * per + lo, <size_t>(hi - lo) * sizeof(word_t))
+
+
 cdef int _scatter_streamed(const word_t* src_a, const word_t* src_b, const int32_t* ids,
                            const dest_t* dest, Py_ssize_t n, const int64_t* starts, Py_ssize_t P,
                            word_t* out_a, word_t* out_b) noexcept nogil:
@@ -540,7 +555,7 @@ cdef int _scatter_streamed(const word_t* src_a, const word_t* src_b, const int32
     partition's rows, and its last may end in the next one's: those are
     written value by value. Returns -1 if the buffers could not be had."""
     cdef Py_ssize_t i, per = 64 // sizeof(word_t), cols = 1 if src_b == NULL else 2
-    cdef int64_t d, s, line, lo, end, p
+    cdef int64_t d, s, line, end, p
     cdef char* raw = <char*>malloc(<size_t>(P if P > 0 else 1) * 64 * cols + 64)
     cdef word_t* buf = <word_t*>(raw + (64 - (<size_t>raw) % 64) % 64)  # aligned for the line loads
     cdef word_t* ba
@@ -554,27 +569,15 @@ cdef int _scatter_streamed(const word_t* src_a, const word_t* src_b, const int32
         ba[s] = src_a[i]
         if cols == 2:
             ba[per + s] = src_b[i]
-        if s == per - 1:
+        if s == per - 1:  # a line is full: from the partition's first row on
             line = d - s
-            if line >= starts[p]:
-                stream_line(out_a + line, ba)
-                if cols == 2:
-                    stream_line(out_b + line, ba + per)
-            else:  # the partition's first line: from its first row on
-                lo = starts[p] - line
-                memcpy(out_a + starts[p], ba + lo, <size_t>(per - lo) * sizeof(word_t))
-                if cols == 2:
-                    memcpy(out_b + starts[p], ba + per + lo, <size_t>(per - lo) * sizeof(word_t))
+            _put_line(out_a, out_b, ba, per, line, max(starts[p] - line, 0), per)
     for p in range(P):  # the lines not filled: up to the partition's end
         end = starts[p + 1]
         if end == starts[p] or (end & (per - 1)) == 0:
             continue
         line = end & ~(per - 1)
-        lo = starts[p] - line if line < starts[p] else 0
-        ba = buf + p * per * cols
-        memcpy(out_a + line + lo, ba + lo, <size_t>(end - line - lo) * sizeof(word_t))
-        if cols == 2:
-            memcpy(out_b + line + lo, ba + per + lo, <size_t>(end - line - lo) * sizeof(word_t))
+        _put_line(out_a, out_b, buf + p * per * cols, per, line, max(starts[p] - line, 0), end - line)
     stream_fence()
     free(raw)
     return 0

@@ -534,6 +534,44 @@ cdef inline void _copy_rec(int64_t* o, const int64_t* b, int64_t W) noexcept nog
             o[c] = b[c]
 
 
+cdef inline bint _bit(const uint64_t* bits, int64_t g) noexcept nogil:
+    return (bits[g >> 6] >> (g & 63)) & 1
+
+
+cdef inline void _set_bit(uint64_t* bits, int64_t g) noexcept nogil:
+    bits[g >> 6] |= (<uint64_t>1) << (g & 63)
+
+
+cdef int _check_layout(const int64_t[::1] ops, const int64_t[::1] offs, Py_ssize_t W, str what) except -1:
+    cdef Py_ssize_t k
+    if offs.shape[0] != ops.shape[0]:
+        raise ValueError(f"{what}: {ops.shape[0]} merge codes but {offs.shape[0]} word offsets")
+    for k in range(ops.shape[0]):
+        if not (0 <= ops[k] <= 9 and 0 <= offs[k] < W):
+            raise ValueError(f"{what}: unknown code {ops[k]} or word {offs[k]} outside {W} words")
+    return 0
+
+
+cdef int _check_groups(const int64_t[::1] groups, Py_ssize_t n, int64_t max_group, str what) except -1:
+    cdef Py_ssize_t i
+    for i in range(n):
+        if not 0 <= groups[i] < max_group:
+            raise ValueError(f"{what}: group {groups[i]} outside [0, {max_group})")
+    return 0
+
+
+cdef int _check_pane(const int64_t[::1] groups, const int64_t[:, ::1] rec, Py_ssize_t W,
+                     const int64_t[::1] ops, const int64_t[::1] offs, int64_t max_group, str what,
+                     str into) except -1:
+    """The arguments of a sorted pane added ``into`` rows of ``W`` words."""
+    if rec.shape[0] < groups.shape[0] or rec.shape[1] != W:
+        raise ValueError(f"{what}: {rec.shape[0]} records of {rec.shape[1]} words for {groups.shape[0]} "
+                         f"groups, {into} rows of {W}")
+    _check_layout(ops, offs, W, what)
+    _check_groups(groups, groups.shape[0], max_group, what)
+    return 0
+
+
 def sorted_records(const int64_t[::1] groups, const int64_t[::1] slots, const int64_t[:, ::1] rec,
                    int64_t max_group, int64_t[::1] out_groups, int64_t[:, ::1] out_rec,
                    int32_t[::1] scratch) -> int:
@@ -560,9 +598,7 @@ def sorted_records(const int64_t[::1] groups, const int64_t[::1] slots, const in
                          f"for {n} slots, or {W} words per row of records of {rec.shape[1]}")
     if n == 0:
         return 0
-    for i in range(n):
-        if not 0 <= groups[i] < max_group:
-            raise ValueError(f"sorted_records: group {groups[i]} outside [0, {max_group})")
+    _check_groups(groups, n, max_group, "sorted_records")
     buf = <int64_t*>malloc(<size_t>((1 if by_bitmap else 3) * n) * sizeof(int64_t))  # order (+ radix buffers)
     if by_bitmap:
         bits = <uint64_t*>calloc(<size_t>(nwords if nwords > 0 else 1), sizeof(uint64_t))
@@ -616,28 +652,6 @@ cdef extern from "_order.h" nogil:
                                  int32_t* pos, int64_t* order)
 
 
-cdef inline bint _bit(const uint64_t* bits, int64_t g) noexcept nogil:
-    return (bits[g >> 6] >> (g & 63)) & 1
-
-
-cdef int _check_layout(const int64_t[::1] ops, const int64_t[::1] offs, Py_ssize_t W, str what) except -1:
-    cdef Py_ssize_t k
-    if offs.shape[0] != ops.shape[0]:
-        raise ValueError(f"{what}: {ops.shape[0]} merge codes but {offs.shape[0]} word offsets")
-    for k in range(ops.shape[0]):
-        if not (0 <= ops[k] <= 9 and 0 <= offs[k] < W):
-            raise ValueError(f"{what}: unknown code {ops[k]} or word {offs[k]} outside {W} words")
-    return 0
-
-
-cdef int _check_groups(const int64_t[::1] groups, Py_ssize_t n, int64_t max_group, str what) except -1:
-    cdef Py_ssize_t i
-    for i in range(n):
-        if not 0 <= groups[i] < max_group:
-            raise ValueError(f"{what}: group {groups[i]} outside [0, {max_group})")
-    return 0
-
-
 def dense_add(const int64_t[::1] groups, const int64_t[:, ::1] rec, const int64_t[::1] ops,
               const int64_t[::1] offs, int64_t[:, ::1] acc, uint64_t[::1] bits) -> int:
     """Add a pane (its records sorted by group) to a dense accumulator (a
@@ -647,11 +661,7 @@ def dense_add(const int64_t[::1] groups, const int64_t[:, ::1] rec, const int64_
     Returns the groups new to the accumulator."""
     cdef Py_ssize_t i, n = groups.shape[0], W = acc.shape[1], nagg = ops.shape[0]
     cdef int64_t g, added = 0
-    if rec.shape[0] < n or rec.shape[1] != W:
-        raise ValueError(f"dense_add: {rec.shape[0]} records of {rec.shape[1]} words for {n} groups, "
-                         f"accumulator rows of {W}")
-    _check_layout(ops, offs, W, "dense_add")
-    _check_groups(groups, n, min(acc.shape[0], bits.shape[0] * 64), "dense_add")
+    _check_pane(groups, rec, W, ops, offs, min(acc.shape[0], bits.shape[0] * 64), "dense_add", "accumulator")
     if n == 0:
         return 0
     with nogil:
@@ -662,7 +672,7 @@ def dense_add(const int64_t[::1] groups, const int64_t[:, ::1] rec, const int64_
                               nagg)
             else:
                 _copy_rec(&acc[g, 0], &rec[i, 0], W)
-                bits[g >> 6] |= (<uint64_t>1) << (g & 63)
+                _set_bit(&bits[0], g)
                 added += 1
     return added
 
@@ -679,13 +689,9 @@ def suffix_add(const int64_t[::1] groups, const int64_t[:, ::1] rec, const int64
     the bit is set. Returns the groups new to the stack."""
     cdef Py_ssize_t i, n = groups.shape[0], W = ss.shape[1], nagg = ops.shape[0], idx
     cdef int64_t g, nx, added = 0
-    if rec.shape[0] < n or rec.shape[1] != W:
-        raise ValueError(f"suffix_add: {rec.shape[0]} records of {rec.shape[1]} words for {n} groups, "
-                         f"stack rows of {W}")
     if start < 0 or start + n > min(ss.shape[0], ss_group.shape[0], ss_next.shape[0]):
         raise ValueError(f"suffix_add: rows [{start}, {start + n}) outside the stack")
-    _check_layout(ops, offs, W, "suffix_add")
-    _check_groups(groups, n, min(ptr.shape[0], bits.shape[0] * 64), "suffix_add")
+    _check_pane(groups, rec, W, ops, offs, min(ptr.shape[0], bits.shape[0] * 64), "suffix_add", "stack")
     if n == 0:
         return 0
     with nogil:
@@ -700,7 +706,7 @@ def suffix_add(const int64_t[::1] groups, const int64_t[:, ::1] rec, const int64
                               &offs[0] if nagg else NULL, nagg)
             else:
                 nx = -1
-                bits[g >> 6] |= (<uint64_t>1) << (g & 63)
+                _set_bit(&bits[0], g)
                 added += 1
             ss_next[idx] = nx
             ptr[g] = idx

@@ -291,14 +291,12 @@ class _PaneStacks:
         """Room for group ids below ``num_groups`` (bitmaps keep their bits)."""
         words = (num_groups + 63) // 64
         if words > len(self.pbits):
-            words = max(words, 2 * len(self.pbits))
-            self.pbits = np.concatenate([self.pbits, np.zeros(words - len(self.pbits), dtype=np.uint64)])
-            self.sbits = np.concatenate([self.sbits, np.zeros(words - len(self.sbits), dtype=np.uint64)])
-            acc = np.empty((64 * words, self.width), dtype=np.int64)
+            self.pbits = _arrow.grown(self.pbits, words)  # new words 0: no group
+            self.sbits = _arrow.grown(self.sbits, len(self.pbits))
+            self.ptr = _arrow.grown(self.ptr, 64 * len(self.pbits))
+            acc = np.empty((len(self.ptr), self.width), dtype=np.int64)
             acc[:len(self.acc)] = self.acc
-            ptr = np.empty(64 * words, dtype=np.int64)
-            ptr[:len(self.ptr)] = self.ptr
-            self.acc, self.ptr = acc, ptr
+            self.acc = acc
 
     def prepare(self, wa: "WindowAggregator", s: int) -> int:
         """Bring both stacks to window ``[s, s + k)``; returns an upper bound of its rows."""
@@ -968,7 +966,7 @@ class WindowAggregator:
             if nrows == 0:
                 continue
             if want_pairs:
-                pieces_row.append(self._emit_row[:npairs].copy())  # the scratch is reused
+                pieces_row.append(_arrow.concat([self._emit_row[:npairs]], np.int64))  # the scratch is reused
             if want_pairs or direct:
                 pieces_s.append(_arrow.concat([self._emit_src[:npairs]], np.int64))  # the scratch is reused
             starts.append(self._offset + j * self._slide)
