@@ -127,11 +127,12 @@ def test_binary_lengths_around_block_sizes(n):
 
 
 @pytest.mark.parametrize("large", [False, True])
-@pytest.mark.parametrize("lengths", [(0, 70), (4, 21), (12, 13), (33, 34)])
+@pytest.mark.parametrize("lengths", [(0, 70), (4, 21), (12, 13), (33, 34), (0, 4), (28, 36)])
 def test_binary_mixed_lengths_across_row_blocks(lengths, large):
-    """Values are hashed in blocks of rows grouped by length (lengths 0..32 each
-    with its own loop, longer ones together; a block of one length on its own
-    path): random and uniform lengths over several blocks, sliced at odd
+    """Values are hashed in blocks of rows: with AVX-512, side by side in
+    vector lanes of mixed lengths (values of 32 bytes or more, and those
+    ending in the buffer's first four bytes, again on their own); else grouped
+    by length. Random and uniform lengths over several blocks, sliced at odd
     offsets, against ``xxhash`` value by value."""
     rng = np.random.default_rng(lengths[0])
     values = [rng.integers(0, 256, k, dtype=np.uint8).tobytes()
@@ -141,6 +142,48 @@ def test_binary_mixed_lengths_across_row_blocks(lengths, large):
         for start, stop in ((0, 2600), (1, 2600), (1023, 2049), (5, 6)):
             want = [xxhash.xxh64_intdigest(v, seed) for v in values[start:stop]]
             assert got(arr.slice(start, stop - start), seed) == want
+
+
+def _guarded_values(lengths: list[int]) -> tuple[pa.Array, list[bytes]]:
+    """A binary array whose data fill one page exactly, between two pages that
+    must not be touched: reading a byte before its first value or after its
+    last one crashes."""
+    import ctypes
+    import mmap
+
+    page = mmap.PAGESIZE
+    assert sum(lengths) == page
+    region = mmap.mmap(-1, 3 * page)
+    address = ctypes.addressof(ctypes.c_char.from_buffer(region))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    for guard in (address, address + 2 * page):
+        assert libc.mprotect(guard, page, 0) == 0  # PROT_NONE
+    rng = np.random.default_rng(7)
+    data = rng.integers(0, 256, page, dtype=np.uint8)
+    ctypes.memmove(address + page, data.ctypes.data, page)
+    offsets = np.zeros(len(lengths) + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    arr = pa.Array.from_buffers(pa.binary(), len(lengths), [
+        None, pa.py_buffer(offsets), pa.foreign_buffer(address + page, page, base=region)])
+    values = [data[a:b].tobytes() for a, b in zip(offsets[:-1], offsets[1:])]
+    return arr, values
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mprotect guard pages")
+def test_values_are_read_inside_their_buffer():
+    """The hash reads no byte outside the data buffer, for short values at its
+    very start and very end (word-wide loads stay inside the value)."""
+    rng = np.random.default_rng(3)
+    head = [1, 2, 3, 0, 1, 5]
+    body = list(rng.integers(0, 40, 150))
+    tail = [3, 2, 1, 0, 2, 1, 3]
+    import mmap
+    fill = mmap.PAGESIZE - sum(head) - sum(body) - sum(tail)
+    body += [31] * (fill // 31) + [fill % 31]
+    arr, values = _guarded_values(head + body + tail)
+    for seed in (0, 2**64 - 1):
+        assert got(arr, seed) == [xxhash.xxh64_intdigest(v, seed) for v in values]
 
 
 def test_specific_values():
