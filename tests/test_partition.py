@@ -3,6 +3,7 @@ against the pure-Python schemes of ``reference.py``."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import os
 import sys
@@ -266,7 +267,8 @@ def test_streamed_scatter_matches_numpy(P, dtype, columns):
     buffers and streaming stores: every value lands where a stable argsort by
     partition puts it, including partitions that start or end inside a
     64-byte line, empty partitions, and outputs not aligned to a line (which
-    take the direct path)."""
+    take the direct path); with the placement given, or made from the ids
+    (an empty ``dest``)."""
     rng = np.random.default_rng(P)
     width = np.dtype(dtype).itemsize
     n = _core.STREAM_MIN_BYTES // (width * columns) + 1001
@@ -281,14 +283,15 @@ def test_streamed_scatter_matches_numpy(P, dtype, columns):
     _core.partition_dest(ids, counts, dest, starts)
     order = np.argsort(ids, kind="stable")
     srcs = [rng.integers(0, np.iinfo(dtype).max, n, dtype=dtype, endpoint=True) for _ in range(columns)]
-    for shift in (0, 1):  # 64-byte aligned outputs (streamed), and one word off (direct)
+    for shift, placement in itertools.product((0, 1), (dest, dest[:0])):
+        # 64-byte aligned outputs (streamed), and one word off (direct)
         outs = [fastops._arrow.empty(n + shift, dtype)[0][shift:] for _ in range(columns)]
         for o in outs:
             o[:] = 0
         if columns == 1:
-            _core.scatter_words(srcs[0], ids, starts, dest, outs[0])
+            _core.scatter_words(srcs[0], ids, starts, placement, outs[0])
         else:
-            _core.scatter_words2(srcs[0], srcs[1], ids, starts, dest, outs[0], outs[1])
+            _core.scatter_words2(srcs[0], srcs[1], ids, starts, placement, outs[0], outs[1])
         for src, out in zip(srcs, outs):
             np.testing.assert_array_equal(out, src[order])
     with pytest.raises(ValueError, match="ids"):

@@ -116,7 +116,7 @@ STREAM_MIN_BYTES: int  # scatters writing this much go through line buffers and 
 def scatter_words(src: _Words,        # const word_t[::1]
                   ids: _I32,          # const int32_t[::1]: partition of each row
                   starts: _I64,       # const int64_t[::1]: P + 1 partition starts
-                  dest: _Dest,        # const dest_t[::1]: output row of each row (partition_dest)
+                  dest: _Dest,        # const dest_t[::1]: output row of each row (partition_dest), or empty: made here
                   out: _Words,        # word_t[::1], same dtype as src
                   ) -> None: ...
 def scatter_words2(src_a: _Words,    # const word_t[::1]

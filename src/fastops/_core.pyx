@@ -517,10 +517,10 @@ streaming stores (``_scatter_streamed``); smaller outputs would fit in the
 caches, where the next operator reads them, so they are stored directly."""
 
 
-cdef int _check_scatter(Py_ssize_t n, Py_ssize_t nids, Py_ssize_t nsrc, Py_ssize_t nout, Py_ssize_t nstarts,
+cdef int _check_scatter(Py_ssize_t n, Py_ssize_t ndest, Py_ssize_t nsrc, Py_ssize_t nout, Py_ssize_t nstarts,
                         str what) except -1:
-    if nids != n or nsrc < n or nout < n or nstarts < 1:
-        raise ValueError(f"{what}: {n} rows placed, {nids} ids, columns of {nsrc} / {nout} rows, "
+    if (ndest != n and ndest != 0) or nsrc < n or nout < n or nstarts < 1:
+        raise ValueError(f"{what}: {n} ids, {ndest} output rows placed, columns of {nsrc} / {nout} rows, "
                          f"{nstarts} partition starts")
     return 0
 
@@ -546,14 +546,15 @@ cdef inline void _put_line(word_t* out_a, word_t* out_b, const word_t* buf, Py_s
 
 cdef int _scatter_streamed(const word_t* src_a, const word_t* src_b, const int32_t* ids,
                            const dest_t* dest, Py_ssize_t n, const int64_t* starts, Py_ssize_t P,
-                           word_t* out_a, word_t* out_b) noexcept nogil:
+                           int64_t* cursor, word_t* out_a, word_t* out_b) noexcept nogil:
     """``out[dest[i]] = src[i]`` for one column (``src_b`` NULL) or two,
     through a 64-byte line buffer per partition and column: a partition's
     rows are consecutive, so each full line goes out in one streaming store
     instead of every value pulling its line into the cache (the outputs are
     64-byte aligned). The first line of a partition may start in the previous
     partition's rows, and its last may end in the next one's: those are
-    written value by value. Returns -1 if the buffers could not be had."""
+    written value by value. ``dest`` NULL: rows are placed by the partitions'
+    ``cursor`` (from ``starts``). Returns -1 if the buffers could not be had."""
     cdef Py_ssize_t i, per = 64 // sizeof(word_t), cols = 1 if src_b == NULL else 2
     cdef int64_t d, s, line, end, p
     cdef char* raw = <char*>malloc(<size_t>(P if P > 0 else 1) * 64 * cols + 64)
@@ -563,7 +564,11 @@ cdef int _scatter_streamed(const word_t* src_a, const word_t* src_b, const int32
         return -1
     for i in range(n):
         p = ids[i]
-        d = dest[i]
+        if dest != NULL:
+            d = dest[i]
+        else:
+            d = cursor[p]
+            cursor[p] = d + 1
         s = d & (per - 1)
         ba = buf + p * per * cols
         ba[s] = src_a[i]
@@ -583,27 +588,57 @@ cdef int _scatter_streamed(const word_t* src_a, const word_t* src_b, const int32
     return 0
 
 
+cdef int _scatter_any(const word_t* src_a, const word_t* src_b, const int32_t* ids,
+                      const dest_t* dest, Py_ssize_t n, const int64_t* starts, Py_ssize_t P,
+                      word_t* out_a, word_t* out_b) noexcept nogil:
+    """``out[dest[i]] = src[i]`` for one column (``src_b`` NULL) or two; with
+    ``dest`` NULL, rows go to their partition's next free row (the placement
+    ``partition_dest`` would give, without its array written and read back).
+    Large aligned outputs are streamed, others stored directly. Returns -1 if
+    memory ran out."""
+    cdef Py_ssize_t i, ahead = 256 // sizeof(word_t)
+    cdef int64_t d
+    cdef int status = 0
+    cdef int64_t* cursor = NULL
+    if dest == NULL:
+        cursor = <int64_t*>malloc(<size_t>(P if P > 0 else 1) * sizeof(int64_t))
+        if cursor == NULL:
+            return -1
+        memcpy(cursor, starts, <size_t>P * sizeof(int64_t))
+    if _streamable(out_a, out_b, n * sizeof(word_t) * (1 if src_b == NULL else 2)):
+        status = _scatter_streamed(src_a, src_b, ids, dest, n, starts, P, cursor, out_a, out_b)
+    else:
+        for i in range(n):
+            if dest != NULL:
+                d = dest[i]
+            else:
+                d = cursor[ids[i]]
+                cursor[ids[i]] = d + 1
+            out_a[d] = src_a[i]
+            # each partition is a write stream: fetch its lines ahead of time
+            prefetch_w(out_a + d + ahead)
+            if src_b != NULL:
+                out_b[d] = src_b[i]
+                prefetch_w(out_b + d + ahead)
+    free(cursor)
+    return status
+
+
 def scatter_words(const word_t[::1] src, const int32_t[::1] ids, const int64_t[::1] starts,
                   const dest_t[::1] dest, word_t[::1] out):
     """out[dest[i]] = src[i] for fixed-width values, ``dest`` from
     ``partition_dest`` of ``ids`` (partition p owns output rows
-    ``starts[p]:starts[p+1]``). Modifies ``out``."""
-    cdef Py_ssize_t i, n = dest.shape[0], P = starts.shape[0] - 1
-    cdef Py_ssize_t ahead = 256 // sizeof(word_t)
-    cdef word_t* o = &out[0] if out.shape[0] > 0 else NULL
+    ``starts[p]:starts[p+1]``); an empty ``dest``: the same placement, made
+    here from ``ids``. Modifies ``out``."""
+    cdef Py_ssize_t n = ids.shape[0], P = starts.shape[0] - 1
     cdef int status = 0
-    _check_scatter(n, ids.shape[0], src.shape[0], out.shape[0], starts.shape[0], "scatter_words")
+    _check_scatter(n, dest.shape[0], src.shape[0], out.shape[0], starts.shape[0], "scatter_words")
     if n == 0:
         return
     with nogil:
-        if _streamable(o, NULL, n * sizeof(word_t)):
-            status = _scatter_streamed(&src[0], <const word_t*>NULL, &ids[0], &dest[0], n, &starts[0], P,
-                                       o, <word_t*>NULL)
-        else:
-            for i in range(n):
-                o[dest[i]] = src[i]
-                # each partition is a write stream: fetch its lines ahead of time
-                prefetch_w(o + dest[i] + ahead)
+        status = _scatter_any(&src[0], <const word_t*>NULL, &ids[0],
+                              &dest[0] if dest.shape[0] > 0 else NULL, n, &starts[0], P,
+                              &out[0], <word_t*>NULL)
     if status < 0:
         raise MemoryError(f"line buffers of {P} partitions")
 
@@ -611,27 +646,16 @@ def scatter_words(const word_t[::1] src, const int32_t[::1] ids, const int64_t[:
 def scatter_words2(const word_t[::1] src_a, const word_t[::1] src_b, const int32_t[::1] ids,
                    const int64_t[::1] starts, const dest_t[::1] dest, word_t[::1] out_a, word_t[::1] out_b):
     """``scatter_words`` of two columns of one width in one pass: the row
-    placement ``dest`` is read once for both. Modifies ``out_a`` and ``out_b``."""
-    cdef Py_ssize_t i, n = dest.shape[0], P = starts.shape[0] - 1
-    cdef Py_ssize_t ahead = 256 // sizeof(word_t)
-    cdef word_t* a = &out_a[0] if out_a.shape[0] > 0 else NULL
-    cdef word_t* b = &out_b[0] if out_b.shape[0] > 0 else NULL
-    cdef int64_t d
+    placement is read or made once for both. Modifies ``out_a`` and ``out_b``."""
+    cdef Py_ssize_t n = ids.shape[0], P = starts.shape[0] - 1
     cdef int status = 0
-    _check_scatter(n, ids.shape[0], min(src_a.shape[0], src_b.shape[0]), min(out_a.shape[0], out_b.shape[0]),
-                   starts.shape[0], "scatter_words2")
+    _check_scatter(n, dest.shape[0], min(src_a.shape[0], src_b.shape[0]),
+                   min(out_a.shape[0], out_b.shape[0]), starts.shape[0], "scatter_words2")
     if n == 0:
         return
     with nogil:
-        if _streamable(a, b, 2 * n * sizeof(word_t)):
-            status = _scatter_streamed(&src_a[0], &src_b[0], &ids[0], &dest[0], n, &starts[0], P, a, b)
-        else:
-            for i in range(n):
-                d = dest[i]
-                a[d] = src_a[i]
-                b[d] = src_b[i]
-                prefetch_w(a + d + ahead)
-                prefetch_w(b + d + ahead)
+        status = _scatter_any(&src_a[0], &src_b[0], &ids[0], &dest[0] if dest.shape[0] > 0 else NULL,
+                              n, &starts[0], P, &out_a[0], &out_b[0])
     if status < 0:
         raise MemoryError(f"line buffers of {P} partitions")
 

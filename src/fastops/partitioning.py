@@ -373,14 +373,17 @@ def _scatter(batch: Batch, ids: np.ndarray, counts: np.ndarray) -> list[pa.Recor
         _check_status(_core.partition_dest(ids, counts, order, starts, True), "partition order")
         return _slices(batch.take(pa.array(order)), starts)
     counts.cumsum(out=starts[1:])
-    dest, _ = _arrow.empty(n, np.int32 if n < 2**31 else np.int64)
     columns = batch.columns
     arrays: list = [None] * len(columns)
+    if any(_needs_dest(col) for col in columns):
+        dest, _ = _arrow.empty(n, np.int32 if n < 2**31 else np.int64)
+    else:  # every scatter places the rows from the ids itself
+        dest = np.empty(0, np.int32)
     # the first binary column's scatter also places the rows (one pass less)
     first = next((i for i, col in enumerate(columns) if _arrow.is_binary_like(col.type)), None)
     if first is not None:
         arrays[first] = _scatter_binary(columns[first], ids, starts, dest, True)
-    else:
+    elif len(dest):
         _check_status(_core.partition_dest(ids, counts, dest, starts), "partition placement")
     perm: list = []
     pending: dict = {}
@@ -389,6 +392,19 @@ def _scatter(batch: Batch, ids: np.ndarray, counts: np.ndarray) -> list[pa.Recor
             arrays[i] = _scatter_array(col, ids, dest, starts, perm, pending)
     _flush_words(pending, (ids, starts, dest))
     return _slices(pa.RecordBatch.from_arrays(arrays, schema=batch.schema), starts)
+
+
+def _needs_dest(col: pa.Array) -> bool:
+    """Whether scattering ``col`` reads the array of output rows: the
+    scatters of binary values and of null-free fixed-width words place the
+    rows from the ids themselves; validity bits, booleans and Arrow's take
+    need the placement written out."""
+    t = col.type
+    if col.null_count > 0:
+        return True
+    if _arrow.is_binary_like(t) or _arrow.view_storage(t) is not None:
+        return False
+    return _arrow.fixed_width_bytes(t) not in _arrow.UINT_FOR_WIDTH
 
 
 def _slices(whole: pa.RecordBatch, starts: np.ndarray) -> list[pa.RecordBatch]:
