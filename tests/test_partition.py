@@ -252,7 +252,7 @@ def test_partition_large_strings_and_many_partitions():
         "f": pa.array(rng.standard_normal(n), mask=rng.random(n) < 0.1),
         "b": pa.array(rng.random(n) < 0.5, mask=rng.random(n) < 0.1),
     }).slice(3, n - 10)
-    for P in (1, 7, 300):
+    for P in (1, 7, 256, 257, 300):  # ids of one byte up to 256 partitions, int32 above
         parts = fastops.partition(batch, "k", P)
         ids = fastops.partition_ids(batch, "k", P)
         for p, part in enumerate(parts):
@@ -268,7 +268,7 @@ def test_streamed_scatter_matches_numpy(P, dtype, columns):
     partition puts it, including partitions that start or end inside a
     64-byte line, empty partitions, and outputs not aligned to a line (which
     take the direct path); with the placement given, or made from the ids
-    (an empty ``dest``)."""
+    (an empty ``dest``); ids as int32 and, up to 256 partitions, as bytes."""
     rng = np.random.default_rng(P)
     width = np.dtype(dtype).itemsize
     n = _core.STREAM_MIN_BYTES // (width * columns) + 1001
@@ -283,15 +283,16 @@ def test_streamed_scatter_matches_numpy(P, dtype, columns):
     _core.partition_dest(ids, counts, dest, starts)
     order = np.argsort(ids, kind="stable")
     srcs = [rng.integers(0, np.iinfo(dtype).max, n, dtype=dtype, endpoint=True) for _ in range(columns)]
-    for shift, placement in itertools.product((0, 1), (dest, dest[:0])):
+    id_forms = [ids, ids.astype(np.uint8)] if P <= 256 else [ids]
+    for shift, placement, id_form in itertools.product((0, 1), (dest, dest[:0]), id_forms):
         # 64-byte aligned outputs (streamed), and one word off (direct)
         outs = [fastops._arrow.empty(n + shift, dtype)[0][shift:] for _ in range(columns)]
         for o in outs:
             o[:] = 0
         if columns == 1:
-            _core.scatter_words(srcs[0], ids, starts, placement, outs[0])
+            _core.scatter_words(srcs[0], id_form, starts, placement, outs[0])
         else:
-            _core.scatter_words2(srcs[0], srcs[1], ids, starts, placement, outs[0], outs[1])
+            _core.scatter_words2(srcs[0], srcs[1], id_form, starts, placement, outs[0], outs[1])
         for src, out in zip(srcs, outs):
             np.testing.assert_array_equal(out, src[order])
     with pytest.raises(ValueError, match="ids"):

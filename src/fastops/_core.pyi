@@ -18,6 +18,7 @@ _I64 = npt.NDArray[np.int64]
 _Offsets = Union[_I32, _I64]          # offset_t: int32_t | int64_t
 _Dest = Union[_I32, _I64]             # dest_t: int32_t | int64_t
 _Words = Union[_U8, _U16, _U32, _U64]  # word_t: uint8_t | uint16_t | uint32_t | uint64_t
+_Ids = Union[_I32, _U8]               # id_t: int32_t | uint8_t (P <= 256)
 
 # ---------------------------------------------------------------- hashing
 
@@ -76,12 +77,12 @@ def fastmod_u64(values: _U64,         # const uint64_t[::1]
                 ) -> None: ...
 def partition_modulo(hashes: _U64,    # const uint64_t[::1]
                      num_partitions: int,  # uint64_t, >= 1
-                     out: _I32,       # int32_t[::1]
+                     out: _Ids,       # id_t[::1]
                      counts: _I64,    # int64_t[::1]: num_partitions entries, or 0 (no histogram)
                      ) -> int: ...    # 0
 def partition_lookup(hashes: _U64,    # const uint64_t[::1]
                      owner_of: _I32,  # const int32_t[::1]: owner of each key group
-                     out: _I32,       # int32_t[::1]
+                     out: _Ids,       # id_t[::1]
                      counts: _I64,    # int64_t[::1]: P entries, or 0 (no histogram)
                      ) -> int: ...    # 0
 def partition_fixed(values: Union[_U32, _U64],  # const key_t[::1]: 4- or 8-byte keys, no nulls
@@ -89,7 +90,7 @@ def partition_fixed(values: Union[_U32, _U64],  # const key_t[::1]: 4- or 8-byte
                     seed: int,        # uint64_t
                     num_partitions: int,  # uint64_t
                     owner_of: _I32,   # const int32_t[::1]: key-group owners, or empty (modulo)
-                    out: _I32,        # int32_t[::1]
+                    out: _Ids,        # id_t[::1]
                     counts: _I64,     # int64_t[::1]: num_partitions entries
                     ) -> int: ...     # 0
 def partition_ring(hashes: _U64,      # const uint64_t[::1]
@@ -97,7 +98,7 @@ def partition_ring(hashes: _U64,      # const uint64_t[::1]
                    owners: _I32,      # const int32_t[::1]: owner of each point
                    lut: _I64,         # const int64_t[::1]: 2**bits + 1 bucket starts
                    lut_shift: int,    # int: 64 - bits
-                   out: _I32,         # int32_t[::1]
+                   out: _Ids,         # id_t[::1]
                    counts: _I64,      # int64_t[::1]: P entries, or 0 (no histogram)
                    ) -> int: ...      # 0
 def partition_count(ids: _I32,        # const int32_t[::1]
@@ -106,7 +107,7 @@ def partition_count(ids: _I32,        # const int32_t[::1]
 
 # ---------------------------------------------------------------- scatter
 
-def partition_dest(ids: _I32,         # const int32_t[::1]: in [0, P)
+def partition_dest(ids: _Ids,         # const id_t[::1]: in [0, P)
                    counts: _I64,      # const int64_t[::1]: P entries, histogram of ids
                    dest: _Dest,       # dest_t[::1]: output row of each input row
                    starts: _I64,      # int64_t[::1]: P + 1 partition starts
@@ -114,14 +115,14 @@ def partition_dest(ids: _I32,         # const int32_t[::1]: in [0, P)
                    ) -> int: ...      # 0
 STREAM_MIN_BYTES: int  # scatters writing this much go through line buffers and streaming stores
 def scatter_words(src: _Words,        # const word_t[::1]
-                  ids: _I32,          # const int32_t[::1]: partition of each row
+                  ids: _Ids,          # const id_t[::1]: partition of each row
                   starts: _I64,       # const int64_t[::1]: P + 1 partition starts
                   dest: _Dest,        # const dest_t[::1]: output row of each row (partition_dest), or empty: made here
                   out: _Words,        # word_t[::1], same dtype as src
                   ) -> None: ...
 def scatter_words2(src_a: _Words,    # const word_t[::1]
                    src_b: _Words,     # const word_t[::1], same dtype
-                   ids: _I32, starts: _I64, dest: _Dest,
+                   ids: _Ids, starts: _I64, dest: _Dest,
                    out_a: _Words,     # word_t[::1]
                    out_b: _Words,     # word_t[::1]
                    ) -> None: ...
@@ -132,7 +133,7 @@ def scatter_bits(src: _U8,            # const uint8_t[::1]: bit-packed
                  ) -> None: ...
 def scatter_binary(offsets: _Offsets,      # const offset_t[::1]: n + 1, shifted to the slice
                    data: _U8,              # const uint8_t[::1]: the whole data buffer
-                   ids: _I32,              # const int32_t[::1]: partition of each row
+                   ids: _Ids,              # const id_t[::1]: partition of each row
                    starts: _I64,           # const int64_t[::1]: P + 1 partition starts
                    out_offsets: _Offsets,  # offset_t[::1]: n + 1, same dtype as offsets
                    out_data: _U8,          # uint8_t[::1]: offsets[n] - offsets[0] bytes

@@ -24,6 +24,10 @@ ctypedef fused word_t:
     uint32_t
     uint64_t
 
+ctypedef fused id_t:  # partition ids: one byte where P <= 256 (less to write and read back)
+    int32_t
+    uint8_t
+
 
 # ---------------------------------------------------------------- hashing
 #
@@ -148,7 +152,8 @@ def hash_combine(uint64_t[::1] acc, const uint64_t[::1] h, uint64_t seed):
 
 # ---------------------------------------------------------------- partition ids
 #
-# Every id kernel writes ``out[i]`` (int32 in [0, P)) and the histogram
+# Every id kernel writes ``out[i]`` (in [0, P): int32, or uint8 where P <= 256
+# and the ids stay inside ``partition``) and the histogram
 # ``counts[p]`` (length P) in the same pass. Counting goes through four
 # interleaved sub-histograms so that runs of one hot key do not serialise on a
 # single counter.
@@ -233,16 +238,16 @@ cdef inline void _hist_finish(const int64_t* sub, Py_ssize_t P, Py_ssize_t strid
             counts[p] = sub[p] + sub[stride + p] + sub[2 * stride + p] + sub[3 * stride + p]
 
 
-cdef inline uint64_t _placed(const uint64_t* h, int32_t* out, Py_ssize_t i, uint64_t mask) noexcept nogil:
+cdef inline uint64_t _placed(const uint64_t* h, id_t* out, Py_ssize_t i, uint64_t mask) noexcept nogil:
     """out[i] = h[i] & mask (a power-of-two modulo); returns a one in byte
     ``out[i]``, the row's count for ``_ids_counted``'s byte counters."""
     cdef int32_t p = <int32_t>(h[i] & mask)
-    out[i] = p
+    out[i] = <id_t>p
     return <uint64_t>1 << (8 * p)
 
 
 cdef inline void _ids_counted(const uint64_t* h, Py_ssize_t n, uint64_t d, uint64_t hi,
-                              uint64_t lo, const int32_t* own, int32_t* out, int64_t* sub,
+                              uint64_t lo, const int32_t* own, id_t* out, int64_t* sub,
                               Py_ssize_t stride) noexcept nogil:
     """out[i] = h[i] % d, or own[h[i] % d] when ``own`` is set, counted into the
     interleaved histograms ``sub`` (``_hist_alloc``) unless ``sub`` is NULL."""
@@ -276,7 +281,7 @@ cdef inline void _ids_counted(const uint64_t* h, Py_ssize_t n, uint64_t d, uint6
             p = <int32_t>(h[i] & mask)
             if own != NULL:
                 p = own[p]
-            out[i] = p
+            out[i] = <id_t>p
             if sub != NULL:
                 sub[(i & 3) * stride + p] += 1
     else:
@@ -284,7 +289,7 @@ cdef inline void _ids_counted(const uint64_t* h, Py_ssize_t n, uint64_t d, uint6
             p = <int32_t>fastmod(h[i], hi, lo, d)
             if own != NULL:
                 p = own[p]
-            out[i] = p
+            out[i] = <id_t>p
             if sub != NULL:
                 sub[(i & 3) * stride + p] += 1
 
@@ -319,7 +324,7 @@ def fastmod_u64(const uint64_t[::1] values, uint64_t d, uint64_t[::1] out):
 
 
 def partition_modulo(const uint64_t[::1] hashes, uint64_t num_partitions,
-                     int32_t[::1] out, int64_t[::1] counts) -> int:
+                     id_t[::1] out, int64_t[::1] counts) -> int:
     """out[i] = hashes[i] % num_partitions; counts[p] = rows with id p.
 
     ``counts`` has ``num_partitions`` entries, or none for no histogram.
@@ -339,7 +344,7 @@ def partition_modulo(const uint64_t[::1] hashes, uint64_t num_partitions,
 
 
 def partition_lookup(const uint64_t[::1] hashes, const int32_t[::1] owner_of,
-                     int32_t[::1] out, int64_t[::1] counts) -> int:
+                     id_t[::1] out, int64_t[::1] counts) -> int:
     """out[i] = owner_of[hashes[i] % len(owner_of)]: key groups (Flink's scheme).
 
     ``owner_of[g]`` is the owner of key group ``g``, in ``[0, P)``; ``counts``
@@ -365,7 +370,7 @@ ctypedef fused key_t:
 
 def partition_fixed(const key_t[::1] values, bint is_float, uint64_t seed,
                     uint64_t num_partitions, const int32_t[::1] owner_of,
-                    int32_t[::1] out, int64_t[::1] counts) -> int:
+                    id_t[::1] out, int64_t[::1] counts) -> int:
     """Partition ids straight from a 4- or 8-byte key column without nulls:
     ``hash64`` (``is_float``: of float bits) in blocks of 1024 rows kept in L1,
     then ``partition_modulo`` (``owner_of`` empty) or ``partition_lookup`` on
@@ -415,7 +420,7 @@ cdef inline int32_t _ring_owner(uint64_t h, const uint64_t* points, Py_ssize_t m
 
 def partition_ring(const uint64_t[::1] hashes, const uint64_t[::1] points,
                    const int32_t[::1] owners, const int64_t[::1] lut, int lut_shift,
-                   int32_t[::1] out, int64_t[::1] counts) -> int:
+                   id_t[::1] out, int64_t[::1] counts) -> int:
     """Consistent hashing: the owner of the first ring point >= hash (wrapping).
 
     ``points`` is sorted ascending (non-empty); ``lut[b]`` is the first index
@@ -434,7 +439,7 @@ def partition_ring(const uint64_t[::1] hashes, const uint64_t[::1] points,
     if P == 0:
         with nogil:
             for i in range(n):
-                out[i] = _ring_owner(hashes[i], pts, m, own, lt, lut_shift)
+                out[i] = <id_t>_ring_owner(hashes[i], pts, m, own, lt, lut_shift)
         return OK
     sub = _hist_alloc(P, &stride)
     if sub == NULL:
@@ -442,7 +447,7 @@ def partition_ring(const uint64_t[::1] hashes, const uint64_t[::1] points,
     with nogil:
         for i in range(n):
             p = _ring_owner(hashes[i], pts, m, own, lt, lut_shift)
-            out[i] = p
+            out[i] = <id_t>p
             sub[(i & 3) * stride + p] += 1
         _hist_finish(sub, P, stride, &counts[0])
         free(sub)
@@ -478,7 +483,7 @@ ctypedef fused dest_t:
     int64_t
 
 
-def partition_dest(const int32_t[::1] ids, const int64_t[::1] counts,
+def partition_dest(const id_t[::1] ids, const int64_t[::1] counts,
                    dest_t[::1] dest, int64_t[::1] starts, bint order=False) -> int:
     """Counting-sort placement of rows by partition id (ids already counted).
 
@@ -544,7 +549,7 @@ cdef inline void _put_line(word_t* out_a, word_t* out_b, const word_t* buf, Py_s
             memcpy(out + line + lo, buf + c * per + lo, <size_t>(hi - lo) * sizeof(word_t))
 
 
-cdef int _scatter_streamed(const word_t* src_a, const word_t* src_b, const int32_t* ids,
+cdef int _scatter_streamed(const word_t* src_a, const word_t* src_b, const id_t* ids,
                            const dest_t* dest, Py_ssize_t n, const int64_t* starts, Py_ssize_t P,
                            int64_t* cursor, word_t* out_a, word_t* out_b) noexcept nogil:
     """``out[dest[i]] = src[i]`` for one column (``src_b`` NULL) or two,
@@ -588,7 +593,7 @@ cdef int _scatter_streamed(const word_t* src_a, const word_t* src_b, const int32
     return 0
 
 
-cdef int _scatter_any(const word_t* src_a, const word_t* src_b, const int32_t* ids,
+cdef int _scatter_any(const word_t* src_a, const word_t* src_b, const id_t* ids,
                       const dest_t* dest, Py_ssize_t n, const int64_t* starts, Py_ssize_t P,
                       word_t* out_a, word_t* out_b) noexcept nogil:
     """``out[dest[i]] = src[i]`` for one column (``src_b`` NULL) or two; with
@@ -624,7 +629,7 @@ cdef int _scatter_any(const word_t* src_a, const word_t* src_b, const int32_t* i
     return status
 
 
-def scatter_words(const word_t[::1] src, const int32_t[::1] ids, const int64_t[::1] starts,
+def scatter_words(const word_t[::1] src, const id_t[::1] ids, const int64_t[::1] starts,
                   const dest_t[::1] dest, word_t[::1] out):
     """out[dest[i]] = src[i] for fixed-width values, ``dest`` from
     ``partition_dest`` of ``ids`` (partition p owns output rows
@@ -643,7 +648,7 @@ def scatter_words(const word_t[::1] src, const int32_t[::1] ids, const int64_t[:
         raise MemoryError(f"line buffers of {P} partitions")
 
 
-def scatter_words2(const word_t[::1] src_a, const word_t[::1] src_b, const int32_t[::1] ids,
+def scatter_words2(const word_t[::1] src_a, const word_t[::1] src_b, const id_t[::1] ids,
                    const int64_t[::1] starts, const dest_t[::1] dest, word_t[::1] out_a, word_t[::1] out_b):
     """``scatter_words`` of two columns of one width in one pass: the row
     placement is read or made once for both. Modifies ``out_a`` and ``out_b``."""
@@ -689,7 +694,7 @@ cdef inline void _copy_short(uint8_t* dst, const uint8_t* src, size_t length,
 
 
 def scatter_binary(const offset_t[::1] offsets, const uint8_t[::1] data,
-                   const int32_t[::1] ids, const int64_t[::1] starts,
+                   const id_t[::1] ids, const int64_t[::1] starts,
                    offset_t[::1] out_offsets, uint8_t[::1] out_data, dest_t[::1] dest):
     """Scatter variable-width values by partition id, keeping row order.
 

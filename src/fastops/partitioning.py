@@ -114,12 +114,12 @@ def _check_status(status: int, what: str) -> None:
 
 def _ids_and_counts(hashes: np.ndarray, num_partitions: int, scheme: str,
                     max_parallelism: int, virtual_nodes: int, seed: int,
-                    with_counts: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """Partition ids (int32) and their histogram (int64, length P; empty
-    without ``with_counts``) for hashes."""
+                    with_counts: bool = True, small_ids: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Partition ids (int32, or see ``_id_dtype``) and their histogram (int64,
+    length P; empty without ``with_counts``) for hashes."""
     hashes = np.ascontiguousarray(hashes, dtype=np.uint64)
     num_partitions = int(num_partitions)
-    out, _ = _arrow.empty(len(hashes), np.int32)
+    out, _ = _arrow.empty(len(hashes), _id_dtype(num_partitions, small_ids))
     counts = np.empty(num_partitions if with_counts else 0, dtype=np.int64)
     if scheme == "hash":
         status = _core.partition_modulo(hashes, num_partitions, out, counts)
@@ -146,7 +146,7 @@ _EMPTY_OWNERS = np.zeros(0, dtype=np.int32)
 
 
 def _fused_ids(cols: list, num_partitions: int, scheme: str, max_parallelism: int,
-               seed: int, with_counts: bool) -> tuple[np.ndarray, np.ndarray] | None:
+               seed: int, with_counts: bool, small_ids: bool) -> tuple[np.ndarray, np.ndarray] | None:
     """Ids and counts (``with_counts``; else no counts) in one kernel pass for
     the common key of one 4- or 8-byte column without nulls under ``"hash"`` or
     ``"key_group"`` (no hash array written); None when the key is anything else."""
@@ -162,7 +162,7 @@ def _fused_ids(cols: list, num_partitions: int, scheme: str, max_parallelism: in
     values = _arrow.fixed_values(arr, _arrow.UINT_FOR_WIDTH[width])
     owners = (_key_group_owners(int(num_partitions), int(max_parallelism))
               if scheme == "key_group" else _EMPTY_OWNERS)
-    out, _ = _arrow.empty(len(values), np.int32)
+    out, _ = _arrow.empty(len(values), _id_dtype(num_partitions, small_ids))
     counts = np.empty(int(num_partitions) if with_counts else 0, dtype=np.int64)
     status = _core.partition_fixed(values, pat.is_floating(arr.type), _check_seed(seed),
                                    int(num_partitions), owners, out, counts)
@@ -171,15 +171,22 @@ def _fused_ids(cols: list, num_partitions: int, scheme: str, max_parallelism: in
 
 
 def _prepare(batch: Batch, by, num_partitions, scheme, max_parallelism, virtual_nodes, seed,
-             with_counts=True):
+             with_counts=True, small_ids=False):
+    """Partition ids of ``batch``'s rows and (``with_counts``) their
+    histogram; ``small_ids``: as uint8 where ``num_partitions`` <= 256 (for
+    the scatters, which read them once per pass)."""
     _check_parallelism(num_partitions, scheme, max_parallelism, virtual_nodes)
     cols, names = _key_columns(batch, by)
-    fused = _fused_ids(cols, num_partitions, scheme, max_parallelism, seed, with_counts)
+    fused = _fused_ids(cols, num_partitions, scheme, max_parallelism, seed, with_counts, small_ids)
     if fused is not None:
         return fused
     hashes = hash_columns(cols, seed, names)
     return _ids_and_counts(hashes, num_partitions, scheme, max_parallelism, virtual_nodes, seed,
-                           with_counts)
+                           with_counts, small_ids)
+
+
+def _id_dtype(num_partitions: int, small_ids: bool) -> type:
+    return np.uint8 if small_ids and int(num_partitions) <= 256 else np.int32
 
 
 def partition_ids(batch: Batch, by: str | Sequence[str], num_partitions: int,
@@ -330,7 +337,7 @@ def partition(batch: Batch, by: str | Sequence[str], num_partitions: int,
     ``partition_ids``.
     """
     ids, counts = _prepare(batch, by, num_partitions, scheme, max_parallelism,
-                           virtual_nodes, seed)
+                           virtual_nodes, seed, small_ids=True)
     return _scatter(batch, ids, counts)
 
 
