@@ -448,7 +448,6 @@ class WindowAggregator:
             self._emit_row = np.empty(0, dtype=np.int64)
             self._emit_src = np.empty(0, dtype=np.int64)
             self._mark = np.full(64, -1, dtype=np.int64)
-            self._freed = np.empty(0, dtype=np.int64)  # purge scratch: the slots freed
             # per group ``ways`` cached (pane, slot) pairs: room for the live panes of a key
             self._ways = 4
             while self._ways < min(self._k + 3, 16):
@@ -926,10 +925,10 @@ class WindowAggregator:
         if b:
             dead = np.array(self._panes[:b], dtype=np.int64)
             del self._panes[:b]
-            self._freed = _arrow.grown(self._freed, int(self._counters[0]))
+            freed = np.empty(int(self._counters[0]), dtype=np.int64)
             nf = _window.pane_purge(self._hg, self._hq, self._hv, self._s_group, self._s_next,
-                                    self._s_flags, self._counters, dead, self._freed)
-            self._reset_slots(self._freed[:nf])
+                                    self._s_flags, self._counters, dead, freed)
+            self._reset_slots(freed[:nf])
         return out
 
     def _emit_pane_windows(self, work: list[tuple[int, bool]]) -> pa.RecordBatch:
