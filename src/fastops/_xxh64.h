@@ -410,7 +410,7 @@ FASTOPS_AVX512 __m512i fastops_mul64x8(__m512i a, uint64_t c) {
    touched. Four registers at a time, because each step is a chain of
    multiplies that one register alone leaves mostly waiting (one: 59 -> 56 ms
    for 10M short strings, two: 38, four: 32). */
-#define FASTOPS_NREG 4
+#define FASTOPS_NREG 4   /* even: the set-aside rows are compressed two registers at a time */
 #define FASTOPS_EACH_REG(STMT) for (g = 0; g < FASTOPS_NREG; g++) { STMT; }
 FASTOPS_AVX512 void fastops_xxh64_lanes(const uint8_t* base, const __m512i* start,
                                         const __m512i* len, uint64_t seed, uint64_t* out) {
