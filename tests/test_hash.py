@@ -1,8 +1,10 @@
 """``fastops.hash64``: bit-exact against the ``xxhash`` package, value by value."""
 from __future__ import annotations
 
+import ctypes
 import datetime as dt
 import decimal
+import mmap
 import os
 import re
 import struct
@@ -149,9 +151,6 @@ def _guarded_values(lengths: list[int]) -> tuple[pa.Array, list[bytes]]:
     """A binary array whose data fill one page exactly, between two pages that
     must not be touched: reading a byte before its first value or after its
     last one crashes."""
-    import ctypes
-    import mmap
-
     page = mmap.PAGESIZE
     assert sum(lengths) == page
     region = mmap.mmap(-1, 3 * page)
@@ -180,7 +179,6 @@ def test_values_are_read_inside_their_buffer():
     body = list(rng.integers(0, 32, 150))  # short: the block goes through the vector lanes
     body[60:60] = [40, 45]
     tail = [3, 2, 1, 0, 2, 1, 3]
-    import mmap
     fill = mmap.PAGESIZE - sum(head) - sum(body) - sum(tail)
     body += [31] * (fill // 31) + [fill % 31]
     arr, values = _guarded_values(head + body + tail)

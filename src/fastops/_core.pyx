@@ -549,6 +549,17 @@ cdef inline void _put_line(word_t* out_a, word_t* out_b, const word_t* buf, Py_s
             memcpy(out + line + lo, buf + c * per + lo, <size_t>(hi - lo) * sizeof(word_t))
 
 
+cdef inline int64_t _next_row(const id_t* ids, const dest_t* dest, int64_t* cursor, Py_ssize_t i) noexcept nogil:
+    """Output row of input row i: ``dest[i]``, or with ``dest`` NULL the next
+    free row of its partition (``cursor``, advanced)."""
+    cdef int64_t d
+    if dest != NULL:
+        return dest[i]
+    d = cursor[ids[i]]
+    cursor[ids[i]] = d + 1
+    return d
+
+
 cdef int _scatter_streamed(const word_t* src_a, const word_t* src_b, const id_t* ids,
                            const dest_t* dest, Py_ssize_t n, const int64_t* starts, Py_ssize_t P,
                            int64_t* cursor, word_t* out_a, word_t* out_b) noexcept nogil:
@@ -569,11 +580,7 @@ cdef int _scatter_streamed(const word_t* src_a, const word_t* src_b, const id_t*
         return -1
     for i in range(n):
         p = ids[i]
-        if dest != NULL:
-            d = dest[i]
-        else:
-            d = cursor[p]
-            cursor[p] = d + 1
+        d = _next_row(ids, dest, cursor, i)
         s = d & (per - 1)
         ba = buf + p * per * cols
         ba[s] = src_a[i]
@@ -614,11 +621,7 @@ cdef int _scatter_any(const word_t* src_a, const word_t* src_b, const id_t* ids,
         status = _scatter_streamed(src_a, src_b, ids, dest, n, starts, P, cursor, out_a, out_b)
     else:
         for i in range(n):
-            if dest != NULL:
-                d = dest[i]
-            else:
-                d = cursor[ids[i]]
-                cursor[ids[i]] = d + 1
+            d = _next_row(ids, dest, cursor, i)
             out_a[d] = src_a[i]
             # each partition is a write stream: fetch its lines ahead of time
             prefetch_w(out_a + d + ahead)

@@ -186,6 +186,7 @@ def _prepare(batch: Batch, by, num_partitions, scheme, max_parallelism, virtual_
 
 
 def _id_dtype(num_partitions: int, small_ids: bool) -> type:
+    """One byte per id where asked for and enough, else int32."""
     return np.uint8 if small_ids and int(num_partitions) <= 256 else np.int32
 
 
