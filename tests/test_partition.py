@@ -90,12 +90,13 @@ FIXED_KEY_TYPES = [pa.int32(), pa.uint32(), pa.int64(), pa.uint64(), pa.float32(
 
 
 @pytest.mark.parametrize("t", FIXED_KEY_TYPES, ids=str)
-@pytest.mark.parametrize("scheme,P,maxp", [("hash", 8, 128), ("hash", 7, 128),
+@pytest.mark.parametrize("scheme,P,maxp", [("hash", 8, 128), ("hash", 64, 128), ("hash", 7, 128),
                                            ("key_group", 5, 128), ("key_group", 3, 100)])
 def test_ids_of_one_fixed_width_key_without_nulls(t, scheme, P, maxp):
     """One 4- or 8-byte key column without nulls takes the fused hash-and-id
-    kernel (blocks of 1024 rows): ids and partitions as the reference, over
-    several blocks, sliced, with -0.0 and NaN among float keys."""
+    kernel (blocks of 1024 rows; with AVX-512 and P a power of two, registers
+    of eight rows counted in bytes up to P = 8): ids and partitions as the
+    reference, over several blocks, sliced, with -0.0 and NaN among float keys."""
     rng = np.random.default_rng(P)
     raw = rng.integers(-50, 50, 3000)
     if pa.types.is_floating(t):
