@@ -19,6 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import window_reference as ref  # noqa: E402
 from fastops import _window, agg  # noqa: E402
 from fastops.agg import Columns, builtin_layout, update_builtins  # noqa: E402
+from fastops.window import _FinalColumns, _FinalPlan  # noqa: E402
 
 # (reference kind, column, ddof)
 AGGS = [("count_rows", None, 1), ("count", "f", 1), ("sum", "f", 1), ("sum", "i", 1), ("min", "f", 1),
@@ -196,16 +197,19 @@ def test_pane_stacks_match_reference(case):
         _window.dense_add(*pane(p), ops, offs, acc, pbits)
     need = groups
     out_groups = np.full(need, -1, dtype=np.int64)
-    out = np.zeros((words, need + 2), dtype=np.int64)
-    m = _window.dense_window(sbits, ptr, ss, pbits, acc, ops, offs, out_groups, out, 2)
-    merged = out[:, 2:2 + m].T
+    plan = _FinalPlan(aggs, states)
+    out = _FinalColumns(plan, need + 2)
+    m = _window.dense_window(sbits, ptr, ss, pbits, acc, ops, offs, plan.words, plan.codes, plan.cnt_words,
+                             out_groups, out.cols, out.nulls, out.nnull, 2)
+    out.cols, out.nulls = out.cols[:, 2:], out.nulls[:, 2:]
+    results = plan.results(out, m)
 
     in_s = {g for p in range(drop, split) for g in range(groups) if member[p][g]}
     in_p = {g for p in range(split, npanes) for g in range(groups) if member[p][g]}
     order = sorted(in_s & in_p) + sorted(in_s - in_p) + sorted(in_p - in_s)
     assert out_groups[:m].tolist() == order
-    for (kind, col, ddof), a, s in zip(AGGS, aggs, states):
-        got = a.result(Columns.wrap(s.spec, merged, s.off), None).to_pylist()
+    for (kind, col, ddof), result in zip(AGGS, results):
+        got = result.to_pylist()
         for r, g in enumerate(order):
             chosen = {p * groups + g for p in range(drop, npanes) if member[p][g]}
             rows_in = [r2 for r2, s2 in enumerate(slots) if s2 in chosen]
@@ -254,16 +258,25 @@ def test_run_kernels_reject_bad_arguments():
     with pytest.raises(ValueError, match="outside the stack"):
         _window.suffix_drop(g, g, 1, 3, ptr, bits)
     _window.dense_add(g, r, code, word, acc, bits)  # groups 1 and 2 in the prefix
+
+    def window(sb, out_rows, plan=(word, code, word), cols=1, nulls=1, rec=r, accumulator=acc):
+        words, codes, cnt_words = plan
+        return _window.dense_window(sb, ptr, rec, bits, accumulator, code, word, words, codes, cnt_words,
+                                    np.empty(out_rows, dtype=np.int64), np.empty((cols, out_rows), dtype=np.int64),
+                                    np.empty((nulls, out_rows), dtype=np.uint8), np.empty(1, dtype=np.int64))
     with pytest.raises(ValueError, match="outputs hold 1 rows, 2 are set"):
-        _window.dense_window(bits[:0], ptr, r, bits, acc, code, word, np.empty(1, dtype=np.int64),
-                             np.empty((3, 1), dtype=np.int64))
+        window(bits[:0], 1)
+    with pytest.raises(ValueError, match="2 columns"):
+        window(bits[:0], 4, cols=2)
+    with pytest.raises(ValueError, match=r"word 2 \(code 1\) outside records of 3"):
+        window(bits[:0], 4, plan=(np.array([2], dtype=np.int64), np.array([1], dtype=np.int64), word))
+    with pytest.raises(ValueError, match="count word 3 outside"):
+        window(bits[:0], 4, plan=(word, code, np.array([3], dtype=np.int64)))
+    with pytest.raises(ValueError, match="one width"):
+        window(bits, 4, accumulator=np.zeros((64, 4), dtype=np.int64))
     ptr[1] = 5  # a suffix record that is not there
     with pytest.raises(ValueError, match="group 1 points to row 5"):
-        _window.dense_window(bits, ptr, r, bits, acc, code, word, np.empty(4, dtype=np.int64),
-                             np.empty((3, 4), dtype=np.int64))
-    with pytest.raises(ValueError, match="output words"):
-        _window.dense_window(bits[:0], ptr, r, bits, acc, code, word, np.empty(4, dtype=np.int64),
-                             np.empty((2, 4), dtype=np.int64))
+        window(bits, 4)
     none = np.empty(0, dtype=np.int32)
     with pytest.raises(ValueError, match="words per row"):
         _window.sorted_records(g, g.copy(), r, 3, np.empty(2, dtype=np.int64), np.empty((2, 4), dtype=np.int64), none)
@@ -273,15 +286,31 @@ def test_run_kernels_reject_bad_arguments():
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.lists(st.tuples(st.floats(allow_nan=True, allow_infinity=True, width=64),
-                          st.floats(-1e-3, 1e-3)), max_size=40))
-def test_sum_result_adds_the_error_term_of_finite_sums(pairs):
-    total = np.array([t for t, _ in pairs], dtype=np.float64)
-    comp = np.array([c for _, c in pairs], dtype=np.float64)
-    out = np.empty_like(total)
-    _window.sum_f64_result(total, comp, out)
+@given(st.lists(st.tuples(st.integers(0, 3), st.floats(allow_nan=True, allow_infinity=True, width=64),
+                          st.floats(-1e-3, 1e-3), st.integers(-(2**62), 2**62)), max_size=40),
+       st.booleans())
+def test_gather_fields_finishes_result_words(recs, by_slot):
+    """Result columns from records (count, compensated sum, error term, a
+    value): a word as it is, a sum with its error term added where it is
+    finite, nulls where the count is 0, for given slots or every row."""
+    rec = np.zeros((len(recs), 4), dtype=np.int64)
+    rec[:, 0] = [c for c, _, _, _ in recs]
+    rec[:, 1] = np.array([t for _, t, _, _ in recs], dtype=np.float64).view(np.int64)
+    rec[:, 2] = np.array([e for _, _, e, _ in recs], dtype=np.float64).view(np.int64)
+    rec[:, 3] = [v for _, _, _, v in recs]
+    slots = np.arange(len(recs), dtype=np.int64)[::-1].copy() if by_slot else None
+    pick = slice(None, None, -1) if by_slot else slice(None)
+    words, codes = np.array([1, 3, 0], dtype=np.int64), np.array([1, 0, 0], dtype=np.int64)
+    out = np.empty((3, len(recs)), dtype=np.int64)
+    null = np.empty((1, len(recs)), dtype=np.uint8)
+    nnull = np.full(1, 99, dtype=np.int64)
+    _window.gather_fields(rec, words, codes, np.array([0], dtype=np.int64), slots, out, null, nnull)
+    total, comp = rec[pick, 1].view(np.float64), rec[pick, 2].view(np.float64)
     with np.errstate(invalid="ignore"):
         expected = np.where(np.isfinite(total), total + comp, total)
-    np.testing.assert_array_equal(out, expected)  # NaN where NaN, inf kept
-    with pytest.raises(ValueError, match="1 error terms"):
-        _window.sum_f64_result(np.zeros(2), np.zeros(1), np.zeros(2))
+    np.testing.assert_array_equal(out[0].view(np.float64), expected)  # NaN where NaN, inf kept
+    np.testing.assert_array_equal(out[1], rec[pick, 3])
+    np.testing.assert_array_equal(out[2], rec[pick, 0])
+    assert null[0].tolist() == (rec[pick, 0] == 0).tolist() and nnull[0] == (rec[:, 0] == 0).sum()
+    with pytest.raises(ValueError, match="2 columns"):
+        _window.gather_fields(rec, words, codes, words[:1], None, out[:2], null, nnull)

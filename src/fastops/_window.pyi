@@ -70,12 +70,17 @@ def suffix_drop(ss_group: np.ndarray, ss_next: np.ndarray,  # const int64[::1]
                 lo: int, hi: int,     # stack rows of the oldest pane
                 ptr: np.ndarray, bits: np.ndarray,  # modified
                 ) -> int: ...  # groups that left the stack
+FINAL: dict[str, int]  # how a result word is made of a record: "word" as it is, "sum_f64" plus its error term
 def dense_window(sbits: np.ndarray, ptr: np.ndarray, ss: np.ndarray,  # the suffix stack
                  pbits: np.ndarray, acc: np.ndarray,  # the prefix
                  ops: np.ndarray, offs: np.ndarray,
+                 words: np.ndarray, codes: np.ndarray,  # const int64[::1] the result plan (see gather_fields)
+                 cnt_words: np.ndarray,
                  out_groups: np.ndarray,  # int64[::1], modified
-                 out_cols: np.ndarray,    # int64[:, ::1] (record words, rows), modified
-                 row0: int = 0,           # first row of out_cols written
+                 out_cols: np.ndarray,    # int64[:, ::1] (len(words), rows), modified
+                 out_null: np.ndarray,    # uint8[:, ::1] (len(cnt_words), rows), modified
+                 nnull: np.ndarray,       # int64[::1] nulls per null column, modified
+                 row0: int = 0,           # first row of the outputs written
                  ) -> int: ...
 def pairs_plan(rows: np.ndarray, src: np.ndarray,  # const int64[::1]
                nrows: int, top: int,
@@ -141,14 +146,15 @@ def merge_records(op: int, dst: np.ndarray, src: np.ndarray,  # const int64[::1]
 def clear_records(rec: np.ndarray,    # int64[:, ::1], modified
                   slots: np.ndarray,   # const int64[::1]
                   ) -> None: ...
-def sum_f64_result(total: np.ndarray, comp: np.ndarray, out: np.ndarray) -> None: ...
-def gather_fields(rec: np.ndarray,     # const int64[:, ::1]
-                  cnt_word: int,
-                  fields: np.ndarray,  # const int64[::1] word indices
+def gather_fields(rec: np.ndarray,        # const int64[:, ::1]
+                  words: np.ndarray,      # const int64[::1] record word of each result column
+                  codes: np.ndarray,      # const int64[::1] how it is made (FINAL)
+                  cnt_words: np.ndarray,  # const int64[::1] count word of each null column
                   slots: np.ndarray | None,  # const int64[::1]; None: rows 0 .. n-1
-                  out: np.ndarray,     # int64[:, ::1] (len(fields), n), modified
-                  null: np.ndarray,    # uint8[::1] (n), modified
-                  ) -> int: ...
+                  out: np.ndarray,        # int64[:, ::1] (len(words), n), modified
+                  null: np.ndarray,       # uint8[:, ::1] (len(cnt_words), n), modified
+                  nnull: np.ndarray,      # int64[::1] nulls per null column, modified
+                  ) -> None: ...
 
 # string picks: per slot a reference into a byte arena (start, -1 for none), a length and a time
 PICK_MODES: dict[str, int]  # "min", "max", "first", "last"

@@ -737,44 +737,107 @@ def suffix_drop(const int64_t[::1] ss_group, const int64_t[::1] ss_next, Py_ssiz
     return left
 
 
-cdef inline void _put_column_row(int64_t* cols, Py_ssize_t stride, Py_ssize_t r, const int64_t* rec,
-                                 Py_ssize_t W) noexcept nogil:
+FINAL = {"word": 0, "sum_f64": 1}
+"""How a result word is made from a record (``gather_fields``, ``dense_window``):
+the word as it is, or a compensated sum (the word plus the next one, its
+error term, where the word is finite)."""
+
+
+cdef struct _Final:
+    Py_ssize_t nout, nnull, stride
+    const int64_t* word
+    const int64_t* code
+    const int64_t* cnt
+    int64_t* cols      # nout columns of ``stride`` rows
+    uint8_t* nulls     # nnull columns of ``stride`` rows
+    int64_t* counts    # nulls per null column
+
+
+cdef int _final_plan(_Final* f, const int64_t[::1] words, const int64_t[::1] codes,
+                     const int64_t[::1] cnt_words, Py_ssize_t W, int64_t[:, ::1] out, uint8_t[:, ::1] null,
+                     int64_t[::1] nnull, str what) except -1:
+    """Check a plan against records of ``W`` words and its outputs; fill ``f``."""
     cdef Py_ssize_t c
-    for c in range(W):
-        cols[c * stride + r] = rec[c]
+    if codes.shape[0] != words.shape[0] or out.shape[0] != words.shape[0] or \
+            null.shape[0] != cnt_words.shape[0] or nnull.shape[0] < cnt_words.shape[0] or \
+            null.shape[1] != out.shape[1]:
+        raise ValueError(f"{what}: {words.shape[0]} words, {codes.shape[0]} codes and {out.shape[0]} "
+                         f"columns; {cnt_words.shape[0]} count words, {null.shape[0]} null columns and "
+                         f"{nnull.shape[0]} null counts; {out.shape[1]} / {null.shape[1]} rows")
+    for c in range(words.shape[0]):
+        if not (0 <= codes[c] <= 1 and 0 <= words[c] and words[c] + codes[c] < W):
+            raise ValueError(f"{what}: word {words[c]} (code {codes[c]}) outside records of {W} words")
+    for c in range(cnt_words.shape[0]):
+        if not 0 <= cnt_words[c] < W:
+            raise ValueError(f"{what}: count word {cnt_words[c]} outside records of {W} words")
+        nnull[c] = 0
+    f.nout = words.shape[0]
+    f.nnull = cnt_words.shape[0]
+    f.stride = out.shape[1]
+    f.word = &words[0] if f.nout else NULL
+    f.code = &codes[0] if f.nout else NULL
+    f.cnt = &cnt_words[0] if f.nnull else NULL
+    f.cols = &out[0, 0] if f.nout and f.stride else NULL
+    f.nulls = &null[0, 0] if f.nnull and f.stride else NULL
+    f.counts = &nnull[0] if f.nnull else NULL
+    return 0
+
+
+cdef inline void _put_final(const _Final* f, const int64_t* rec, Py_ssize_t r) noexcept nogil:
+    """Row ``r`` of the plan's columns from one record."""
+    cdef Py_ssize_t c
+    cdef double t
+    cdef bint z
+    for c in range(f.nout):
+        if f.code[c] == 0:
+            f.cols[c * f.stride + r] = rec[f.word[c]]
+        else:
+            t = (<const double*>rec)[f.word[c]]
+            if t - t == 0:  # 0 unless t is inf or NaN (whose error term is NaN, not added)
+                t += (<const double*>rec)[f.word[c] + 1]
+            (<double*>f.cols)[c * f.stride + r] = t
+    for c in range(f.nnull):
+        z = rec[f.cnt[c]] == 0
+        f.nulls[c * f.stride + r] = z
+        f.counts[c] += z
 
 
 def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_t[:, ::1] ss,
                  const uint64_t[::1] pbits, const int64_t[:, ::1] acc, const int64_t[::1] ops,
-                 const int64_t[::1] offs, int64_t[::1] out_groups, int64_t[:, ::1] out_cols,
-                 Py_ssize_t row0=0) -> int:
-    """One window's rows: for every group set in ``sbits`` or ``pbits``, its
-    suffix record ``ss[ptr[g]]`` merged with its prefix record ``acc[g]``
-    (either alone where the other bit is clear). Word ``w`` of output row
-    ``r`` goes to ``out_cols[w, row0 + r]`` (one contiguous array per record
-    word) and its group to ``out_groups[r]``. A bitmap shorter than the other
-    reads as zeros. Rows come in three runs, each in group order: groups in
-    both, in the suffix only, in the prefix only (a loop without a branch
-    on which side a group is in). Returns the rows."""
-    cdef Py_ssize_t W = out_cols.shape[0], cap = out_cols.shape[1], nagg = ops.shape[0]
-    cdef Py_ssize_t ns = sbits.shape[0], np_ = pbits.shape[0], nw = max(ns, np_), w, n = 0, total = 0
-    cdef Py_ssize_t room = min(out_groups.shape[0], cap - row0), stride = cap
+                 const int64_t[::1] offs, const int64_t[::1] words, const int64_t[::1] codes,
+                 const int64_t[::1] cnt_words, int64_t[::1] out_groups, int64_t[:, ::1] out_cols,
+                 uint8_t[:, ::1] out_null, int64_t[::1] nnull, Py_ssize_t row0=0) -> int:
+    """One window's rows, as result columns: for every group set in ``sbits``
+    or ``pbits``, its suffix record ``ss[ptr[g]]`` merged with its prefix
+    record ``acc[g]`` (either alone where the other bit is clear), finished
+    by the plan ``words`` / ``codes`` / ``cnt_words`` (``gather_fields``)
+    into ``out_cols[c, row0 + r]`` and ``out_null[v, row0 + r]`` (nulls
+    counted into ``nnull[v]``); its group goes to ``out_groups[r]``. A bitmap
+    shorter than the other reads as zeros. Rows come in three runs, each in
+    group order: groups in both, in the suffix only, in the prefix only (a
+    loop without a branch on which side a group is in). Returns the rows."""
+    cdef Py_ssize_t W = ss.shape[1] if sbits.shape[0] else acc.shape[1], nagg = ops.shape[0]
+    cdef Py_ssize_t cap = out_cols.shape[1], ns = sbits.shape[0], np_ = pbits.shape[0]
+    cdef Py_ssize_t nw = max(ns, np_), w, n = 0, total = 0, room = min(out_groups.shape[0], cap - row0)
     cdef uint64_t x, sx, px
-    cdef int64_t g, pos, top = ss.shape[0]
+    cdef int64_t g, top = ss.shape[0]
     cdef int64_t buf[64]
     cdef Py_ssize_t ends[3]
     cdef Py_ssize_t r
     cdef int side
     cdef const int64_t* op = &ops[0] if nagg else NULL
     cdef const int64_t* off = &offs[0] if nagg else NULL
-    cdef int64_t* cols
+    cdef const int64_t* rp
+    cdef _Final fin
     if W > 64 or (ns and (ss.shape[1] != W or ptr.shape[0] < ns * 64)) or \
             (np_ and (acc.shape[1] != W or acc.shape[0] < np_ * 64)):
-        raise ValueError(f"dense_window: {W} output words (at most 64) against stack rows of {ss.shape[1]} "
-                         f"and accumulator rows of {acc.shape[1]}, or arrays shorter than their bitmaps")
-    if not 0 <= row0 <= cap:
-        raise ValueError(f"dense_window: first row {row0} outside {cap} columns' rows")
+        raise ValueError(f"dense_window: stack rows of {ss.shape[1]} words and accumulator rows of "
+                         f"{acc.shape[1]} (one width, at most 64), or arrays shorter than their bitmaps")
+    if not 0 <= row0 <= cap or out_null.shape[1] != cap:
+        raise ValueError(f"dense_window: first row {row0} outside {cap} columns' rows, or null columns "
+                         f"of {out_null.shape[1]} rows")
     _check_layout(ops, offs, W, "dense_window")
+    _final_plan(&fin, words, codes, cnt_words, W, out_cols, out_null, nnull, "dense_window")
     for w in range(nw):  # rows and suffix pointers checked before any is written
         sx = sbits[w] if w < ns else 0
         px = pbits[w] if w < np_ else 0
@@ -788,7 +851,6 @@ def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_
         raise ValueError(f"dense_window: outputs hold {room} rows, {total} are set")
     if total == 0:
         return 0
-    cols = &out_cols[0, row0]
     with nogil:
         for side in range(3):  # the groups, side by side: 0 both, 1 suffix only, 2 prefix only
             for w in range(nw):
@@ -812,11 +874,10 @@ def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_
             if r < ends[0]:
                 _copy_rec(buf, &ss[ptr[g], 0], W)
                 _merge_record(buf, &acc[g, 0], op, off, nagg)
-                _put_column_row(cols, stride, r, buf, W)
-            elif r < ends[1]:
-                _put_column_row(cols, stride, r, &ss[ptr[g], 0], W)
+                rp = buf
             else:
-                _put_column_row(cols, stride, r, &acc[g, 0], W)
+                rp = &ss[ptr[g], 0] if r < ends[1] else &acc[g, 0]
+            _put_final(&fin, rp, row0 + r)
     return n
 
 
@@ -1358,66 +1419,31 @@ def clear_records(int64_t[:, ::1] rec, const int64_t[::1] slots):
         raise ValueError(f"clear_records: slot {bad} outside {nrec} records")
 
 
-def sum_f64_result(const double[::1] total, const double[::1] comp, double[::1] out):
-    """out[i] = total[i] + comp[i] (the compensated sum), or total[i] where it
-    is not finite (an infinite sum's error term is NaN, not added). One pass
-    for what NumPy would do in three. ``out`` may be ``total``."""
-    cdef Py_ssize_t i, n = total.shape[0]
-    cdef double t
-    if comp.shape[0] != n or out.shape[0] != n:
-        raise ValueError(f"sum_f64_result: {n} totals, {comp.shape[0]} error terms, {out.shape[0]} outputs")
-    with nogil:
-        for i in range(n):
-            t = total[i]
-            out[i] = t + comp[i] if t - t == 0 else t  # t - t is 0 unless t is inf or NaN
-
-
-def gather_fields(const int64_t[:, ::1] rec, int64_t cnt_word, const int64_t[::1] fields,
-                  const int64_t[::1] slots, int64_t[:, ::1] out, uint8_t[::1] null):
-    """out[j, i] = rec[slots[i], fields[j]] (raw 8-byte words: one contiguous
-    column per field) and null[i] = (rec[slots[i], cnt_word] == 0); ``slots``
-    None: rows 0 .. n-1 in order (n = out.shape[1]). Modifies outputs.
-    Returns the number of nulls."""
+def gather_fields(const int64_t[:, ::1] rec, const int64_t[::1] words, const int64_t[::1] codes,
+                  const int64_t[::1] cnt_words, const int64_t[::1] slots, int64_t[:, ::1] out,
+                  uint8_t[:, ::1] null, int64_t[::1] nnull):
+    """Result columns of the records ``rec[slots[i]]`` (``slots`` None: rows
+    0 .. n-1 in order, n = out.shape[1]): ``out[c, i]`` = word ``words[c]``
+    made by ``codes[c]`` (``FINAL``), and ``null[v, i]`` = (word
+    ``cnt_words[v]`` == 0), counted into ``nnull[v]``. Modifies outputs."""
     cdef bint seq = slots is None
-    cdef Py_ssize_t i, j, n = out.shape[1] if seq else slots.shape[0], m = fields.shape[0]
-    cdef int64_t F = rec.shape[1], nnull = 0, s, c
+    cdef Py_ssize_t i, n = out.shape[1] if seq else slots.shape[0]
+    cdef int64_t F = rec.shape[1]
     cdef const int64_t* w
-    cdef const int64_t* r
-    cdef int64_t** cols
-    cdef const int64_t* fld = &fields[0] if m > 0 else NULL
-    if out.shape[0] != m or out.shape[1] != n or null.shape[0] != n:
-        raise ValueError(f"gather_fields: out must be ({m}, {n}) and null ({n},)")
+    cdef _Final fin
+    if out.shape[1] != n:
+        raise ValueError(f"gather_fields: outputs of {out.shape[1]} rows for {n} slots")
     if seq and n > rec.shape[0]:
         raise ValueError(f"gather_fields: {n} rows asked of {rec.shape[0]} records")
+    _final_plan(&fin, words, codes, cnt_words, F, out, null, nnull, "gather_fields")
     if n == 0:
-        return 0
-    for j in range(m):
-        if not 0 <= fields[j] < F:
-            raise ValueError(f"gather_fields: word {fields[j]} outside records of {F} words")
-    if not 0 <= cnt_word < F:
-        raise ValueError(f"gather_fields: word {cnt_word} outside records of {F} words")
-    cols = <int64_t**>malloc(<size_t>(m if m > 0 else 1) * sizeof(int64_t*))
-    if cols == NULL:
-        raise MemoryError("gather_fields: column pointers")
-    for j in range(m):
-        cols[j] = &out[j, 0]
+        return
     w = &rec[0, 0]
     with nogil:
         for i in range(n):
-            if seq:
-                s = i
-            else:
-                s = slots[i]
-                if i + PF < n:
-                    prefetch(w + slots[i + PF] * F)
-            r = w + s * F
-            for j in range(m):
-                cols[j][i] = r[fld[j]]
-            c = r[cnt_word] == 0
-            null[i] = <uint8_t>c
-            nnull += c
-    free(cols)
-    return nnull
+            if not seq and i + PF < n:
+                prefetch(w + slots[i + PF] * F)
+            _put_final(&fin, w + (i if seq else slots[i]) * F, i)
 
 
 # ---------------------------------------------------------------- string picks

@@ -232,24 +232,28 @@ class Columns:
     def __getitem__(self, k: str) -> np.ndarray:
         return self.store.rec.view(self.spec[k])[:, self.off + self.names.index(k)]
 
-    def gather(self, slots: Optional[np.ndarray], names: list[str]) -> tuple[list[np.ndarray], Optional[np.ndarray]]:
-        """Fields ``names`` of ``slots`` (None: every slot in order), copied in
-        one kernel pass, and the null mask (``cnt == 0``; None when no slot is
-        empty)."""
-        if slots is None and self.rec.shape[1] > 1 and self.rec.strides[0] == self.rec.itemsize:
-            # column-major records (sliding windows' output, not reused): each field is already an array
-            cols = [self.rec[:, self.off + self.names.index(k)].view(self.spec[k]) for k in names]
-            cnt = self.rec[:, self.off]
-            return cols, (cnt == 0 if len(cnt) and cnt.min() == 0 else None)  # counts are >= 0
+    def gather(self, slots: Optional[np.ndarray], plan: list[tuple[str, int]],
+               nullable: bool = True) -> tuple[list[np.ndarray], Optional[np.ndarray]]:
+        """The result fields of ``slots`` (None: every slot in order), each
+        ``(name, code)`` made as ``_window.FINAL`` says, in one kernel pass;
+        and the null mask (``cnt == 0``; None when no slot is empty or the
+        result is never null)."""
         if slots is not None:
             slots = np.ascontiguousarray(slots, dtype=np.int64)
         n = self.size if slots is None else len(slots)
-        out = _arrow.empty(len(names) * n, np.int64)[0].reshape(len(names), n)  # becomes the results
-        null = np.empty(n, dtype=np.uint8)
-        fields = np.array([self.off + self.names.index(k) for k in names], dtype=np.int64)
-        nnull = _window.gather_fields(self.rec, self.off, fields, slots, out, null)
-        cols = [out[j].view(self.spec[k]) for j, k in enumerate(names)]
-        return cols, (null.view(bool) if nnull else None)
+        words, codes = self.final_words(plan)
+        cnt_words = np.array([self.off] if nullable else [], dtype=np.int64)
+        out = _arrow.empty(len(plan) * n, np.int64)[0].reshape(len(plan), n)  # becomes the results
+        null = np.empty((len(cnt_words), n), dtype=np.uint8)
+        nnull = np.zeros(1, dtype=np.int64)
+        _window.gather_fields(self.rec, words, codes, cnt_words, slots, out, null, nnull)
+        cols = [out[j].view(self.spec[k]) for j, (k, _) in enumerate(plan)]
+        return cols, (null[0].view(bool) if nullable and nnull[0] else None)
+
+    def final_words(self, plan: list[tuple[str, int]]) -> tuple[np.ndarray, np.ndarray]:
+        """A result plan's record words (this state's offset added) and codes."""
+        return (np.array([self.off + self.names.index(k) for k, _ in plan], dtype=np.int64),
+                np.array([c for _, c in plan], dtype=np.int64))
 
     def to_bytes(self) -> bytes:
         return _arrow.to_ipc(pa.RecordBatch.from_arrays(
@@ -396,6 +400,21 @@ class BuiltinAggregate(SlotAggregate):
             state["cnt"][slots] = 0
         return state
 
+    nullable = True  # the result is null where the state counts no value
+
+    def final_plan(self) -> list[tuple[str, int]]:
+        """The state fields the result is made of, each with its
+        ``_window.FINAL`` code: kernels write them as result columns."""
+        raise NotImplementedError
+
+    def from_final(self, cols: list[np.ndarray], null: Optional[np.ndarray]) -> pa.Array:
+        """The result from the columns of :meth:`final_plan` (typed as the
+        state's fields) and the null mask (None: no nulls)."""
+        raise NotImplementedError
+
+    def result(self, state: Columns, slots: Optional[np.ndarray]) -> pa.Array:
+        return self.from_final(*state.gather(slots, self.final_plan(), self.nullable))
+
     def _op(self) -> int:
         """The kernels' code for this aggregate (``_window.OPS``)."""
         raise NotImplementedError
@@ -441,9 +460,13 @@ class Count(BuiltinAggregate):
     def _op(self):
         return _window.OPS["count"]
 
-    def result(self, state, slots):
-        (cnt,), _ = state.gather(slots, ["cnt"])
-        return pa.array(cnt, type=pa.int64())
+    nullable = False
+
+    def final_plan(self):
+        return [("cnt", _window.FINAL["word"])]
+
+    def from_final(self, cols, null):
+        return pa.array(cols[0], type=pa.int64())
 
 
 class Sum(BuiltinAggregate):
@@ -465,16 +488,11 @@ class Sum(BuiltinAggregate):
     def _op(self):
         return _window.OPS["sum_i64" if self._dtype == np.int64 else "sum_f64"]
 
-    def result(self, state, slots):
-        if self._dtype == np.int64:
-            (vals,), null = state.gather(slots, ["sum"])
-            t = pa.int64()
-        else:
-            (total, comp), null = state.gather(slots, ["sum", "comp"])
-            vals = _arrow.empty(len(total), np.float64)[0]
-            _window.sum_f64_result(total, comp, vals)
-            t = pa.float64()
-        return pa.array(vals, type=t, mask=null)
+    def final_plan(self):
+        return [("sum", _window.FINAL["word" if self._dtype == np.int64 else "sum_f64"])]
+
+    def from_final(self, cols, null):
+        return pa.array(cols[0], type=pa.int64() if self._dtype == np.int64 else pa.float64(), mask=null)
 
 
 class _Ordered(BuiltinAggregate):
@@ -491,9 +509,11 @@ class _Ordered(BuiltinAggregate):
     def output_type(self, input_type):
         return input_type
 
-    def result(self, state, slots):
-        (vals,), null = state.gather(slots, ["val"])
-        return from_storage(vals, null, self._out)
+    def final_plan(self):
+        return [("val", _window.FINAL["word"])]
+
+    def from_final(self, cols, null):
+        return from_storage(cols[0], null, self._out)
 
 
 class MinMax(_Ordered):
@@ -551,8 +571,13 @@ class Moments(BuiltinAggregate):
     def _op(self):
         return _window.OPS["welford"]
 
-    def result(self, state, slots):
-        (cnt, mean, m2), _ = state.gather(slots, ["cnt", "mean", "m2"])
+    nullable = False  # null from the count, as each moment needs
+
+    def final_plan(self):
+        return [(f, _window.FINAL["word"]) for f in ("cnt", "mean", "m2")]
+
+    def from_final(self, cols, null):
+        cnt, mean, m2 = cols
         if self.name == "mean":
             return pa.array(mean, type=pa.float64(), mask=cnt == 0)
         denom = cnt - self.ddof

@@ -236,6 +236,69 @@ class State:
 
 
 
+class _FinalColumns:
+    """Result columns under construction: one int64 column per word of a
+    ``_FinalPlan`` and one null-byte column per nullable aggregate, with
+    their null counts."""
+
+    def __init__(self, plan: "_FinalPlan", capacity: int):
+        self.cols = _arrow.empty(len(plan.words) * capacity, np.int64)[0].reshape(len(plan.words), capacity)
+        self.nulls = np.empty((len(plan.cnt_words), capacity), dtype=np.uint8)
+        self.nnull = np.zeros(len(plan.cnt_words), dtype=np.int64)
+        self.plan = plan
+
+    @property
+    def capacity(self) -> int:
+        return self.cols.shape[1]
+
+    def grown(self, rows: int, capacity: int) -> "_FinalColumns":
+        """A copy of the first ``rows`` rows with room for ``capacity``."""
+        out = _FinalColumns(self.plan, capacity)
+        out.cols[:, :rows] = self.cols[:, :rows]
+        out.nulls[:, :rows] = self.nulls[:, :rows]
+        out.nnull[:] = self.nnull
+        return out
+
+
+class _FinalPlan:
+    """How the shared records of built-in aggregates become their result
+    columns inside the emission kernels (``gather_fields``,
+    ``dense_window``): each aggregate's :meth:`final_plan` words, and a
+    null column per nullable aggregate. The records' other words (count
+    fields beside the values, error terms) are never written out."""
+
+    def __init__(self, aggs: list, states: list[Columns]):
+        words, codes, cnt_words = [], [], []
+        self.parts: list[tuple[Any, list[tuple[str, np.dtype]], int, int]] = []  # agg, fields, first col, null col
+        for a, st in zip(aggs, states):
+            plan = a.final_plan()
+            w, c = st.final_words(plan)
+            self.parts.append((a, [(k, st.spec[k]) for k, _ in plan], len(words),
+                               len(cnt_words) if a.nullable else -1))
+            words += w.tolist()
+            codes += c.tolist()
+            if a.nullable:
+                cnt_words.append(st.off)
+        self.words = np.array(words, dtype=np.int64)
+        self.codes = np.array(codes, dtype=np.int64)
+        self.cnt_words = np.array(cnt_words, dtype=np.int64)
+
+    def columns(self, rec: np.ndarray) -> _FinalColumns:
+        """Result columns of the records ``rec`` (rows in order)."""
+        out = _FinalColumns(self, len(rec))
+        _window.gather_fields(rec, self.words, self.codes, self.cnt_words, None, out.cols, out.nulls, out.nnull)
+        return out
+
+    def results(self, out: _FinalColumns, n: int) -> list[pa.Array]:
+        """Each aggregate's result array from the first ``n`` rows."""
+        results = []
+        for a, fields, col, nc in self.parts:
+            cols = [out.cols[col + j, :n].view(dt) for j, (_, dt) in enumerate(fields)]
+            null = out.nulls[nc, :n].view(bool) if nc >= 0 and out.nnull[nc] else None
+            results.append(a.from_final(cols, null))
+        return results
+
+
 class _PaneStacks:
     """Sliding windows (``k`` > 1 panes) of built-in aggregates, emitted from
     two stacks of aggregated panes, held by group id.
@@ -311,11 +374,16 @@ class _PaneStacks:
         self.hi = e if self.hi is None else max(self.hi, e)
         return self.prefix_groups + (self.suffix_groups if self.with_suffix else 0)
 
-    def emit(self, wa: "WindowAggregator", out_groups: np.ndarray, columns: np.ndarray, row0: int) -> int:
-        """The prepared window's rows into ``columns`` from ``row0`` on (see ``dense_window``)."""
+    def emit(self, wa: "WindowAggregator", out_groups: np.ndarray, out: "_FinalColumns", row0: int) -> int:
+        """The prepared window's rows as result columns from ``row0`` on (see ``dense_window``)."""
         sbits = self.sbits if self.with_suffix else self.sbits[:0]
-        return _window.dense_window(sbits, self.ptr, self.ss, self.pbits, self.acc, wa._ops, wa._offs,
-                                    out_groups, columns, row0)
+        plan = wa._final
+        nnull = np.empty(len(plan.cnt_words), dtype=np.int64)
+        n = _window.dense_window(sbits, self.ptr, self.ss, self.pbits, self.acc, wa._ops, wa._offs,
+                                 plan.words, plan.codes, plan.cnt_words, out_groups, out.cols, out.nulls,
+                                 nnull, row0)
+        out.nnull += nnull
+        return n
 
     def _prefix(self, wa: "WindowAggregator", b: int, e: int) -> None:
         if self.prefix_block != b or self.prefix_upto > e:
@@ -534,6 +602,7 @@ class WindowAggregator:
         self._words = sum(len(st.names) for st in states)  # record words in use
         if self._mode == "pane" and self._k > 1 and len(self._builtin) == len(self._agg_list):
             self._stacks = _PaneStacks(self._k, self._words)  # built-ins only: plug-ins merge (row, slot) pairs
+            self._final = _FinalPlan([self._agg_list[i] for i in self._builtin], states)
 
     def _check_columns(self, names: Sequence[str]) -> None:
         if self.time is not None and self.time not in names:
@@ -985,10 +1054,12 @@ class WindowAggregator:
                 src = pieces_s[0] if len(pieces_s) == 1 else _arrow.concat(pieces_s, np.int64)
             merged, read = (rec, src) if direct else (self._merged.rec[:total_rows], None)
             if columns is not None:
-                merged = columns[:, :total_rows].T
-            for i in self._builtin:
-                st = self._states[i]
-                results[i] = self._agg_list[i].result(Columns.wrap(st.spec, merged, st.off), read)
+                for i, result in zip(self._builtin, self._final.results(columns, total_rows)):
+                    results[i] = result
+            else:
+                for i in self._builtin:
+                    st = self._states[i]
+                    results[i] = self._agg_list[i].result(Columns.wrap(st.spec, merged, st.off), read)
             if want_pairs:  # plug-ins may use scratch slots from the high-water mark up
                 rows = pieces_row[0] if len(pieces_row) == 1 else _arrow.concat(pieces_row, np.int64)
                 for i, (a, st) in enumerate(zip(self._agg_list, self._states)):
@@ -1004,30 +1075,25 @@ class WindowAggregator:
         return out
 
     def _emit_stacks(self, stacks: _PaneStacks, fast: list[int], nrows: int, starts: list[int],
-                     counts: list[int]) -> tuple[int, np.ndarray]:
+                     counts: list[int]) -> tuple[int, "_FinalColumns"]:
         """Windows ``fast`` read off the pane stacks, after the ``nrows`` rows
-        of merged records already emitted, into one array per record word
-        (each aggregate's fields then need no gathering). Returns the rows
-        and that array."""
-        words = self._words
-        # the rows emitted so far (refires; with no window here, results gather them from the
-        # scratch as from any row records)
-        columns = self._merged.rec[:nrows, :words].T
+        of merged records already emitted, straight into result columns (see
+        ``_FinalPlan``). Returns the rows and those columns."""
+        plan = self._final
+        out = plan.columns(self._merged.rec[:nrows])  # the rows emitted so far (refires)
         for i, j in enumerate(fast):
             need = stacks.prepare(self, j * self._ks)
-            if i == 0 or nrows + need > columns.shape[1]:
+            if i == 0 or nrows + need > out.capacity:
                 # room for this window and, at its size, the rest (one allocation in the usual case)
                 cap = nrows + need * (len(fast) - i)
-                grown = _arrow.empty(words * cap, np.int64)[0].reshape(words, cap)
-                grown[:, :nrows] = columns[:, :nrows]
-                columns = grown
+                out = out.grown(nrows, cap)
                 self._emit_groups = _arrow.grown(self._emit_groups, cap)
-            n = stacks.emit(self, self._emit_groups[nrows:], columns, nrows)
+            n = stacks.emit(self, self._emit_groups[nrows:], out, nrows)
             if n:
                 starts.append(self._offset + j * self._slide)
                 counts.append(n)
                 nrows += n
-        return nrows, columns
+        return nrows, out
 
     def _advance_sessions(self, t: int) -> pa.RecordBatch:
         nslots = int(self._counters[0])
