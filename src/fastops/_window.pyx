@@ -881,9 +881,12 @@ def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_
     return n
 
 
-cdef inline void _merge_record(int64_t* a, const int64_t* b, const int64_t* op, const int64_t* off,
-                               Py_ssize_t nagg) noexcept nogil:
-    """Record ``b`` merged into ``a``, aggregate by aggregate (empty ones skipped)."""
+cdef void _merge_record(int64_t* a, const int64_t* b, const int64_t* op, const int64_t* off,
+                        Py_ssize_t nagg) noexcept nogil:
+    """Record ``b`` merged into ``a``, aggregate by aggregate (empty ones
+    skipped). Declared without ``inline``, GCC inlines the merge switch here
+    and this into its callers; with it, the switch stayed out of line, one
+    call per aggregate of every record merged."""
     cdef Py_ssize_t k
     for k in range(nagg):
         if b[off[k]] != 0:
@@ -1378,7 +1381,7 @@ def merge_records(int op, const int64_t[::1] dst, const int64_t[::1] src, int64_
     cdef int64_t DF, SF
     cdef int64_t* w
     cdef const int64_t* sw
-    cdef const int64_t* b
+    cdef int64_t code = op, word0 = 0
     if not 0 <= op <= 9:
         raise ValueError(f"merge: unknown op {op}")
     if dst.shape[0] != src.shape[0]:
@@ -1397,9 +1400,7 @@ def merge_records(int op, const int64_t[::1] dst, const int64_t[::1] src, int64_
             if i + PF < n:
                 prefetch(w + dst[i + PF] * DF)
                 prefetch(sw + src[i + PF] * SF)
-            b = sw + src[i] * SF
-            if b[0] != 0:
-                _merge_one(op, w + dst[i] * DF, b)
+            _merge_record(w + dst[i] * DF, sw + src[i] * SF, &code, &word0, 1)  # one aggregate at word 0
 
 
 def clear_records(int64_t[:, ::1] rec, const int64_t[::1] slots):
