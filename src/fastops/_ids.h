@@ -108,7 +108,7 @@ FASTOPS_AVX512_LOOP void NAME##_avx512(const T* v, int64_t n, uint64_t seed, int
         e = i + 1020 < n ? i + 1020 : n;  /* 255 registers: no byte counter overflows */ \
         for (j = i; j + 32 <= e; j += 32) { \
             for (k = 0; k < 32 * (int64_t)sizeof(T); k += 64) \
-                _mm_prefetch((const char*)(v + j + 512) + k, _MM_HINT_T0); \
+                FASTOPS_PREFETCH_READ((const char*)(v + j + 512) + k); \
             FASTOPS_IDS_STEP(LOAD, HASH, STORE, j, 0xFF) FASTOPS_IDS_STEP(LOAD, HASH, STORE, j + 8, 0xFF) \
             FASTOPS_IDS_STEP(LOAD, HASH, STORE, j + 16, 0xFF) FASTOPS_IDS_STEP(LOAD, HASH, STORE, j + 24, 0xFF) \
         } \

@@ -1067,10 +1067,10 @@ class WindowAggregator:
                         self._states[i], results[i] = a.combine(st, rows, src, total_rows, nlive)
             ws, we = _arrow.empty(total_rows, np.int64)[0], _arrow.empty(total_rows, np.int64)[0]
             at = 0
-            for start, count in zip(starts, counts):  # each window's rows
+            for start, count in zip(starts, counts):  # each window's rows (two fills: no pass reads ws back)
                 ws[at:at + count] = start
+                we[at:at + count] = start + self._size
                 at += count
-            np.add(ws, self._size, out=we)
             out = self._build(ws, we, self._emit_groups[:total_rows], results)
         return out
 
