@@ -194,28 +194,35 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
                 const int64_t[::1] gids, const int64_t[::1] ts, int64_t offset,
                 int64_t p, int64_t ks, int64_t k, int64_t j_purged, int64_t j_fired,
                 int64_t[::1] gcache, int64_t ways, Py_ssize_t start, int64_t max_fill,
-                int64_t nheads, int64_t[::1] out_slots, int64_t[::1] new_panes):
+                const int64_t[::1] indexed, int64_t[::1] out_slots, int64_t[::1] new_panes):
     """Slot of every row from ``start`` on (``-1``: late, all its windows purged).
 
     Where a (group, pane) lives: each group has ``ways`` (a power of two)
-    cache ways ``gcache[2*ways*g + 2*(q & (ways-1))] = (q, slot)``; a way whose pane is purged (``q < (j_purged +
-    1) * ks``) or empty (slot ``-1``) is free. A (g, q) that finds its way
-    taken by another live pane goes to the hash map (flag IN_MAP). The map
-    also holds the head of every pane's slot list (entry ``(-1, q)``); a new
-    slot is the one after the head in the head's chunk, or the first of a
-    new chunk (see the module docstring), and is prepended to its pane's
-    list; a new pane is written to ``new_panes``. A row whose pane has a
-    fired, unpurged window marks the slot DIRTY.
+    cache ways ``gcache[2*ways*g + 2*(q & (ways-1))] = (q, slot)``, each
+    holding the newest pane of its residue that the group has a slot in (a
+    way whose pane is purged, ``q < (j_purged + 1) * ks``, or empty, slot
+    ``-1``, holds none). A new (g, q) takes its way from an older pane, whose
+    slot stays in that pane's list. So a (g, q) missing from its way is new,
+    unless the way holds a newer pane: then its slot may have been moved
+    out, and the call stops (returning ``q``) for the caller to put pane
+    ``q``'s slots in the hash map (``pane_index``) and list ``q`` in
+    ``indexed`` (ascending). A pane listed there is looked up in the map,
+    and its new slots go into the map too (flag IN_MAP). With rows at most
+    ``ways - 1`` panes out of order per key, no pane is indexed: the ways
+    alone place every row.
 
-    ``nheads`` is the number of pane heads in the map: while it holds nothing
-    else, a (g, q) missing from its way is new without probing the map. The
-    map positions of the heads met are remembered (entries do not move during
-    the call), so a new slot finds its pane's head without a probe.
+    The map also holds the head of every pane's slot list (entry ``(-1,
+    q)``); a new slot is the one after the head in the head's chunk, or the
+    first of a new chunk (see the module docstring), and is prepended to its
+    pane's list; a new pane is written to ``new_panes``. The map positions of
+    the heads met are remembered (entries do not move during the call), so a
+    new slot finds its pane's head without a probe. A row whose pane has a
+    fired, unpurged window marks the slot DIRTY.
 
     Stops early (before an insertion) once the map holds ``max_fill`` live +
     tombstone entries, or a new chunk would not fit in the slot arrays, so
     the caller can grow them. Returns ``(next row, new panes, late rows,
-    dirty rows)``; ``next row == len(gids)`` when done.
+    dirty rows, pane to index or None)``; ``next row == len(gids)`` when done.
     """
     cdef Py_ssize_t i, n = gids.shape[0]
     cdef uint64_t mask = <uint64_t>(hv.shape[0] - 1)
@@ -229,12 +236,12 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
     cdef int64_t q_dirty = j_fired * ks + k - 1 if j_purged < j_fired else q_dead - 1
     cdef double inv_p = 1.0 / <double>p
     cdef int64_t* cnt = &counters[0]
-    cdef bint way_free
     cdef int64_t hq_cache[8]
     cdef int64_t hpos_cache[8]
     cdef int h8
     cdef int64_t q_ahead[16]  # pane of rows i .. i + PF - 1 (ring), worked out when prefetched
-    cdef Py_ssize_t ia
+    cdef Py_ssize_t ia, x, nidx = indexed.shape[0]
+    cdef bint newer, in_index, want = False
     if counters.shape[0] < 6 + MAX_CLASS:
         raise ValueError(f"pane_assign: counters has {counters.shape[0]} entries, needs {6 + MAX_CLASS}")
     for h8 in range(8):
@@ -258,10 +265,17 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
             c = 2 * ways * g + 2 * (q & (ways - 1))
             slot = gcache[c + 1]
             if slot < 0 or gcache[c] != q:
-                way_free = slot < 0 or gcache[c] < q_dead
+                newer = slot >= 0 and gcache[c] > q  # (newer than q: live)
+                in_index = False
+                for x in range(nidx):
+                    if indexed[x] == q:
+                        in_index = True
                 slot = -1
-                if cnt[2] > nheads:
+                if in_index:
                     slot = _find(&hg[0], &hq[0], &hv[0], mask, g, q, &where)
+                elif newer:
+                    want = True  # (g, q) may have left its way: pane q goes into the map first
+                    break
                 if slot < 0:
                     if cnt[2] + cnt[3] + 2 >= max_fill:
                         break
@@ -287,17 +301,16 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
                     s_next[slot] = head
                     if head < 0:
                         _put(&hg[0], &hq[0], &hv[0], hwhere, -1, q, slot, cnt)
-                        nheads += 1
                         new_panes[nnew] = q
                         nnew += 1
                     else:
                         hv[hwhere] = slot
                     hq_cache[h8] = q
                     hpos_cache[h8] = hwhere
-                    if way_free:
+                    if not newer:
                         gcache[c] = q
                         gcache[c + 1] = slot
-                    else:
+                    if in_index:
                         _find(&hg[0], &hq[0], &hv[0], mask, g, q, &where)
                         _put(&hg[0], &hq[0], &hv[0], where, g, q, slot, cnt)
                         s_flags[slot] |= IN_MAP
@@ -306,7 +319,33 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
                 ndirty += 1
             out_slots[i] = slot
             i += 1
-    return i, nnew, nlate, ndirty
+    return i, nnew, nlate, ndirty, (q if want else None)
+
+
+def pane_index(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv, const int64_t[::1] s_group,
+               const int64_t[::1] s_next, uint8_t[::1] s_flags, int64_t[::1] counters, int64_t q,
+               int64_t max_fill) -> bool:
+    """Put every slot of pane ``q`` in the hash map as ``(g, q)`` (flag
+    IN_MAP), so that ``pane_assign`` finds the slots that left their ways.
+    Returns False if the map reached ``max_fill`` live + tombstone entries
+    first: grow it and call again (slots already in stay)."""
+    cdef uint64_t mask = <uint64_t>(hv.shape[0] - 1)
+    cdef int64_t slot, where
+    if counters.shape[0] < 6 + MAX_CLASS:
+        raise ValueError(f"pane_index: counters has {counters.shape[0]} entries, needs {6 + MAX_CLASS}")
+    cdef bint done = False
+    with nogil:
+        slot = _find(&hg[0], &hq[0], &hv[0], mask, -1, q, &where)
+        while slot >= 0:
+            if not (s_flags[slot] & IN_MAP):
+                if counters[2] + counters[3] + 1 >= max_fill:
+                    break
+                if _find(&hg[0], &hq[0], &hv[0], mask, s_group[slot], q, &where) < 0:
+                    _put(&hg[0], &hq[0], &hv[0], where, s_group[slot], q, slot, &counters[0])
+                s_flags[slot] |= IN_MAP
+            slot = s_next[slot]
+        done = slot < 0
+    return done
 
 
 cdef int64_t _emit_merged(const int64_t* hg, const int64_t* hq, const int64_t* hv, uint64_t mask,

@@ -111,6 +111,7 @@ def _plugin_type(t: Optional[pa.DataType]) -> Optional[pa.DataType]:
     return None if t is None else (_arrow.view_storage(t) or t)
 
 
+_WAYS = 4  # pane ways per group (see ``pane_assign``)
 _SINGLE_SLOTS = "single"  # pane layout of snapshots from before chunks (they record none)
 
 
@@ -516,11 +517,11 @@ class WindowAggregator:
             self._emit_row = np.empty(0, dtype=np.int64)
             self._emit_src = np.empty(0, dtype=np.int64)
             self._mark = np.full(64, -1, dtype=np.int64)
-            # per group ``ways`` cached (pane, slot) pairs: room for the live panes of a key
-            self._ways = 4
-            while self._ways < min(self._k + 3, 16):
-                self._ways *= 2
+            # per group ``ways`` (pane, slot) pairs, the newest pane of each residue: rows up to
+            # three panes out of order per key find their slot there (others: ``pane_assign``)
+            self._ways = _WAYS
             self._gcache = np.full(2 * self._ways * 64, -1, dtype=np.int64)
+            self._indexed: list[int] = []  # panes whose slots are all in the hash map
         elif isinstance(w, Session):
             self._mode = "session"
             self._gap = w.gap
@@ -825,23 +826,35 @@ class WindowAggregator:
         done, nlate_all, new_all = 0, 0, []
         while True:
             self._ensure_hash()
-            done, nnew, nlate, ndirty = _window.pane_assign(
+            done, nnew, nlate, ndirty, unindexed = _window.pane_assign(
                 self._hg, self._hq, self._hv, self._s_group, self._s_next, self._s_flags,
                 self._counters, gids, ts, self._offset, self._p, self._ks, self._k,
                 jp, jf, self._gcache, self._ways, done, len(self._hv) // 2,
-                len(self._panes) + len(new_all), out, new_panes)
+                np.array(self._indexed, dtype=np.int64), out, new_panes)
             nlate_all += nlate
             self._ndirty += ndirty
             new_all += new_panes[:nnew].tolist()
             if done == n:
                 break
-            if int(self._counters[0]) + _window.PANE_CHUNK_MAX > len(self._s_group):
+            if unindexed is not None:  # a row ``ways`` or more panes behind its key's newest
+                self._index_pane(unindexed)
+            elif int(self._counters[0]) + _window.PANE_CHUNK_MAX > len(self._s_group):
                 self._ensure_slots(n - done + _window.PANE_CHUNK_MAX)  # out of room for a new chunk
             else:
                 self._ensure_hash(force=True)
         for q in new_all:
             bisect.insort(self._panes, q)
         return out, nlate_all
+
+    def _index_pane(self, q: int) -> None:
+        """Put pane ``q``'s slots in the hash map (see ``pane_assign``)."""
+        while True:
+            self._ensure_hash()
+            if _window.pane_index(self._hg, self._hq, self._hv, self._s_group, self._s_next, self._s_flags,
+                                  self._counters, q, len(self._hv) // 2):
+                break
+            self._ensure_hash(force=True)
+        bisect.insort(self._indexed, q)
 
     def _assign_sessions(self, gids: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, int]:
         n = len(gids)
@@ -994,6 +1007,7 @@ class WindowAggregator:
         if b:
             dead = np.array(self._panes[:b], dtype=np.int64)
             del self._panes[:b]
+            del self._indexed[:bisect.bisect_left(self._indexed, limit)]
             freed = np.empty(int(self._counters[0]), dtype=np.int64)
             nf = _window.pane_purge(self._hg, self._hq, self._hv, self._s_group, self._s_next,
                                     self._s_flags, self._counters, dead, freed)
@@ -1176,6 +1190,7 @@ class WindowAggregator:
                 "rows_late": self.rows_late, "bound": self._input_types is not None}
         if self._mode == "pane":
             meta["pane_layout"] = _window.PANE_LAYOUT
+            meta["ways"], meta["indexed"] = self._ways, list(self._indexed)
         schema = pa.schema([]) if self._input_types is None else pa.schema(
             [pa.field(k, v) for k, v in self._input_types.items()])
         return State(self._config(), meta, arrays, self._keys.snapshot(), self._keys.group_hashes(),
@@ -1209,7 +1224,12 @@ class WindowAggregator:
         if self._mode == "pane":
             self._hg, self._hq, self._hv = a["hg"], a["hq"], a["hv"]
             self._panes = a["panes"].tolist()
-            self._gcache = a["gcache"]
+            self._gcache, self._indexed = a["gcache"], list(state.meta.get("indexed", []))
+            if state.meta.get("ways") != self._ways:  # ways of another size, or not newest-first:
+                self._gcache = np.full(2 * self._ways * 64, -1, dtype=np.int64)  # every slot into the map
+                self._indexed = []
+                for q in self._panes:
+                    self._index_pane(q)
         elif self._mode == "session":
             self._g_head, self._s_start, self._s_end = a["g_head"], a["s_start"], a["s_end"]
             self._s_parent = a["s_parent"]
