@@ -18,10 +18,17 @@ def pane_assign(hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # int64[::1], m
                 gids: np.ndarray, ts: np.ndarray,  # const int64[::1]
                 offset: int, p: int, ks: int, k: int, j_purged: int, j_fired: int,
                 gcache: np.ndarray,       # int64[::1] (2 * ways per group), modified
-                ways: int, start: int, max_fill: int, nheads: int,
+                ways: int, start: int, max_fill: int,
+                indexed: np.ndarray,      # const int64[::1] panes whose slots are in the map, ascending
                 out_slots: np.ndarray,    # int64[::1], modified
                 new_panes: np.ndarray,    # int64[::1], modified
-                ) -> tuple[int, int, int, int]: ...
+                ) -> tuple[int, int, int, int, int | None]: ...  # next row, new panes, late, dirty, pane to index
+def pane_index(hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # int64[::1], modified
+               s_group: np.ndarray, s_next: np.ndarray,  # const int64[::1]
+               s_flags: np.ndarray,      # uint8[::1], modified
+               counters: np.ndarray,     # int64[::1] (12), modified
+               q: int, max_fill: int,
+               ) -> bool: ...  # False: the map filled up first (grow it, call again)
 def pane_emit(hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # const int64[::1]
               s_group: np.ndarray, s_next: np.ndarray,  # const int64[::1]
               s_flags: np.ndarray,      # const uint8[::1]
