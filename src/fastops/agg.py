@@ -190,18 +190,6 @@ class Columns:
         self.store = _Records(len(self.spec), size)
         self.off = 0
 
-    @classmethod
-    def wrap(cls, spec: dict[str, np.dtype], rec: np.ndarray, off: int = 0) -> "Columns":
-        """Records ``rec`` (an (n, W) int64 array, C-contiguous or column-major,
-        this state's words from ``off`` on) as state, not copied."""
-        out = cls.__new__(cls)
-        out.spec = spec
-        out.names = list(spec)
-        out.store = _Records.__new__(_Records)
-        out.store.rec, out.store.size = rec, len(rec)
-        out.off = off
-        return out
-
     @staticmethod
     def share(states: list["Columns"]) -> _Records:
         """Move ``states`` into one record array (contents kept), each at its own

@@ -284,10 +284,10 @@ class _FinalPlan:
         self.codes = np.array(codes, dtype=np.int64)
         self.cnt_words = np.array(cnt_words, dtype=np.int64)
 
-    def columns(self, rec: np.ndarray) -> _FinalColumns:
-        """Result columns of the records ``rec`` (rows in order)."""
-        out = _FinalColumns(self, len(rec))
-        _window.gather_fields(rec, self.words, self.codes, self.cnt_words, None, out.cols, out.nulls, out.nnull)
+    def columns(self, rec: np.ndarray, slots: Optional[np.ndarray] = None) -> _FinalColumns:
+        """Result columns of the records ``rec[slots]`` (None: every row in order)."""
+        out = _FinalColumns(self, len(rec) if slots is None else len(slots))
+        _window.gather_fields(rec, self.words, self.codes, self.cnt_words, slots, out.cols, out.nulls, out.nnull)
         return out
 
     def results(self, out: _FinalColumns, n: int) -> list[pa.Array]:
@@ -601,9 +601,9 @@ class WindowAggregator:
         self._ops, self._offs = builtin_layout([self._agg_list[i] for i in self._builtin], states)
         self._merged = _Records(self._records.rec.shape[1])
         self._words = sum(len(st.names) for st in states)  # record words in use
+        self._final = _FinalPlan([self._agg_list[i] for i in self._builtin], states)
         if self._mode == "pane" and self._k > 1 and len(self._builtin) == len(self._agg_list):
             self._stacks = _PaneStacks(self._k, self._words)  # built-ins only: plug-ins merge (row, slot) pairs
-            self._final = _FinalPlan([self._agg_list[i] for i in self._builtin], states)
 
     def _check_columns(self, names: Sequence[str]) -> None:
         if self.time is not None and self.time not in names:
@@ -1066,14 +1066,12 @@ class WindowAggregator:
             results: list = [None] * len(self._agg_list)
             if want_pairs or direct:
                 src = pieces_s[0] if len(pieces_s) == 1 else _arrow.concat(pieces_s, np.int64)
-            merged, read = (rec, src) if direct else (self._merged.rec[:total_rows], None)
+            if columns is None and self._builtin:  # all built-ins' result columns in one pass
+                merged, read = (rec, src) if direct else (self._merged.rec[:total_rows], None)
+                columns = self._final.columns(merged, read)
             if columns is not None:
                 for i, result in zip(self._builtin, self._final.results(columns, total_rows)):
                     results[i] = result
-            else:
-                for i in self._builtin:
-                    st = self._states[i]
-                    results[i] = self._agg_list[i].result(Columns.wrap(st.spec, merged, st.off), read)
             if want_pairs:  # plug-ins may use scratch slots from the high-water mark up
                 rows = pieces_row[0] if len(pieces_row) == 1 else _arrow.concat(pieces_row, np.int64)
                 for i, (a, st) in enumerate(zip(self._agg_list, self._states)):
