@@ -18,8 +18,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import window_reference as ref  # noqa: E402
 from fastops import _window, agg  # noqa: E402
-from fastops.agg import Columns, builtin_layout, update_builtins  # noqa: E402
-from fastops.window import _FinalColumns, _FinalPlan  # noqa: E402
+from fastops.agg import Columns, ResultColumns, ResultPlan, builtin_layout, update_builtins  # noqa: E402
 
 # (reference kind, column, ddof)
 AGGS = [("count_rows", None, 1), ("count", "f", 1), ("sum", "f", 1), ("sum", "i", 1), ("min", "f", 1),
@@ -197,8 +196,8 @@ def test_pane_stacks_match_reference(case):
         _window.dense_add(*pane(p), ops, offs, acc, pbits)
     need = groups
     out_groups = np.full(need, -1, dtype=np.int64)
-    plan = _FinalPlan(aggs, states)
-    out = _FinalColumns(plan, need + 2)
+    plan = ResultPlan(aggs, states)
+    out = ResultColumns(plan, need + 2)
     m = _window.dense_window(sbits, ptr, ss, pbits, acc, ops, offs, plan.words, plan.codes, plan.cnt_words,
                              out_groups, out.cols, out.nulls, out.nnull, 2)
     out.cols, out.nulls = out.cols[:, 2:], out.nulls[:, 2:]

@@ -366,14 +366,18 @@ def partition_lookup(const uint64_t[::1] hashes, const int32_t[::1] owner_of,
 cdef extern from "_ids.h" nogil:
     # out[i] = XXH64(v[i]) & (P - 1), counted into interleaved histograms, in
     # AVX-512 registers; 0 (nothing done) without AVX-512
-    bint ids_pow2_u64_u8 "fastops_ids_pow2_u64_u8"(const uint64_t* v, int64_t n, uint64_t seed, int canon,
-                                                   uint64_t P, uint8_t* out, int64_t* sub, int64_t stride)
-    bint ids_pow2_u64_i32 "fastops_ids_pow2_u64_i32"(const uint64_t* v, int64_t n, uint64_t seed, int canon,
-                                                     uint64_t P, int32_t* out, int64_t* sub, int64_t stride)
-    bint ids_pow2_u32_u8 "fastops_ids_pow2_u32_u8"(const uint32_t* v, int64_t n, uint64_t seed, int canon,
-                                                   uint64_t P, uint8_t* out, int64_t* sub, int64_t stride)
-    bint ids_pow2_u32_i32 "fastops_ids_pow2_u32_i32"(const uint32_t* v, int64_t n, uint64_t seed, int canon,
-                                                     uint64_t P, int32_t* out, int64_t* sub, int64_t stride)
+    bint ids_pow2_u64_u8 "fastops_ids_pow2_u64_u8"(
+        const uint64_t* v, int64_t n, uint64_t seed, int canon, uint64_t P, uint8_t* out,
+        int64_t* sub, int64_t stride)
+    bint ids_pow2_u64_i32 "fastops_ids_pow2_u64_i32"(
+        const uint64_t* v, int64_t n, uint64_t seed, int canon, uint64_t P, int32_t* out,
+        int64_t* sub, int64_t stride)
+    bint ids_pow2_u32_u8 "fastops_ids_pow2_u32_u8"(
+        const uint32_t* v, int64_t n, uint64_t seed, int canon, uint64_t P, uint8_t* out,
+        int64_t* sub, int64_t stride)
+    bint ids_pow2_u32_i32 "fastops_ids_pow2_u32_i32"(
+        const uint32_t* v, int64_t n, uint64_t seed, int canon, uint64_t P, int32_t* out,
+        int64_t* sub, int64_t stride)
 
 
 ctypedef fused key_t:
@@ -404,16 +408,14 @@ def partition_fixed(const key_t[::1] values, bint is_float, uint64_t seed,
     sub = _hist_or_none(counts.shape[0], &stride)
     with nogil:
         if not lookup and d & (d - 1) == 0 and n > 0:  # AVX-512: hash, mask and count in registers
-            if key_t is uint64_t:
-                if id_t is uint8_t:
-                    vector = ids_pow2_u64_u8(&values[0], n, seed, is_float, d, &out[0], sub, stride)
-                else:
-                    vector = ids_pow2_u64_i32(&values[0], n, seed, is_float, d, &out[0], sub, stride)
+            if key_t is uint64_t and id_t is uint8_t:
+                vector = ids_pow2_u64_u8(&values[0], n, seed, is_float, d, &out[0], sub, stride)
+            elif key_t is uint64_t:
+                vector = ids_pow2_u64_i32(&values[0], n, seed, is_float, d, &out[0], sub, stride)
+            elif id_t is uint8_t:
+                vector = ids_pow2_u32_u8(&values[0], n, seed, is_float, d, &out[0], sub, stride)
             else:
-                if id_t is uint8_t:
-                    vector = ids_pow2_u32_u8(&values[0], n, seed, is_float, d, &out[0], sub, stride)
-                else:
-                    vector = ids_pow2_u32_i32(&values[0], n, seed, is_float, d, &out[0], sub, stride)
+                vector = ids_pow2_u32_i32(&values[0], n, seed, is_float, d, &out[0], sub, stride)
         i = n if vector else 0
         while i < n:
             m = min(<Py_ssize_t>1024, n - i)

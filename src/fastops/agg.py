@@ -220,24 +220,6 @@ class Columns:
     def __getitem__(self, k: str) -> np.ndarray:
         return self.store.rec.view(self.spec[k])[:, self.off + self.names.index(k)]
 
-    def gather(self, slots: Optional[np.ndarray], plan: list[tuple[str, int]],
-               nullable: bool = True) -> tuple[list[np.ndarray], Optional[np.ndarray]]:
-        """The result fields of ``slots`` (None: every slot in order), each
-        ``(name, code)`` made as ``_window.FINAL`` says, in one kernel pass;
-        and the null mask (``cnt == 0``; None when no slot is empty or the
-        result is never null)."""
-        if slots is not None:
-            slots = np.ascontiguousarray(slots, dtype=np.int64)
-        n = self.size if slots is None else len(slots)
-        words, codes = self.final_words(plan)
-        cnt_words = np.array([self.off] if nullable else [], dtype=np.int64)
-        out = _arrow.empty(len(plan) * n, np.int64)[0].reshape(len(plan), n)  # becomes the results
-        null = np.empty((len(cnt_words), n), dtype=np.uint8)
-        nnull = np.zeros(1, dtype=np.int64)
-        _window.gather_fields(self.rec, words, codes, cnt_words, slots, out, null, nnull)
-        cols = [out[j].view(self.spec[k]) for j, (k, _) in enumerate(plan)]
-        return cols, (null[0].view(bool) if nullable and nnull[0] else None)
-
     def final_words(self, plan: list[tuple[str, int]]) -> tuple[np.ndarray, np.ndarray]:
         """A result plan's record words (this state's offset added) and codes."""
         return (np.array([self.off + self.names.index(k) for k, _ in plan], dtype=np.int64),
@@ -347,6 +329,71 @@ def update_builtins(aggs: list["BuiltinAggregate"], store: _Records, ops: np.nda
 _COUNT_OP = _window.OPS["count"]
 
 
+class ResultColumns:
+    """Result columns under construction: one int64 column per word of a
+    ``ResultPlan`` and one null-byte column per nullable aggregate, with
+    their null counts."""
+
+    def __init__(self, plan: "ResultPlan", capacity: int):
+        self.cols = _arrow.empty(len(plan.words) * capacity, np.int64)[0].reshape(len(plan.words), capacity)
+        self.nulls = np.empty((len(plan.cnt_words), capacity), dtype=np.uint8)
+        self.nnull = np.zeros(len(plan.cnt_words), dtype=np.int64)
+        self.plan = plan
+
+    @property
+    def capacity(self) -> int:
+        return self.cols.shape[1]
+
+    def grown(self, rows: int, capacity: int) -> "ResultColumns":
+        """A copy of the first ``rows`` rows with room for ``capacity``."""
+        out = ResultColumns(self.plan, capacity)
+        out.cols[:, :rows] = self.cols[:, :rows]
+        out.nulls[:, :rows] = self.nulls[:, :rows]
+        out.nnull[:] = self.nnull
+        return out
+
+
+class ResultPlan:
+    """How the records of built-in aggregates (side by side, :meth:`Columns.share`)
+    become their results inside one kernel pass (``_window.gather_fields``,
+    or ``dense_window`` for sliding windows): each aggregate's
+    :meth:`~BuiltinAggregate.final_plan` words, and a null column per
+    nullable aggregate. The records' other words (count fields beside the
+    values, error terms) are never written out."""
+
+    def __init__(self, aggs: list, states: list[Columns]):
+        words, codes, cnt_words = [], [], []
+        self.parts: list[tuple[Any, list[tuple[str, np.dtype]], int, int]] = []  # agg, fields, first col, null col
+        for a, st in zip(aggs, states):
+            plan = a.final_plan()
+            w, c = st.final_words(plan)
+            self.parts.append((a, [(k, st.spec[k]) for k, _ in plan], len(words),
+                               len(cnt_words) if a.nullable else -1))
+            words += w.tolist()
+            codes += c.tolist()
+            if a.nullable:
+                cnt_words.append(st.off)
+        self.words = np.array(words, dtype=np.int64)
+        self.codes = np.array(codes, dtype=np.int64)
+        self.cnt_words = np.array(cnt_words, dtype=np.int64)
+
+    def columns(self, rec: np.ndarray, slots: Optional[np.ndarray] = None) -> ResultColumns:
+        """Result columns of the records ``rec[slots]`` (None: every row in order)."""
+        out = ResultColumns(self, len(rec) if slots is None else len(slots))
+        _window.gather_fields(rec, self.words, self.codes, self.cnt_words, slots, out.cols, out.nulls, out.nnull)
+        return out
+
+    def results(self, out: ResultColumns, n: Optional[int] = None) -> list[pa.Array]:
+        """Each aggregate's result array from the first ``n`` rows (None: all)."""
+        n = out.capacity if n is None else n
+        results = []
+        for a, fields, col, nc in self.parts:
+            cols = [out.cols[col + j, :n].view(dt) for j, (_, dt) in enumerate(fields)]
+            null = out.nulls[nc, :n].view(bool) if nc >= 0 and out.nnull[nc] else None
+            results.append(a.from_final(cols, null))
+        return results
+
+
 class BuiltinAggregate(SlotAggregate):
     """A built-in: columnar state, kernels in ``fastops._window``
     (:func:`update_builtins` adds rows to several at once)."""
@@ -401,7 +448,8 @@ class BuiltinAggregate(SlotAggregate):
         raise NotImplementedError
 
     def result(self, state: Columns, slots: Optional[np.ndarray]) -> pa.Array:
-        return self.from_final(*state.gather(slots, self.final_plan(), self.nullable))
+        plan = ResultPlan([self], [state])
+        return plan.results(plan.columns(state.rec, slots))[0]
 
     def _op(self) -> int:
         """The kernels' code for this aggregate (``_window.OPS``)."""

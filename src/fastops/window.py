@@ -68,8 +68,8 @@ import pyarrow as pa
 import pyarrow.types as pat
 
 from fastops import _arrow, _window
-from fastops.agg import (BuiltinAggregate, Columns, SlotAggregate, _Records, builtin_layout, for_input,
-                         update_builtins)
+from fastops.agg import (BuiltinAggregate, Columns, ResultColumns, ResultPlan, SlotAggregate, _Records,
+                         builtin_layout, for_input, update_builtins)
 from fastops.durations import parse_duration
 from fastops.keys import KeyTable
 from fastops.watermarks import MIN_WATERMARK, to_ms
@@ -237,69 +237,6 @@ class State:
 
 
 
-class _FinalColumns:
-    """Result columns under construction: one int64 column per word of a
-    ``_FinalPlan`` and one null-byte column per nullable aggregate, with
-    their null counts."""
-
-    def __init__(self, plan: "_FinalPlan", capacity: int):
-        self.cols = _arrow.empty(len(plan.words) * capacity, np.int64)[0].reshape(len(plan.words), capacity)
-        self.nulls = np.empty((len(plan.cnt_words), capacity), dtype=np.uint8)
-        self.nnull = np.zeros(len(plan.cnt_words), dtype=np.int64)
-        self.plan = plan
-
-    @property
-    def capacity(self) -> int:
-        return self.cols.shape[1]
-
-    def grown(self, rows: int, capacity: int) -> "_FinalColumns":
-        """A copy of the first ``rows`` rows with room for ``capacity``."""
-        out = _FinalColumns(self.plan, capacity)
-        out.cols[:, :rows] = self.cols[:, :rows]
-        out.nulls[:, :rows] = self.nulls[:, :rows]
-        out.nnull[:] = self.nnull
-        return out
-
-
-class _FinalPlan:
-    """How the shared records of built-in aggregates become their result
-    columns inside the emission kernels (``gather_fields``,
-    ``dense_window``): each aggregate's :meth:`final_plan` words, and a
-    null column per nullable aggregate. The records' other words (count
-    fields beside the values, error terms) are never written out."""
-
-    def __init__(self, aggs: list, states: list[Columns]):
-        words, codes, cnt_words = [], [], []
-        self.parts: list[tuple[Any, list[tuple[str, np.dtype]], int, int]] = []  # agg, fields, first col, null col
-        for a, st in zip(aggs, states):
-            plan = a.final_plan()
-            w, c = st.final_words(plan)
-            self.parts.append((a, [(k, st.spec[k]) for k, _ in plan], len(words),
-                               len(cnt_words) if a.nullable else -1))
-            words += w.tolist()
-            codes += c.tolist()
-            if a.nullable:
-                cnt_words.append(st.off)
-        self.words = np.array(words, dtype=np.int64)
-        self.codes = np.array(codes, dtype=np.int64)
-        self.cnt_words = np.array(cnt_words, dtype=np.int64)
-
-    def columns(self, rec: np.ndarray, slots: Optional[np.ndarray] = None) -> _FinalColumns:
-        """Result columns of the records ``rec[slots]`` (None: every row in order)."""
-        out = _FinalColumns(self, len(rec) if slots is None else len(slots))
-        _window.gather_fields(rec, self.words, self.codes, self.cnt_words, slots, out.cols, out.nulls, out.nnull)
-        return out
-
-    def results(self, out: _FinalColumns, n: int) -> list[pa.Array]:
-        """Each aggregate's result array from the first ``n`` rows."""
-        results = []
-        for a, fields, col, nc in self.parts:
-            cols = [out.cols[col + j, :n].view(dt) for j, (_, dt) in enumerate(fields)]
-            null = out.nulls[nc, :n].view(bool) if nc >= 0 and out.nnull[nc] else None
-            results.append(a.from_final(cols, null))
-        return results
-
-
 class _PaneStacks:
     """Sliding windows (``k`` > 1 panes) of built-in aggregates, emitted from
     two stacks of aggregated panes, held by group id.
@@ -375,7 +312,7 @@ class _PaneStacks:
         self.hi = e if self.hi is None else max(self.hi, e)
         return self.prefix_groups + (self.suffix_groups if self.with_suffix else 0)
 
-    def emit(self, wa: "WindowAggregator", out_groups: np.ndarray, out: "_FinalColumns", row0: int) -> int:
+    def emit(self, wa: "WindowAggregator", out_groups: np.ndarray, out: ResultColumns, row0: int) -> int:
         """The prepared window's rows as result columns from ``row0`` on (see ``dense_window``)."""
         sbits = self.sbits if self.with_suffix else self.sbits[:0]
         plan = wa._final
@@ -601,7 +538,7 @@ class WindowAggregator:
         self._ops, self._offs = builtin_layout([self._agg_list[i] for i in self._builtin], states)
         self._merged = _Records(self._records.rec.shape[1])
         self._words = sum(len(st.names) for st in states)  # record words in use
-        self._final = _FinalPlan([self._agg_list[i] for i in self._builtin], states)
+        self._final = ResultPlan([self._agg_list[i] for i in self._builtin], states)
         if self._mode == "pane" and self._k > 1 and len(self._builtin) == len(self._agg_list):
             self._stacks = _PaneStacks(self._k, self._words)  # built-ins only: plug-ins merge (row, slot) pairs
 
@@ -1087,10 +1024,10 @@ class WindowAggregator:
         return out
 
     def _emit_stacks(self, stacks: _PaneStacks, fast: list[int], nrows: int, starts: list[int],
-                     counts: list[int]) -> tuple[int, "_FinalColumns"]:
+                     counts: list[int]) -> tuple[int, ResultColumns]:
         """Windows ``fast`` read off the pane stacks, after the ``nrows`` rows
         of merged records already emitted, straight into result columns (see
-        ``_FinalPlan``). Returns the rows and those columns."""
+        ``ResultPlan``). Returns the rows and those columns."""
         plan = self._final
         out = plan.columns(self._merged.rec[:nrows])  # the rows emitted so far (refires)
         for i, j in enumerate(fast):
