@@ -866,7 +866,6 @@ def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_
     cdef int side
     cdef const int64_t* op = &ops[0] if nagg else NULL
     cdef const int64_t* off = &offs[0] if nagg else NULL
-    cdef const int64_t* rp
     cdef _Final fin
     if W > 64 or (ns and (ss.shape[1] != W or ptr.shape[0] < ns * 64)) or \
             (np_ and (acc.shape[1] != W or acc.shape[0] < np_ * 64)):
@@ -901,22 +900,24 @@ def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_
                     x &= x - 1
                     n += 1
             ends[side] = n
-        # the rows (reads of both stacks are at random: prefetched PF rows ahead)
-        for r in range(n):
-            if r + PF < n:
+        # the rows, run by run (reads of both stacks are at random: prefetched PF rows ahead)
+        for r in range(ends[0]):  # suffix merged with prefix
+            if r + PF < ends[0]:
                 g = out_groups[r + PF]
-                if r + PF < ends[1]:
-                    prefetch(&ss[ptr[g], 0])
-                if r + PF < ends[0] or r + PF >= ends[1]:
-                    prefetch(&acc[g, 0])
+                prefetch(&ss[ptr[g], 0])
+                prefetch(&acc[g, 0])
             g = out_groups[r]
-            if r < ends[0]:
-                _copy_rec(buf, &ss[ptr[g], 0], W)
-                _merge_record(buf, &acc[g, 0], op, off, nagg)
-                rp = buf
-            else:
-                rp = &ss[ptr[g], 0] if r < ends[1] else &acc[g, 0]
-            _put_final(&fin, rp, row0 + r)
+            _copy_rec(buf, &ss[ptr[g], 0], W)
+            _merge_record(buf, &acc[g, 0], op, off, nagg)
+            _put_final(&fin, buf, row0 + r)
+        for r in range(ends[0], ends[1]):  # suffix only
+            if r + PF < ends[1]:
+                prefetch(&ss[ptr[out_groups[r + PF]], 0])
+            _put_final(&fin, &ss[ptr[out_groups[r]], 0], row0 + r)
+        for r in range(ends[1], n):  # prefix only
+            if r + PF < n:
+                prefetch(&acc[out_groups[r + PF], 0])
+            _put_final(&fin, &acc[out_groups[r], 0], row0 + r)
     return n
 
 
