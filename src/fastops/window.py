@@ -611,7 +611,9 @@ class WindowAggregator:
         else:
             ts = np.ascontiguousarray(to_ms(batch.column(self.time), self.time))
             check_event_times(self.window, ts, self.time)
-        if self._hold_columns and int(ts.min()) > self._wm:
+        stacked = self._mode == "pane" and self._stacks is not None  # (which read the minimum too)
+        tmin = int(ts.min()) if self._hold_columns or stacked else None
+        if self._hold_columns and tmin > self._wm:
             # no row is late or in a fired window: aggregated with later rows
             self._held.append(batch.select(self._hold_columns))
             self._held_rows += n
@@ -620,7 +622,7 @@ class WindowAggregator:
                 self._release()
             return
         self._release()
-        self._aggregate(batch, ts)
+        self._aggregate(batch, ts, tmin)
         self.rows_in += n
 
     def _release(self) -> None:
@@ -635,15 +637,16 @@ class WindowAggregator:
                 names=batch.schema.names)
         self._aggregate(batch, np.ascontiguousarray(to_ms(batch.column(self.time), self.time)))
 
-    def _aggregate(self, batch: pa.RecordBatch, ts: np.ndarray) -> None:
-        """Add the rows of a checked batch (event times ``ts``) to the state."""
+    def _aggregate(self, batch: pa.RecordBatch, ts: np.ndarray, tmin: Optional[int] = None) -> None:
+        """Add the rows of a checked batch (event times ``ts``, their minimum
+        ``tmin`` if known) to the state."""
         n = batch.num_rows
         if self.by:
             gids = self._keys.lookup_or_insert([batch.column(b) for b in self.by])
         else:
             gids = self._keys.lookup_n(n)
         if self._mode == "pane":
-            slots, nlate = self._assign_panes(gids, ts)
+            slots, nlate = self._assign_panes(gids, ts, tmin)
         elif self._mode == "session":
             slots, nlate = self._assign_sessions(gids, ts)
         else:
@@ -748,10 +751,11 @@ class WindowAggregator:
             return self._jclamp(-_FAR)
         return self._jclamp((t - self.allowed_lateness - self._offset - self._size) // self._slide)
 
-    def _assign_panes(self, gids: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, int]:
+    def _assign_panes(self, gids: np.ndarray, ts: np.ndarray, tmin: Optional[int]) -> tuple[np.ndarray, int]:
         n = len(gids)
         stacks = self._stacks
-        if stacks is not None and stacks.hi is not None and int(ts.min()) < self._offset + (stacks.hi + 1) * self._p:
+        if stacks is not None and stacks.hi is not None and \
+                (int(ts.min()) if tmin is None else tmin) < self._offset + (stacks.hi + 1) * self._p:
             stacks.clear()  # a row in a pane the stacks have read
         self._ensure_slots(n)
         out = np.empty(n, dtype=np.int64)
