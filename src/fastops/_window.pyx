@@ -450,10 +450,10 @@ def pane_emit(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] h
         if not (0 <= op[k] <= 9 and 0 <= off[k] < W):
             raise ValueError(f"pane_emit: unknown code {op[k]} or word {off[k]} outside records "
                              f"of {W} words")
-    if not (0 <= row0 < out_rec.shape[0] and row0 < out_groups.shape[0]):
+    if not (0 <= row0 < out_groups.shape[0] and (row0 < out_rec.shape[0] or not merge)):
         raise ValueError(f"pane_emit: row0 {row0} outside out_rec / out_groups of "
                          f"{out_rec.shape[0]} / {out_groups.shape[0]} rows")
-    orec = &out_rec[row0, 0]
+    orec = &out_rec[row0, 0] if merge else NULL  # unused without merge
     if merge and not refire and not pairs:
         with nogil:
             nrows = _emit_merged(&hg[0], &hq[0], &hv[0], mask, &s_group[0], &s_next[0], &s_flags[0],

@@ -710,11 +710,13 @@ class WindowAggregator:
             self._s_end = _arrow.grown(self._s_end, need)
             self._s_parent = _arrow.grown(self._s_parent, need, -1)
 
-    def _ensure_emit(self, rows: int, pairs: int) -> None:
-        """Room for ``rows`` output rows (merged records and groups; those of
-        windows emitted earlier in this call kept) and ``pairs`` (row, slot)
-        pairs: the emission scratch, kept across calls."""
-        self._merged.ensure(rows)
+    def _ensure_emit(self, rows: int, pairs: int, merged: bool = True) -> None:
+        """Room for ``rows`` output rows (groups, and merged records unless
+        ``merged`` is False; those of windows emitted earlier in this call
+        kept) and ``pairs`` (row, slot) pairs: the emission scratch, kept
+        across calls."""
+        if merged:
+            self._merged.ensure(rows)
         self._emit_groups = _arrow.grown(self._emit_groups, rows)
         self._emit_row = _arrow.grown(self._emit_row, pairs)
         self._emit_src = _arrow.grown(self._emit_src, pairs)
@@ -981,7 +983,7 @@ class WindowAggregator:
                 continue
             if refire:
                 refire_panes.update(panes.tolist())
-            self._ensure_emit(total_rows + max(nlive, 1), nlive)
+            self._ensure_emit(total_rows + max(nlive, 1), nlive, merged=not direct)
             nrows, npairs = _window.pane_emit(self._hg, self._hq, self._hv, self._s_group, self._s_next,
                                               self._s_flags, panes, refire, self._mark, self._ops,
                                               self._offs, rec, self._merged.rec, total_rows,
