@@ -241,6 +241,30 @@ def test_sorted_records_sorts_a_pane_by_group(groups, words, bitmap):
     np.testing.assert_array_equal(out_rec, rec[slots[order], :words])
 
 
+@pytest.mark.parametrize("bitmap", [True, False])
+def test_sorted_records_rejects_a_repeated_group_or_a_bad_slot(bitmap):
+    """A pane holds one slot per group: a repeated group (a corrupted pane
+    table) is a ValueError, in either order, not a read out of bounds."""
+    rec = np.arange(40, dtype=np.int64).reshape(5, 8)
+    max_group = 64
+
+    def sort(groups, slots):
+        g = np.array(groups, dtype=np.int64)
+        out_groups, out_rec = np.empty(len(g), dtype=np.int64), np.empty((len(g), 2), dtype=np.int64)
+        scratch = np.zeros(max_group if bitmap else 0, dtype=np.int32)
+        n = _window.sorted_records(g, np.array(slots, dtype=np.int64), rec, max_group, out_groups, out_rec,
+                                   scratch)
+        return n, out_groups, out_rec
+    n, out_groups, out_rec = sort([9, 3, 5], [0, 4, 2])
+    assert n == 3 and out_groups.tolist() == [3, 5, 9] and out_rec.tolist() == [[32, 33], [16, 17], [0, 1]]
+    with pytest.raises(ValueError, match=r"1 group\(s\) repeated in one pane"):
+        sort([9, 3, 9], [0, 4, 2])
+    with pytest.raises(ValueError, match=r"slot 5 outside \[0, 5\)"):
+        sort([9, 3], [0, 5])
+    with pytest.raises(ValueError, match=r"group 64 outside \[0, 64\)"):
+        sort([64, 3], [0, 1])
+
+
 def test_run_kernels_reject_bad_arguments():
     g = np.array([1, 2], dtype=np.int64)
     r = np.zeros((2, 3), dtype=np.int64)

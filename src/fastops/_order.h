@@ -10,8 +10,9 @@
  * group order, into ``order``: each group's bit set in ``bits`` (zeroed,
  * (max_group + 63) / 64 words) and its position in ``pos`` (max_group
  * entries, contents ignored), then the bits read in order. Cheaper than a
- * sort while the bitmap is not much larger than n. */
-static void fastops_order_by_bitmap(const int64_t* g, ptrdiff_t n, int64_t max_group,
+ * sort while the bitmap is not much larger than n. Returns the positions
+ * written: fewer than n if a group repeats. */
+static ptrdiff_t fastops_order_by_bitmap(const int64_t* g, ptrdiff_t n, int64_t max_group,
                                     uint64_t* bits, int32_t* pos, int64_t* order) {
     ptrdiff_t i, k = 0;
     int64_t w, nwords = (max_group + 63) >> 6;
@@ -32,6 +33,7 @@ static void fastops_order_by_bitmap(const int64_t* g, ptrdiff_t n, int64_t max_g
             x &= x - 1;
         }
     }
+    return k;
 }
 
 #endif

@@ -615,12 +615,12 @@ def sorted_records(const int64_t[::1] groups, const int64_t[::1] slots, const in
                    int64_t max_group, int64_t[::1] out_groups, int64_t[:, ::1] out_rec,
                    int32_t[::1] scratch) -> int:
     """The records ``rec[slots[i]]`` of one pane sorted by their groups
-    ``groups[i]`` (distinct; below ``max_group``), each record's first
-    ``out_rec.shape[1]`` words. The order comes from a bitmap of the groups
+    ``groups[i]`` (distinct, else ValueError; below ``max_group``), each
+    record's first ``out_rec.shape[1]`` words. The order comes from a bitmap of the groups
     (``scratch``: ``max_group`` entries, contents ignored) while that is not
     much larger than the pane, else from an LSD radix sort. Fills
     ``out_groups`` / ``out_rec`` rows ``[0, n)``. Returns n."""
-    cdef Py_ssize_t i, n = slots.shape[0]
+    cdef Py_ssize_t i, k = 0, n = slots.shape[0]
     cdef int64_t W = out_rec.shape[1], shift = 0, d, nwords = (max_group + 63) >> 6
     cdef int64_t* buf
     cdef int64_t* g
@@ -637,7 +637,11 @@ def sorted_records(const int64_t[::1] groups, const int64_t[::1] slots, const in
                          f"for {n} slots, or {W} words per row of records of {rec.shape[1]}")
     if n == 0:
         return 0
-    _check_groups(groups, n, max_group, "sorted_records")
+    for i in range(n):
+        if not 0 <= groups[i] < max_group:
+            raise ValueError(f"sorted_records: group {groups[i]} outside [0, {max_group})")
+        if not 0 <= slots[i] < rec.shape[0]:
+            raise ValueError(f"sorted_records: slot {slots[i]} outside [0, {rec.shape[0]})")
     buf = <int64_t*>malloc(<size_t>((1 if by_bitmap else 3) * n) * sizeof(int64_t))  # order (+ radix buffers)
     if by_bitmap:
         bits = <uint64_t*>calloc(<size_t>(nwords if nwords > 0 else 1), sizeof(uint64_t))
@@ -648,9 +652,10 @@ def sorted_records(const int64_t[::1] groups, const int64_t[::1] slots, const in
     with nogil:
         v = buf
         if by_bitmap:
-            fastops_order_by_bitmap(&groups[0], n, max_group, bits, &scratch[0], v)
-            for i in range(n):
-                out_groups[i] = groups[v[i]]
+            k = fastops_order_by_bitmap(&groups[0], n, max_group, bits, &scratch[0], v)
+            if k == n:
+                for i in range(n):
+                    out_groups[i] = groups[v[i]]
         else:
             g = &out_groups[0]
             tg = buf + n
@@ -677,18 +682,24 @@ def sorted_records(const int64_t[::1] groups, const int64_t[::1] slots, const in
                 shift += RADIX_BITS
             if g != &out_groups[0]:
                 memcpy(&out_groups[0], g, <size_t>n * sizeof(int64_t))
-        for i in range(n):
-            if i + PF < n:
-                prefetch(&rec[slots[v[i + PF]], 0])
-            _copy_rec(&out_rec[i, 0], &rec[slots[v[i]], 0], W)
+            k = 1
+            for i in range(1, n):  # distinct groups: each above the one before
+                k += out_groups[i] != out_groups[i - 1]
+        if k == n:
+            for i in range(n):
+                if i + PF < n:
+                    prefetch(&rec[slots[v[i + PF]], 0])
+                _copy_rec(&out_rec[i, 0], &rec[slots[v[i]], 0], W)
     free(buf)
     free(bits)
+    if k != n:
+        raise ValueError(f"sorted_records: {n - k} group(s) repeated in one pane (groups must be distinct)")
     return n
 
 
 cdef extern from "_order.h" nogil:
-    void fastops_order_by_bitmap(const int64_t* g, Py_ssize_t n, int64_t max_group, uint64_t* bits,
-                                 int32_t* pos, int64_t* order)
+    Py_ssize_t fastops_order_by_bitmap(const int64_t* g, Py_ssize_t n, int64_t max_group, uint64_t* bits,
+                                       int32_t* pos, int64_t* order)
 
 
 def dense_add(const int64_t[::1] groups, const int64_t[:, ::1] rec, const int64_t[::1] ops,
