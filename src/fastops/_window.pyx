@@ -616,10 +616,10 @@ def sorted_records(const int64_t[::1] groups, const int64_t[::1] slots, const in
                    int32_t[::1] scratch) -> int:
     """The records ``rec[slots[i]]`` of one pane sorted by their groups
     ``groups[i]`` (distinct, else ValueError; below ``max_group``), each
-    record's first ``out_rec.shape[1]`` words. The order comes from a bitmap of the groups
-    (``scratch``: ``max_group`` entries, contents ignored) while that is not
-    much larger than the pane, else from an LSD radix sort. Fills
-    ``out_groups`` / ``out_rec`` rows ``[0, n)``. Returns n."""
+    record's first ``out_rec.shape[1]`` words. The order comes from a
+    bitmap of the groups (``scratch``: ``max_group`` entries, contents
+    ignored) while that is not much larger than the pane, else from an LSD
+    radix sort. Fills ``out_groups`` / ``out_rec`` rows ``[0, n)``. Returns n."""
     cdef Py_ssize_t i, k = 0, n = slots.shape[0]
     cdef int64_t W = out_rec.shape[1], shift = 0, d, nwords = (max_group + 63) >> 6
     cdef int64_t* buf
@@ -637,9 +637,8 @@ def sorted_records(const int64_t[::1] groups, const int64_t[::1] slots, const in
                          f"for {n} slots, or {W} words per row of records of {rec.shape[1]}")
     if n == 0:
         return 0
+    _check_groups(groups, n, max_group, "sorted_records")
     for i in range(n):
-        if not 0 <= groups[i] < max_group:
-            raise ValueError(f"sorted_records: group {groups[i]} outside [0, {max_group})")
         if not 0 <= slots[i] < rec.shape[0]:
             raise ValueError(f"sorted_records: slot {slots[i]} outside [0, {rec.shape[0]})")
     buf = <int64_t*>malloc(<size_t>((1 if by_bitmap else 3) * n) * sizeof(int64_t))  # order (+ radix buffers)

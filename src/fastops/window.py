@@ -611,8 +611,7 @@ class WindowAggregator:
         else:
             ts = np.ascontiguousarray(to_ms(batch.column(self.time), self.time))
             check_event_times(self.window, ts, self.time)
-        stacked = self._mode == "pane" and self._stacks is not None  # (which read the minimum too)
-        tmin = int(ts.min()) if self._hold_columns or stacked else None
+        tmin = int(ts.min()) if self._hold_columns else None  # passed on: the pane stacks read it too
         if self._hold_columns and tmin > self._wm:
             # no row is late or in a fired window: aggregated with later rows
             self._held.append(batch.select(self._hold_columns))
