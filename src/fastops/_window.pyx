@@ -1391,27 +1391,24 @@ cdef inline void _merge_firstlast(int64_t* a, const int64_t* b, bint is_last) no
 
 
 cdef inline void _merge_one(int op, int64_t* a, const int64_t* b) noexcept nogil:
+    cdef bint take
     if op == 0:
         a[0] += b[0]
     elif op == 1:
         _merge_sum_f64(a, b)
     elif op == 2:
         _merge_sum_i64(a, b)
-    elif op == 3:
-        if a[0] == 0 or b[1] > a[1]:
-            a[1] = b[1]
-        a[0] += b[0]
-    elif op == 4:
-        if a[0] == 0 or b[1] < a[1]:
-            a[1] = b[1]
-        a[0] += b[0]
-    elif op == 5:
-        if a[0] == 0 or (<const double*>b)[1] > (<double*>a)[1]:
-            a[1] = b[1]
-        a[0] += b[0]
-    elif op == 6:
-        if a[0] == 0 or (<const double*>b)[1] < (<double*>a)[1]:
-            a[1] = b[1]
+    elif op <= 6:  # min / max by selects: which side wins is unpredictable
+        if op == 3:
+            take = b[1] > a[1]
+        elif op == 4:
+            take = b[1] < a[1]
+        elif op == 5:
+            take = (<const double*>b)[1] > (<double*>a)[1]
+        else:
+            take = (<const double*>b)[1] < (<double*>a)[1]
+        take = take | (a[0] == 0)
+        a[1] = b[1] if take else a[1]
         a[0] += b[0]
     elif op == 7:
         _merge_welford(a, b)
