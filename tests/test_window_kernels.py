@@ -263,6 +263,10 @@ def test_sorted_records_rejects_a_repeated_group_or_a_bad_slot(bitmap):
         sort([9, 3], [0, 5])
     with pytest.raises(ValueError, match=r"group 64 outside \[0, 64\)"):
         sort([64, 3], [0, 1])
+    with pytest.raises(ValueError, match=r"slot -1 outside \[0, 5\)"):
+        sort([9, 3], [-1, 1])
+    with pytest.raises(ValueError, match=r"group -2 outside \[0, 64\)"):
+        sort([3, -2], [0, 1])
 
 
 def test_run_kernels_reject_bad_arguments():

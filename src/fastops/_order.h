@@ -11,12 +11,15 @@
  * (max_group + 63) / 64 words) and its position in ``pos`` (max_group
  * entries, contents ignored), then the bits read in order. Cheaper than a
  * sort while the bitmap is not much larger than n. Returns the positions
- * written: fewer than n if a group repeats. */
+ * written: fewer than n if a group repeats; -1 - i if g[i] is outside
+ * [0, max_group) (nothing read in order then). */
 static ptrdiff_t fastops_order_by_bitmap(const int64_t* g, ptrdiff_t n, int64_t max_group,
                                     uint64_t* bits, int32_t* pos, int64_t* order) {
     ptrdiff_t i, k = 0;
     int64_t w, nwords = (max_group + 63) >> 6;
     for (i = 0; i < n; i++) {
+        if ((uint64_t)g[i] >= (uint64_t)max_group)
+            return -1 - i;
         bits[g[i] >> 6] |= (uint64_t)1 << (g[i] & 63);
         pos[g[i]] = (int32_t)i;
     }

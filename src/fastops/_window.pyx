@@ -630,17 +630,16 @@ def sorted_records(const int64_t[::1] groups, const int64_t[::1] slots, const in
     cdef int64_t* t
     cdef uint64_t* bits = NULL
     cdef int64_t count[1 << RADIX_BITS]
-    cdef int64_t acc, c
+    cdef int64_t acc, c, slot = 0
+    cdef Py_ssize_t bad_row = -1
     cdef bint by_bitmap = scratch.shape[0] >= max_group and nwords <= 4 * n + 1024
     if groups.shape[0] < n or out_groups.shape[0] < n or out_rec.shape[0] < n or W > rec.shape[1]:
         raise ValueError(f"sorted_records: outputs of {out_groups.shape[0]} / {out_rec.shape[0]} rows "
                          f"for {n} slots, or {W} words per row of records of {rec.shape[1]}")
     if n == 0:
         return 0
-    _check_groups(groups, n, max_group, "sorted_records")
-    for i in range(n):
-        if not 0 <= slots[i] < rec.shape[0]:
-            raise ValueError(f"sorted_records: slot {slots[i]} outside [0, {rec.shape[0]})")
+    if not by_bitmap:  # (the bitmap order checks them as it reads them)
+        _check_groups(groups, n, max_group, "sorted_records")
     buf = <int64_t*>malloc(<size_t>((1 if by_bitmap else 3) * n) * sizeof(int64_t))  # order (+ radix buffers)
     if by_bitmap:
         bits = <uint64_t*>calloc(<size_t>(nwords if nwords > 0 else 1), sizeof(uint64_t))
@@ -687,10 +686,18 @@ def sorted_records(const int64_t[::1] groups, const int64_t[::1] slots, const in
         if k == n:
             for i in range(n):
                 if i + PF < n:
-                    prefetch(&rec[slots[v[i + PF]], 0])
-                _copy_rec(&out_rec[i, 0], &rec[slots[v[i]], 0], W)
+                    prefetch(&rec[slots[v[i + PF]], 0])  # (prefetches of bad slots never fault)
+                slot = slots[v[i]]
+                if <uint64_t>slot >= <uint64_t>rec.shape[0]:
+                    bad_row = i
+                    break
+                _copy_rec(&out_rec[i, 0], &rec[slot, 0], W)
     free(buf)
     free(bits)
+    if k < 0:
+        raise ValueError(f"sorted_records: group {groups[-1 - k]} outside [0, {max_group})")
+    if bad_row >= 0:
+        raise ValueError(f"sorted_records: slot {slot} outside [0, {rec.shape[0]})")
     if k != n:
         raise ValueError(f"sorted_records: {n - k} group(s) repeated in one pane (groups must be distinct)")
     return n
@@ -864,12 +871,14 @@ def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_
     counted into ``nnull[v]``); its group goes to ``out_groups[r]``. A bitmap
     shorter than the other reads as zeros. Rows come in three runs, each in
     group order: groups in both, in the suffix only, in the prefix only (a
-    loop without a branch on which side a group is in). Returns the rows."""
+    loop without a branch on which side a group is in). Returns the rows.
+    A suffix pointer outside ``ss`` raises ValueError as it is read (the
+    outputs, scratch of the caller's, are then partly written)."""
     cdef Py_ssize_t W = ss.shape[1] if sbits.shape[0] else acc.shape[1], nagg = ops.shape[0]
     cdef Py_ssize_t cap = out_cols.shape[1], ns = sbits.shape[0], np_ = pbits.shape[0]
     cdef Py_ssize_t nw = max(ns, np_), w, n = 0, total = 0, room = min(out_groups.shape[0], cap - row0)
     cdef uint64_t x, sx, px
-    cdef int64_t g, top = ss.shape[0]
+    cdef int64_t g, p, bad = -1, top = ss.shape[0]
     cdef int64_t buf[64]
     cdef Py_ssize_t ends[3]
     cdef Py_ssize_t r
@@ -886,15 +895,10 @@ def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_
                          f"of {out_null.shape[1]} rows")
     _check_layout(ops, offs, W, "dense_window")
     _final_plan(&fin, words, codes, cnt_words, W, out_cols, out_null, nnull, "dense_window")
-    for w in range(nw):  # rows and suffix pointers checked before any is written
+    for w in range(nw):  # rows counted before any is written
         sx = sbits[w] if w < ns else 0
         px = pbits[w] if w < np_ else 0
         total += popcount64(sx | px)
-        while sx:
-            g = (w << 6) | ctz64(sx)
-            sx &= sx - 1
-            if not 0 <= ptr[g] < top:
-                raise ValueError(f"dense_window: group {g} points to row {ptr[g]} outside the stack")
     if total > room:
         raise ValueError(f"dense_window: outputs hold {room} rows, {total} are set")
     if total == 0:
@@ -914,20 +918,30 @@ def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_
         for r in range(ends[0]):  # suffix merged with prefix
             if r + PF < ends[0]:
                 g = out_groups[r + PF]
-                prefetch(&ss[ptr[g], 0])
+                prefetch(&ss[ptr[g], 0])  # (a pointer out of range is caught below; prefetches never fault)
                 prefetch(&acc[g, 0])
             g = out_groups[r]
-            _copy_rec(buf, &ss[ptr[g], 0], W)
+            p = ptr[g]
+            if <uint64_t>p >= <uint64_t>top:
+                bad = g
+                break
+            _copy_rec(buf, &ss[p, 0], W)
             _merge_record(buf, &acc[g, 0], op, off, nagg)
             _put_final(&fin, buf, row0 + r)
-        for r in range(ends[0], ends[1]):  # suffix only
+        for r in range(ends[0], ends[1] if bad < 0 else 0):  # suffix only
             if r + PF < ends[1]:
                 prefetch(&ss[ptr[out_groups[r + PF]], 0])
-            _put_final(&fin, &ss[ptr[out_groups[r]], 0], row0 + r)
+            p = ptr[out_groups[r]]
+            if <uint64_t>p >= <uint64_t>top:
+                bad = out_groups[r]
+                break
+            _put_final(&fin, &ss[p, 0], row0 + r)
         for r in range(ends[1], n):  # prefix only
             if r + PF < n:
                 prefetch(&acc[out_groups[r + PF], 0])
             _put_final(&fin, &acc[out_groups[r], 0], row0 + r)
+    if bad >= 0:
+        raise ValueError(f"dense_window: group {bad} points to row {ptr[bad]} outside the stack")
     return n
 
 

@@ -419,6 +419,7 @@ class WindowAggregator:
         self._hold_columns: list[str] = []  # see _bind
         self._held: list[pa.RecordBatch] = []
         self._held_rows = 0
+        self._held_tmin = 0  # the earliest event time held (while any is)
         self._out_schema: Optional[pa.Schema] = None
         self._empty_out: Optional[tuple[pa.Schema, pa.RecordBatch]] = None
         self._wm = MIN_WATERMARK
@@ -614,6 +615,7 @@ class WindowAggregator:
         tmin = int(ts.min()) if self._hold_columns else None  # passed on: the pane stacks read it too
         if self._hold_columns and tmin > self._wm:
             # no row is late or in a fired window: aggregated with later rows
+            self._held_tmin = min(self._held_tmin, tmin) if self._held else tmin
             self._held.append(batch.select(self._hold_columns))
             self._held_rows += n
             self.rows_in += n
@@ -634,7 +636,7 @@ class WindowAggregator:
             batch = pa.RecordBatch.from_arrays(
                 [pa.concat_arrays([b.column(i) for b in held]) for i in range(batch.num_columns)],
                 names=batch.schema.names)
-        self._aggregate(batch, np.ascontiguousarray(to_ms(batch.column(self.time), self.time)))
+        self._aggregate(batch, np.ascontiguousarray(to_ms(batch.column(self.time), self.time)), self._held_tmin)
 
     def _aggregate(self, batch: pa.RecordBatch, ts: np.ndarray, tmin: Optional[int] = None) -> None:
         """Add the rows of a checked batch (event times ``ts``, their minimum
