@@ -269,6 +269,7 @@ class _PaneStacks:
         self.pbits = np.zeros(0, dtype=np.uint64)        # groups in the prefix
         self.ptr = np.empty(0, dtype=np.int64)           # each group's current suffix record
         self.sbits = np.zeros(0, dtype=np.uint64)        # groups in the current suffix
+        self.ss_bufs = (np.empty(0, dtype=np.int64),) * 3  # room for ss, ss_group and ss_next
         self.clear()
 
     def clear(self) -> None:
@@ -339,9 +340,12 @@ class _PaneStacks:
             panes = wa._panes_between(s, b0 + self.k)
             runs = [self.sorted.pop(q, None) or wa._sorted_pane(q) for q in panes]
             rows = sum(len(g) for g, _ in runs)
-            self.ss = _arrow.empty(rows * self.width, np.int64)[0].reshape(rows, self.width)
-            self.ss_group = _arrow.empty(rows, np.int64)[0]
-            self.ss_next = _arrow.empty(rows, np.int64)[0]
+            if rows > len(self.ss_bufs[1]):  # reused block after block: no new pages to fault in
+                room = rows + rows // 4
+                self.ss_bufs = (_arrow.empty(room * self.width, np.int64)[0], _arrow.empty(room, np.int64)[0],
+                                _arrow.empty(room, np.int64)[0])
+            self.ss = self.ss_bufs[0][:rows * self.width].reshape(rows, self.width)
+            self.ss_group, self.ss_next = self.ss_bufs[1][:rows], self.ss_bufs[2][:rows]
             self.sbits[:] = 0
             self.suffix_groups, self.suffix_panes, end = 0, [], rows
             for q, (groups, rec) in zip(reversed(panes), reversed(runs)):
