@@ -242,6 +242,21 @@ def test_event_times_at_the_edges_of_the_range(window, data):
     assert wa.rows_late == 0
 
 
+@pytest.mark.parametrize("window", [Tumbling(1), Tumbling(2, offset=1), Sliding(2, 1), Sliding(3, 2),
+                                    Sliding(20, 5), Sliding(7, 3, offset=2), Sliding(10, 10), Session(1), Session(7)])
+def test_the_first_and_last_windows_of_the_range_fire(window):
+    """Windows whose bounds reach the ends of the range fire like any other,
+    for slides down to 1 ms: window indices are exact, only the pane bounds
+    handed to the kernels are clamped to int64."""
+    lo, hi = WindowAggregator(window, ["k"], {"n": agg.count()}).event_time_range()
+    rows = [{"k": i % 2, "ts": t} for i, t in enumerate([lo, lo + 1, lo + 3, -1, 0, hi - 3, hi - 1, hi])]
+    wa = WindowAggregator(window, ["k"], {"n": agg.count()})
+    wa.process(pa.RecordBatch.from_pylist(rows))
+    got = _result(wa.advance_watermark(0))
+    got.update(_result(wa.flush()))
+    assert got == ref.window_aggregate(rows, _spec(window), ["k"], {"n": ("count_rows", None, 1)})
+
+
 def test_bad_configuration():
     with pytest.raises(ValueError):
         Tumbling(0)

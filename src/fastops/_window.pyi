@@ -16,7 +16,7 @@ def pane_assign(hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # int64[::1], m
                 s_flags: np.ndarray,      # uint8[::1], modified
                 counters: np.ndarray,     # int64[::1] (12), modified
                 gids: np.ndarray, ts: np.ndarray,  # const int64[::1]
-                offset: int, p: int, ks: int, k: int, j_purged: int, j_fired: int,
+                offset: int, p: int, q_dead: int, q_dirty: int,
                 gcache: np.ndarray,       # int64[::1] (2 * ways per group), modified
                 ways: int, start: int, max_fill: int,
                 indexed: np.ndarray,      # const int64[::1] panes whose slots are in the map, ascending

@@ -192,15 +192,18 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
                 int64_t[::1] s_group, int64_t[::1] s_next,
                 uint8_t[::1] s_flags, int64_t[::1] counters,
                 const int64_t[::1] gids, const int64_t[::1] ts, int64_t offset,
-                int64_t p, int64_t ks, int64_t k, int64_t j_purged, int64_t j_fired,
-                int64_t[::1] gcache, int64_t ways, Py_ssize_t start, int64_t max_fill,
-                const int64_t[::1] indexed, int64_t[::1] out_slots, int64_t[::1] new_panes):
+                int64_t p, int64_t q_dead, int64_t q_dirty, int64_t[::1] gcache, int64_t ways,
+                Py_ssize_t start, int64_t max_fill, const int64_t[::1] indexed, int64_t[::1] out_slots, int64_t[::1] new_panes):
     """Slot of every row from ``start`` on (``-1``: late, all its windows purged).
+
+    Panes ``q < q_dead`` have every window purged; panes ``q_dead <= q <=
+    q_dirty`` have a window fired but not purged (the caller works both out
+    from the window indices, exactly, and clamps them to int64).
 
     Where a (group, pane) lives: each group has ``ways`` (a power of two)
     cache ways ``gcache[2*ways*g + 2*(q & (ways-1))] = (q, slot)``, each
     holding the newest pane of its residue that the group has a slot in (a
-    way whose pane is purged, ``q < (j_purged + 1) * ks``, or empty, slot
+    way whose pane is purged, ``q < q_dead``, or empty, slot
     ``-1``, holds none). A new (g, q) takes its way from an older pane, whose
     slot stays in that pane's list. So a (g, q) missing from its way is new,
     unless the way holds a newer pane: then its slot may have been moved
@@ -230,10 +233,6 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
     cdef int64_t nnew = 0, nlate = 0, ndirty = 0
     cdef int64_t cap = min(s_group.shape[0], s_next.shape[0], s_flags.shape[0])
     cdef int cls
-    cdef int64_t q_dead = (j_purged + 1) * ks
-    # DIRTY iff some window of q is fired and not purged: max(first window of q,
-    # j_purged + 1) <= j_fired, i.e. q <= q_dirty (no division per row)
-    cdef int64_t q_dirty = j_fired * ks + k - 1 if j_purged < j_fired else q_dead - 1
     cdef double inv_p = 1.0 / <double>p
     cdef int64_t* cnt = &counters[0]
     cdef int64_t hq_cache[8]

@@ -742,21 +742,13 @@ class WindowAggregator:
         self._hg, self._hq, self._hv = hg, hq, hv
         self._counters[3] = 0
 
-    def _jclamp(self, j: int) -> int:
-        far = _FAR // (self._ks + self._k)  # so that kernels' j * ks cannot overflow
-        return max(-far, min(far, j))
-
     def _j_fired(self, t: int) -> int:
-        """Last window index with ``end <= t``."""
-        if t == MIN_WATERMARK:
-            return self._jclamp(-_FAR)
-        return self._jclamp((t - self._offset - self._size) // self._slide)
+        """Last window index with ``end <= t`` (a Python int: exact at any ``t``)."""
+        return (t - self._offset - self._size) // self._slide
 
     def _j_purged(self, t: int) -> int:
         """Last window index with ``end + allowed_lateness <= t``."""
-        if t == MIN_WATERMARK:
-            return self._jclamp(-_FAR)
-        return self._jclamp((t - self.allowed_lateness - self._offset - self._size) // self._slide)
+        return (t - self.allowed_lateness - self._offset - self._size) // self._slide
 
     def _assign_panes(self, gids: np.ndarray, ts: np.ndarray, tmin: Optional[int]) -> tuple[np.ndarray, int]:
         n = len(gids)
@@ -768,17 +760,18 @@ class WindowAggregator:
         out = np.empty(n, dtype=np.int64)
         new_panes = np.empty(n + 1, dtype=np.int64)
         wm = self._wm
-        jp = self._j_purged(wm)
-        jf = self._j_fired(wm)
+        jp, jf = self._j_purged(wm), self._j_fired(wm)
+        q_dead = (jp + 1) * self._ks  # panes below it: every window purged
+        q_dirty = jf * self._ks + self._k - 1 if jp < jf else q_dead - 1  # up to it: a window fired, not purged
+        q_dead, q_dirty = (max(_I64_MIN, min(_I64_MAX, q)) for q in (q_dead, q_dirty))  # every pane is in int64
         self._gcache = _arrow.grown(self._gcache, 2 * self._ways * self._keys.num_groups, -1)
         done, nlate_all, new_all = 0, 0, []
         while True:
             self._ensure_hash()
             done, nnew, nlate, ndirty, unindexed = _window.pane_assign(
                 self._hg, self._hq, self._hv, self._s_group, self._s_next, self._s_flags,
-                self._counters, gids, ts, self._offset, self._p, self._ks, self._k,
-                jp, jf, self._gcache, self._ways, done, len(self._hv) // 2,
-                np.array(self._indexed, dtype=np.int64), out, new_panes)
+                self._counters, gids, ts, self._offset, self._p, q_dead, q_dirty, self._gcache, self._ways,
+                done, len(self._hv) // 2, np.array(self._indexed, dtype=np.int64), out, new_panes)
             nlate_all += nlate
             self._ndirty += ndirty
             new_all += new_panes[:nnew].tolist()
