@@ -612,11 +612,12 @@ class WindowAggregator:
         if n == 0:
             return
         if self.time is None:  # running aggregate without event time: arrival order
-            ts = np.arange(self.rows_in, self.rows_in + n, dtype=np.int64)
+            ts, tmin = np.arange(self.rows_in, self.rows_in + n, dtype=np.int64), None
         else:
             ts = np.ascontiguousarray(to_ms(batch.column(self.time), self.time))
-            check_event_times(self.window, ts, self.time)
-        tmin = int(ts.min()) if self._hold_columns else None  # passed on: the pane stacks read it too
+            tmin = check_event_times(self.window, ts, self.time)
+        if tmin is None and self._hold_columns:
+            tmin = int(ts.min())  # passed on: the pane stacks read it too
         if self._hold_columns and tmin > self._wm:
             # no row is late or in a fired window: aggregated with later rows
             self._held_tmin = min(self._held_tmin, tmin) if self._held else tmin

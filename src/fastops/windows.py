@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -163,14 +163,18 @@ def event_time_range(window: Any) -> tuple[int, int]:
     return -TIME_LIMIT + span, TIME_LIMIT - span
 
 
-def check_event_times(window: Any, ts: np.ndarray, column: str, label: str = "") -> None:
+def check_event_times(window: Any, ts: np.ndarray, column: str, label: str = "") -> Optional[int]:
     """A ValueError naming ``column``, the first row and its value if an event
     time in ``ts`` (int64 ms) is outside ``event_time_range(window)``; callers
     check before using any row, so a refused batch leaves no trace. ``label``
-    names the windows in the message (default: ``window`` itself)."""
-    if not isinstance(window, (Tumbling, Sliding, Session)):
-        return  # no window bounds: any time
+    names the windows in the message (default: ``window`` itself). Returns
+    the earliest time, read on the way (None for no window or no rows)."""
+    if not isinstance(window, (Tumbling, Sliding, Session)) or len(ts) == 0:
+        return None  # no window bounds: any time
     lo, hi = event_time_range(window)
+    tmin, tmax = int(ts.min()), int(ts.max())
+    if tmin >= lo and tmax <= hi:
+        return tmin
     row = first_outside(ts, lo, hi)
     if row >= 0:
         raise ValueError(f"time column {column!r}: row {row} has event time {int(ts[row])} ms, "
