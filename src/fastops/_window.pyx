@@ -193,7 +193,8 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
                 uint8_t[::1] s_flags, int64_t[::1] counters,
                 const int64_t[::1] gids, const int64_t[::1] ts, int64_t offset,
                 int64_t p, int64_t q_dead, int64_t q_dirty, int64_t[::1] gcache, int64_t ways,
-                Py_ssize_t start, int64_t max_fill, const int64_t[::1] indexed, int64_t[::1] out_slots, int64_t[::1] new_panes):
+                Py_ssize_t start, int64_t max_fill, const int64_t[::1] indexed, int64_t[::1] out_slots,
+                int64_t[::1] new_panes):
     """Slot of every row from ``start`` on (``-1``: late, all its windows purged).
 
     Panes ``q < q_dead`` have every window purged; panes ``q_dead <= q <=
