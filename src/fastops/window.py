@@ -269,7 +269,7 @@ class _PaneStacks:
         self.pbits = np.zeros(0, dtype=np.uint64)        # groups in the prefix
         self.ptr = np.empty(0, dtype=np.int64)           # each group's current suffix record
         self.sbits = np.zeros(0, dtype=np.uint64)        # groups in the current suffix
-        self.ss_bufs = (np.empty(0, dtype=np.int64),) * 3  # room for ss, ss_group and ss_next
+        self.ss_bufs = [np.empty(0, dtype=np.int64)] * 3  # room for ss, ss_group and ss_next
         self.clear()
 
     def clear(self) -> None:
@@ -340,12 +340,11 @@ class _PaneStacks:
             panes = wa._panes_between(s, b0 + self.k)
             runs = [self.sorted.pop(q, None) or wa._sorted_pane(q) for q in panes]
             rows = sum(len(g) for g, _ in runs)
-            if rows > len(self.ss_bufs[1]):  # reused block after block: no new pages to fault in
-                room = rows + rows // 4
-                self.ss_bufs = (_arrow.empty(room * self.width, np.int64)[0], _arrow.empty(room, np.int64)[0],
-                                _arrow.empty(room, np.int64)[0])
-            self.ss = self.ss_bufs[0][:rows * self.width].reshape(rows, self.width)
-            self.ss_group, self.ss_next = self.ss_bufs[1][:rows], self.ss_bufs[2][:rows]
+            # reused block after block (no new pages to fault in), grown as needed
+            self.ss_bufs = words, group, nxt = [_arrow.grown(b, m) for b, m in
+                                                zip(self.ss_bufs, (rows * self.width, rows, rows))]
+            self.ss = words[:rows * self.width].reshape(rows, self.width)
+            self.ss_group, self.ss_next = group[:rows], nxt[:rows]
             self.sbits[:] = 0
             self.suffix_groups, self.suffix_panes, end = 0, [], rows
             for q, (groups, rec) in zip(reversed(panes), reversed(runs)):
@@ -615,9 +614,7 @@ class WindowAggregator:
             ts, tmin = np.arange(self.rows_in, self.rows_in + n, dtype=np.int64), None
         else:
             ts = np.ascontiguousarray(to_ms(batch.column(self.time), self.time))
-            tmin = check_event_times(self.window, ts, self.time)
-        if tmin is None and self._hold_columns:
-            tmin = int(ts.min())  # passed on: the pane stacks read it too
+            tmin = check_event_times(self.window, ts, self.time)  # an int for tumbling and sliding windows
         if self._hold_columns and tmin > self._wm:
             # no row is late or in a fired window: aggregated with later rows
             self._held_tmin = min(self._held_tmin, tmin) if self._held else tmin
@@ -645,7 +642,7 @@ class WindowAggregator:
 
     def _aggregate(self, batch: pa.RecordBatch, ts: np.ndarray, tmin: Optional[int] = None) -> None:
         """Add the rows of a checked batch (event times ``ts``, their minimum
-        ``tmin`` if known) to the state."""
+        ``tmin``: None only for windows without panes) to the state."""
         n = batch.num_rows
         if self.by:
             gids = self._keys.lookup_or_insert([batch.column(b) for b in self.by])
@@ -751,11 +748,10 @@ class WindowAggregator:
         """Last window index with ``end + allowed_lateness <= t``."""
         return (t - self.allowed_lateness - self._offset - self._size) // self._slide
 
-    def _assign_panes(self, gids: np.ndarray, ts: np.ndarray, tmin: Optional[int]) -> tuple[np.ndarray, int]:
+    def _assign_panes(self, gids: np.ndarray, ts: np.ndarray, tmin: int) -> tuple[np.ndarray, int]:
         n = len(gids)
         stacks = self._stacks
-        if stacks is not None and stacks.hi is not None and \
-                (int(ts.min()) if tmin is None else tmin) < self._offset + (stacks.hi + 1) * self._p:
+        if stacks is not None and stacks.hi is not None and tmin < self._offset + (stacks.hi + 1) * self._p:
             stacks.clear()  # a row in a pane the stacks have read
         self._ensure_slots(n)
         out = np.empty(n, dtype=np.int64)
