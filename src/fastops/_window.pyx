@@ -736,6 +736,8 @@ def dense_add(const int64_t[::1] groups, const int64_t[:, ::1] rec, const int64_
         return 0
     with nogil:
         for i in range(n):
+            if i + PF < n:  # groups ascend, but sparsely: the accumulator rows are prefetched
+                prefetch(&acc[groups[i + PF], 0])
             g = groups[i]
             if _bit(&bits[0], g):
                 _merge_record(&acc[g, 0], &rec[i, 0], &ops[0] if nagg else NULL, &offs[0] if nagg else NULL,
