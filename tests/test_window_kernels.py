@@ -270,23 +270,24 @@ def test_sorted_records_rejects_a_repeated_group_or_a_bad_slot(bitmap):
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.integers(1, 300), st.sampled_from([1, 3, 8, 16]), st.data())
-def test_clear_records_zeroes_exactly_the_slots_given(n, width, data):
+@given(st.integers(1, 300), st.sampled_from([1, 3, 8, 16]), st.booleans(), st.data())
+def test_clear_records_zeroes_exactly_the_slots_given(n, width, stream, data):
     """Purged slots' records become zero, whatever their width; every other
-    record keeps its words (the stores bypass the cache, so this checks they
-    land where they should)."""
+    record keeps its words (with ``stream`` the stores bypass the cache: they
+    must still land where they should)."""
     slots = data.draw(st.lists(st.integers(0, n - 1), unique=True, max_size=n))
     rec = np.random.default_rng(n * width).integers(1, 2**62, size=(n, width)).astype(np.int64)
     expected = rec.copy()
     expected[slots] = 0
-    _window.clear_records(rec, np.array(slots, dtype=np.int64))
+    _window.clear_records(rec, np.array(slots, dtype=np.int64), stream)
     np.testing.assert_array_equal(rec, expected)
 
 
-def test_clear_records_rejects_a_slot_outside_the_records():
+@pytest.mark.parametrize("stream", [False, True])
+def test_clear_records_rejects_a_slot_outside_the_records(stream):
     rec = np.ones((4, 8), dtype=np.int64)
     with pytest.raises(ValueError, match="slot 4 outside 4 records"):
-        _window.clear_records(rec, np.array([1, 4, 2], dtype=np.int64))
+        _window.clear_records(rec, np.array([1, 4, 2], dtype=np.int64), stream)
     assert rec[1].tolist() == [0] * 8 and rec[2].tolist() == [1] * 8  # zeroed up to the bad slot, no further
 
 

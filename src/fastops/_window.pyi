@@ -152,6 +152,7 @@ def merge_records(op: int, dst: np.ndarray, src: np.ndarray,  # const int64[::1]
                   ) -> None: ...
 def clear_records(rec: np.ndarray,    # int64[:, ::1], modified
                   slots: np.ndarray,   # const int64[::1]
+                  stream: bool = ...,  # cold records: streaming stores
                   ) -> None: ...
 def gather_fields(rec: np.ndarray,        # const int64[:, ::1]
                   words: np.ndarray,      # const int64[::1] record word of each result column

@@ -1024,10 +1024,14 @@ def pane_purge(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
                int64_t[::1] counters, const int64_t[::1] panes, int64_t[::1] out_slots):
     """Drop every slot of ``panes``: tombstone their entries, put their
     chunks on the free lists and list them in ``out_slots``. Returns the
-    number of slots."""
+    number of slots.
+
+    A pane fills its chunks in order, so its slots are its head's chunk up
+    to the head and every older chunk whole: the walk reads one link per
+    chunk (the first slot's, to the older chunk's top), not one per slot."""
     cdef Py_ssize_t a, m = panes.shape[0]
     cdef uint64_t mask = <uint64_t>(hv.shape[0] - 1)
-    cdef int64_t slot, nxt, where, w2, n = 0
+    cdef int64_t slot, base, x, where, w2, n = 0
     cdef int cls
     if counters.shape[0] < 6 + MAX_CLASS:
         raise ValueError(f"pane_purge: counters has {counters.shape[0]} entries, needs {6 + MAX_CLASS}")
@@ -1039,19 +1043,19 @@ def pane_purge(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
             hv[where] = TOMB
             counters[2] -= 1
             counters[3] += 1
-            while slot >= 0:
-                if (s_flags[slot] & IN_MAP) and \
-                        _find(&hg[0], &hq[0], &hv[0], mask, s_group[slot], panes[a], &w2) >= 0:
-                    hv[w2] = TOMB
-                    counters[2] -= 1
-                    counters[3] += 1
-                out_slots[n] = slot
-                n += 1
-                nxt = s_next[slot]
+            while slot >= 0:  # slot: the top of one of the pane's chunks
                 cls = s_flags[slot] >> CLASS_SHIFT
-                if (slot & ((<int64_t>1 << cls) - 1)) == 0:  # a chunk's first slot: the chunk is free
-                    _chunk_give(&s_next[0], &counters[0], slot, cls)
-                slot = nxt
+                base = slot & ~((<int64_t>1 << cls) - 1)
+                for x in range(slot, base - 1, -1):
+                    if (s_flags[x] & IN_MAP) and \
+                            _find(&hg[0], &hq[0], &hv[0], mask, s_group[x], panes[a], &w2) >= 0:
+                        hv[w2] = TOMB
+                        counters[2] -= 1
+                        counters[3] += 1
+                    out_slots[n] = x
+                    n += 1
+                slot = s_next[base]
+                _chunk_give(&s_next[0], &counters[0], base, cls)  # (overwrites that link)
         counters[4] -= n
     return n
 
@@ -1480,12 +1484,13 @@ def merge_records(int op, const int64_t[::1] dst, const int64_t[::1] src, int64_
             _merge_record(w + dst[i] * DF, sw + src[i] * SF, &code, &word0, 1)  # one aggregate at word 0
 
 
-def clear_records(int64_t[:, ::1] rec, const int64_t[::1] slots):
+def clear_records(int64_t[:, ::1] rec, const int64_t[::1] slots, bint stream=False):
     """Zero the records ``rec[slots[i]]`` (purged slots, emptied for reuse).
 
-    The stores stream past the cache (on x86-64): a purged record is cold,
-    and is not read again until its slot is reused, so reading its lines in
-    only to overwrite them would cost a miss each and push live state out."""
+    ``stream``: the records are cold (last updated long before their purge),
+    so the zeros stream past the cache (on x86-64) rather than reading each
+    line in only to overwrite it and pushing live state out. On a record
+    still in the cache a streaming store costs more than a plain one."""
     cdef Py_ssize_t i, n = slots.shape[0]
     cdef int64_t W = rec.shape[1], nrec = rec.shape[0], bad = 0
     cdef int64_t* w = &rec[0, 0] if nrec > 0 else NULL
@@ -1496,8 +1501,12 @@ def clear_records(int64_t[:, ::1] rec, const int64_t[::1] slots):
                 bad = slots[i]
                 ok = False
                 break
-            zero_stream(w + slots[i] * W, W)
-        stream_fence()
+            if stream:
+                zero_stream(w + slots[i] * W, W)
+            else:
+                memset(w + slots[i] * W, 0, <size_t>W * 8)
+        if stream:
+            stream_fence()
     if not ok:
         raise ValueError(f"clear_records: slot {bad} outside {nrec} records")
 

@@ -448,6 +448,9 @@ class WindowAggregator:
             self._p = w.pane
             self._ks = self._slide // self._p
             self._k = self._size // self._p
+            # a pane's slots are purged when its last window is: at least a pane width after
+            # their last update, with sliding windows or lateness, so their records are cold
+            self._cold_purge = self._k > 1 or self.allowed_lateness >= self._p
             self._hg = np.zeros(256, dtype=np.int64)
             self._hq = np.zeros(256, dtype=np.int64)
             self._hv = np.full(256, -1, dtype=np.int64)
@@ -821,7 +824,8 @@ class WindowAggregator:
         if len(slots) == 0:
             return
         if self._builtin:  # their shared records in one pass (as BuiltinAggregate.reset, for all)
-            _window.clear_records(self._records.rec, slots)  # sized to every slot by the updates
+            _window.clear_records(self._records.rec, slots,  # sized to every slot by the updates
+                                  self._mode == "pane" and self._cold_purge)
         for i, (a, st) in enumerate(zip(self._agg_list, self._states)):
             if not isinstance(a, BuiltinAggregate):
                 self._states[i] = a.reset(st, slots)
