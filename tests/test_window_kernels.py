@@ -138,11 +138,12 @@ def test_kernels_reject_bad_arguments():
 
 @st.composite
 def blocks(draw):
-    """Panes (oldest first) of up to 10 groups: pane p holds group g (if it
-    does) in slot p * groups + g. The older panes ``[0, split)`` form a
-    suffix stack of which the oldest ``drop`` are then dropped; the newer
-    ones a prefix."""
-    groups = draw(st.integers(1, 10))
+    """Panes (oldest first) of up to 10 groups, or of 60 to 200 (runs of rows
+    longer than a block of the emission, and several bitmap words): pane p
+    holds group g (if it does) in slot p * groups + g. The older panes ``[0,
+    split)`` form a suffix stack of which the oldest ``drop`` are then
+    dropped; the newer ones a prefix."""
+    groups = draw(st.one_of(st.integers(1, 10), st.integers(60, 200)))
     npanes = draw(st.integers(1, 5))
     member = [draw(st.lists(st.booleans(), min_size=groups, max_size=groups)) for _ in range(npanes)]
     split = draw(st.integers(0, npanes))
@@ -336,12 +337,13 @@ def test_run_kernels_reject_bad_arguments():
 
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 3), st.floats(allow_nan=True, allow_infinity=True, width=64),
-                          st.floats(-1e-3, 1e-3), st.integers(-(2**62), 2**62)), max_size=40),
+                          st.floats(-1e-3, 1e-3), st.integers(-(2**62), 2**62)), max_size=150),
        st.booleans())
 def test_gather_fields_finishes_result_words(recs, by_slot):
     """Result columns from records (count, compensated sum, error term, a
     value): a word as it is, a sum with its error term added where it is
-    finite, nulls where the count is 0, for given slots or every row."""
+    finite, nulls where the count is 0, for given slots or every row (in
+    blocks of rows: up to 150 rows cross their bounds)."""
     rec = np.zeros((len(recs), 4), dtype=np.int64)
     rec[:, 0] = [c for c, _, _, _ in recs]
     rec[:, 1] = np.array([t for _, t, _, _ in recs], dtype=np.float64).view(np.int64)
@@ -363,3 +365,9 @@ def test_gather_fields_finishes_result_words(recs, by_slot):
     assert null[0].tolist() == (rec[pick, 0] == 0).tolist() and nnull[0] == (rec[:, 0] == 0).sum()
     with pytest.raises(ValueError, match="2 columns"):
         _window.gather_fields(rec, words, codes, words[:1], None, out[:2], null, nnull)
+    if by_slot and recs:  # a slot outside the records: an error, not a read out of bounds
+        for wrong in (len(recs), -1):
+            bad = slots.copy()
+            bad[len(bad) // 2] = wrong
+            with pytest.raises(ValueError, match=rf"slot {wrong} outside \[0, {len(recs)}\)"):
+                _window.gather_fields(rec, words, codes, np.array([0], dtype=np.int64), bad, out, null, nnull)

@@ -1517,25 +1517,36 @@ def gather_fields(const int64_t[:, ::1] rec, const int64_t[::1] words, const int
     """Result columns of the records ``rec[slots[i]]`` (``slots`` None: rows
     0 .. n-1 in order, n = out.shape[1]): ``out[c, i]`` = word ``words[c]``
     made by ``codes[c]`` (``FINAL``), and ``null[v, i]`` = (word
-    ``cnt_words[v]`` == 0), counted into ``nnull[v]``. Modifies outputs."""
+    ``cnt_words[v]`` == 0), counted into ``nnull[v]``. Modifies outputs. A
+    slot outside ``rec`` raises ValueError as it is read (the outputs are
+    then partly written)."""
     cdef bint seq = slots is None
     cdef Py_ssize_t i, n = out.shape[1] if seq else slots.shape[0]
-    cdef int64_t F = rec.shape[1]
+    cdef int64_t F = rec.shape[1], nrec = rec.shape[0], slot = 0
+    cdef Py_ssize_t bad_row = -1
     cdef const int64_t* w
     cdef _Final fin
     if out.shape[1] != n:
         raise ValueError(f"gather_fields: outputs of {out.shape[1]} rows for {n} slots")
-    if seq and n > rec.shape[0]:
-        raise ValueError(f"gather_fields: {n} rows asked of {rec.shape[0]} records")
+    if seq and n > nrec:
+        raise ValueError(f"gather_fields: {n} rows asked of {nrec} records")
     _final_plan(&fin, words, codes, cnt_words, F, out, null, nnull, "gather_fields")
     if n == 0:
         return
     w = &rec[0, 0]
     with nogil:
         for i in range(n):
-            if not seq and i + PF < n:
-                prefetch(w + slots[i + PF] * F)
-            _put_final(&fin, w + (i if seq else slots[i]) * F, i)
+            slot = i
+            if not seq:
+                if i + PF < n:
+                    prefetch(w + slots[i + PF] * F)  # (prefetches of bad slots never fault)
+                slot = slots[i]
+                if <uint64_t>slot >= <uint64_t>nrec:
+                    bad_row = i
+                    break
+            _put_final(&fin, w + slot * F, i)
+    if bad_row >= 0:
+        raise ValueError(f"gather_fields: slot {slot} outside [0, {nrec})")
 
 
 # ---------------------------------------------------------------- string picks
