@@ -117,12 +117,31 @@ def test_kernels_reject_bad_arguments():
         _window.merge_records(42, one, one, rec, 0, rec, 0)
     with pytest.raises(ValueError, match="destinations"):
         _window.merge_records(0, one, np.zeros(2, dtype=np.int64), rec, 0, rec, 0)
-    with pytest.raises(ValueError, match="offset"):
+    with pytest.raises(ValueError, match="outside records of 2 / 2 words"):
         _window.merge_records(0, one, one, rec, 2, rec, 0)
+    with pytest.raises(ValueError, match="outside records"):  # a compensated sum takes 3 words
+        _window.merge_records(_window.OPS["sum_f64"], one, one, rec, 0, rec, 0)
+    rec[:, 0] = 1
+    with pytest.raises(ValueError, match=r"pair \(4, 0\) outside \[0, 4\)"):
+        _window.merge_records(0, np.array([1, 4], dtype=np.int64), np.array([2, 0], dtype=np.int64),
+                              rec, 0, rec, 0)
+    assert rec[:, 0].tolist() == [1, 2, 1, 1]  # pairs before the bad one merged
+    with pytest.raises(ValueError, match=r"slot 4 outside \[0, 4\)"):  # (negative slots: rows skipped)
+        _window.agg_update(np.array([0, -1, 3, 4, 1], dtype=np.int64), np.zeros(5, dtype=np.int64),
+                           np.array([0], dtype=np.int64), rec, np.zeros(1, dtype=np.int64),
+                           [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.uint8)],
+                           np.zeros(1, dtype=np.int64))
+    assert rec[:, 0].tolist() == [2, 2, 1, 2]  # rows before the bad one counted
+    rec[:] = 0
     with pytest.raises(ValueError, match="values for"):
         _window.agg_update(np.zeros(3, dtype=np.int64), np.zeros(3, dtype=np.int64),
-                           np.array([1], dtype=np.int64), rec, np.zeros(1, dtype=np.int64),
+                           np.array([_window.OPS["sum_i64"]], dtype=np.int64), rec, np.zeros(1, dtype=np.int64),
                            [np.zeros(2, dtype=np.int64)], [np.zeros(0, dtype=np.uint8)],
+                           np.zeros(1, dtype=np.int64))
+    with pytest.raises(ValueError, match=r"words from 0 on \(code 1\) outside records of 2 words"):
+        _window.agg_update(np.zeros(3, dtype=np.int64), np.zeros(3, dtype=np.int64),
+                           np.array([_window.OPS["sum_f64"]], dtype=np.int64), rec, np.zeros(1, dtype=np.int64),
+                           [np.zeros(3, dtype=np.int64)], [np.zeros(0, dtype=np.uint8)],
                            np.zeros(1, dtype=np.int64))
     with pytest.raises(ValueError, match="event times"):
         _window.agg_update(np.zeros(3, dtype=np.int64), np.zeros(2, dtype=np.int64),

@@ -600,8 +600,8 @@ cdef int _check_layout(const int64_t[::1] ops, const int64_t[::1] offs, Py_ssize
     if offs.shape[0] != ops.shape[0]:
         raise ValueError(f"{what}: {ops.shape[0]} merge codes but {offs.shape[0]} word offsets")
     for k in range(ops.shape[0]):
-        if not (0 <= ops[k] <= 9 and 0 <= offs[k] < W):
-            raise ValueError(f"{what}: unknown code {ops[k]} or word {offs[k]} outside {W} words")
+        if not (0 <= ops[k] <= 9 and 0 <= offs[k] and offs[k] + _op_words(ops[k]) <= W):
+            raise ValueError(f"{what}: unknown code {ops[k]} or its words from {offs[k]} on outside {W} words")
     return 0
 
 
@@ -1219,6 +1219,15 @@ OPS = {"count": 0, "sum_f64": 1, "sum_i64": 2, "max_i64": 3, "min_i64": 4,
        "max_f64": 5, "min_f64": 6, "welford": 7, "first": 8, "last": 9}
 
 
+cdef inline int64_t _op_words(int64_t op) noexcept nogil:
+    """Words of an aggregate's record (``OPS`` code), count first."""
+    if op == 0:
+        return 1
+    if op == 1 or op >= 7:
+        return 3  # sum_f64: total, error term; welford: mean, m2; first / last: value, time
+    return 2
+
+
 cdef inline void _two_sum(double* total, double* comp, double v) noexcept nogil:
     """total + comp += v with Knuth's TwoSum error term (branch-free)."""
     cdef double a = total[0]
@@ -1300,14 +1309,15 @@ def agg_update(const int64_t[::1] slots, const int64_t[::1] ts, const int64_t[::
     """Add row ``i`` to slot ``slots[i]`` (``< 0``: skipped) of every aggregate,
     in one pass over the rows per 16 aggregates (any number). Aggregate ``a``:
     code ``ops[a]`` (``OPS``), state in ``rec`` (int64 (n_slots, W) records
-    the aggregates share, every slot in range) at words ``roffs[a]`` on,
+    the aggregates share; a slot outside them is a ValueError, raised when
+    the rows before it are added) at words ``roffs[a]`` on,
     values ``vals[a]`` (8-byte words, int64 or float64 viewed as
     int64; empty for ``count()``), validity ``valids[a]`` (Arrow bitmap, bit
     ``voffs[a] + i``; empty: no nulls; null rows are skipped). ``ts``: event
     times (first / last). Modifies ``rec``.
     """
-    cdef Py_ssize_t i, k, n = slots.shape[0], nagg = ops.shape[0]
-    cdef int64_t s, j
+    cdef Py_ssize_t i, k, n = slots.shape[0], nagg = ops.shape[0], bad_row = -1
+    cdef int64_t s, j, nrec = rec.shape[0]
     cdef const int64_t[::1] vv
     cdef const uint8_t[::1] bv
     cdef Py_ssize_t c, m
@@ -1330,8 +1340,8 @@ def agg_update(const int64_t[::1] slots, const int64_t[::1] ts, const int64_t[::
             u.op = <int>ops[k]
             if not 0 <= u.op <= 9:
                 raise ValueError(f"agg_update: unknown code {u.op}")
-            if not 0 <= roffs[k] < rec.shape[1]:
-                raise ValueError(f"agg_update: word offset {roffs[k]} outside records of "
+            if not (0 <= roffs[k] and roffs[k] + _op_words(u.op) <= rec.shape[1]):
+                raise ValueError(f"agg_update: words from {roffs[k]} on (code {u.op}) outside records of "
                                  f"{rec.shape[1]} words")
             u.rec = &rec[0, 0] + roffs[k] if rec.shape[0] > 0 else NULL
             u.stride = rec.shape[1]
@@ -1352,6 +1362,8 @@ def agg_update(const int64_t[::1] slots, const int64_t[::1] ts, const int64_t[::
                 u.valid = &bv[0]
         with nogil:
             for c in range(0, nagg, 16):  # from a local copy, which the record writes cannot alias
+                if bad_row >= 0:
+                    break
                 m = min(16, nagg - c)
                 for k in range(m):
                     loc[k] = ag[c + k]
@@ -1362,6 +1374,9 @@ def agg_update(const int64_t[::1] slots, const int64_t[::1] ts, const int64_t[::
                     s = slots[i]
                     if s < 0:
                         continue
+                    if s >= nrec:
+                        bad_row = i
+                        break
                     for k in range(m):
                         if loc[k].valid != NULL:
                             j = loc[k].voff + i
@@ -1371,6 +1386,8 @@ def agg_update(const int64_t[::1] slots, const int64_t[::1] ts, const int64_t[::
                                     loc[k].vals + i if loc[k].vals != NULL else NULL, ts[i])
     finally:
         free(ag)
+    if bad_row >= 0:
+        raise ValueError(f"agg_update: slot {slots[bad_row]} outside [0, {nrec}) (rows before it added)")
 
 
 # merges: drec[dst[i]] <- drec[dst[i]] (+) srec[src[i]], in order. ``drec`` and
@@ -1456,10 +1473,11 @@ def merge_records(int op, const int64_t[::1] dst, const int64_t[::1] src, int64_
                   int64_t doff, const int64_t[:, ::1] srec, int64_t soff):
     """drec[dst[i]] <- drec[dst[i]] (+) srec[src[i]] for each i in order, the
     records at words ``doff`` / ``soff`` of their rows; ``op`` (a value of
-    ``OPS``) names the aggregate. Empty sources are skipped. Slot ids must be
-    in range. Modifies ``drec``."""
-    cdef Py_ssize_t i, n = dst.shape[0]
-    cdef int64_t DF, SF
+    ``OPS``) names the aggregate. Empty sources are skipped. A slot outside
+    its records is a ValueError, raised when the pairs before it are merged.
+    Modifies ``drec``."""
+    cdef Py_ssize_t i, n = dst.shape[0], bad = -1
+    cdef int64_t DF, SF, nd = drec.shape[0], ns = srec.shape[0]
     cdef int64_t* w
     cdef const int64_t* sw
     cdef int64_t code = op, word0 = 0
@@ -1467,8 +1485,9 @@ def merge_records(int op, const int64_t[::1] dst, const int64_t[::1] src, int64_
         raise ValueError(f"merge: unknown op {op}")
     if dst.shape[0] != src.shape[0]:
         raise ValueError(f"merge: {dst.shape[0]} destinations but {src.shape[0]} sources")
-    if not (0 <= doff < drec.shape[1] and 0 <= soff < srec.shape[1]):
-        raise ValueError(f"merge: word offsets {doff} / {soff} outside records of "
+    if not (0 <= doff and doff + _op_words(op) <= drec.shape[1] and
+            0 <= soff and soff + _op_words(op) <= srec.shape[1]):
+        raise ValueError(f"merge: words from {doff} / {soff} on (op {op}) outside records of "
                          f"{drec.shape[1]} / {srec.shape[1]} words")
     if n == 0:
         return
@@ -1479,9 +1498,14 @@ def merge_records(int op, const int64_t[::1] dst, const int64_t[::1] src, int64_
     with nogil:
         for i in range(n):
             if i + PF < n:
-                prefetch(w + dst[i + PF] * DF)
+                prefetch(w + dst[i + PF] * DF)  # (prefetches of bad slots never fault)
                 prefetch(sw + src[i + PF] * SF)
+            if <uint64_t>dst[i] >= <uint64_t>nd or <uint64_t>src[i] >= <uint64_t>ns:
+                bad = i
+                break
             _merge_record(w + dst[i] * DF, sw + src[i] * SF, &code, &word0, 1)  # one aggregate at word 0
+    if bad >= 0:
+        raise ValueError(f"merge: pair ({dst[bad]}, {src[bad]}) outside [0, {nd}) / [0, {ns})")
 
 
 def clear_records(int64_t[:, ::1] rec, const int64_t[::1] slots, bint stream=False):
