@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import reference as ref  # noqa: E402
 
 import fastops  # noqa: E402
+from fastops import _core  # noqa: E402
 
 SEEDS = st.integers(0, 2**64 - 1)
 
@@ -372,3 +373,32 @@ def test_empty_inputs():
     assert got(pa.array([], pa.int64())) == []
     assert got(pa.chunked_array([], pa.utf8())) == []
     assert got(np.array([], dtype=np.float64)) == []
+
+
+def test_hash_kernels_reject_what_they_would_index_outside():
+    for kernel, dtype in [(_core.hash_u64, np.uint64), (_core.hash_u32, np.uint32),
+                          (_core.hash_u16, np.uint16), (_core.hash_u8, np.uint8),
+                          (_core.hash_f64, np.uint64), (_core.hash_f32, np.uint32)]:
+        with pytest.raises(ValueError, match="out has 2 rows for 3 values"):
+            kernel(np.zeros(3, dtype), 0, np.zeros(2, np.uint64))
+    one_byte, out8 = np.zeros(1, np.uint8), np.zeros(8, np.uint64)
+    with pytest.raises(ValueError, match="hash_bits: 8 bits from bit 4 on outside a bitmap of 1 "):
+        _core.hash_bits(one_byte, 4, 0, out8)
+    with pytest.raises(ValueError, match="hash_bits: 8 bits from bit -1 on"):
+        _core.hash_bits(np.zeros(2, np.uint8), -1, 0, out8)
+    with pytest.raises(ValueError, match="hash_set_nulls: 8 bits from bit 4 on"):
+        _core.hash_set_nulls(one_byte, 4, 0, out8)
+    with pytest.raises(ValueError, match="hash_combine: 1 hashes for 2 rows"):
+        _core.hash_combine(np.zeros(2, np.uint64), np.zeros(1, np.uint64), 0)
+    data, out2 = np.frombuffer(b"abc", np.uint8), np.zeros(2, np.uint64)
+    with pytest.raises(ValueError, match="hash_binary: 2 offsets for 2 values"):
+        _core.hash_binary(np.array([0, 1], np.int64), data, 0, out2)
+    with pytest.raises(ValueError, match="offsets from 0 to 5 outside the 3 data bytes"):
+        _core.hash_binary(np.array([0, 1, 5], np.int64), data, 0, out2)
+    # first and last offset in range, one between them not
+    with pytest.raises(ValueError, match="offsets decrease at value 1: 100 then 3"):
+        _core.hash_binary(np.array([0, 100, 3], np.int32), data, 0, out2)
+    offsets = np.zeros(2001, np.int32)
+    offsets[1024] = 10**6  # the first block of 1024 values ends past the data
+    with pytest.raises(ValueError, match="offsets decrease at value 1024: 1000000 then 0"):
+        _core.hash_binary(offsets, data, 0, np.zeros(2000, np.uint64))

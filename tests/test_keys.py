@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fastops
+from fastops import _keys
 from fastops.hashing import hash_columns
 from fastops.keys import KeyTable
 
@@ -174,3 +175,39 @@ def test_eight_byte_keys_hashed_in_the_kernel(typ):
     codes, _ = pd.factorize(pd.Series(raw).mask(null), use_na_sentinel=False)
     assert np.array_equal(got, codes)
     assert np.array_equal(kt.group_hashes(), fastops.hash64(kt.keys()[0], seed=seed).to_numpy())
+
+
+def test_key_kernels_reject_what_they_would_index_outside():
+    i64 = lambda *v: np.array(v, np.int64)  # noqa: E731
+    for kernel, dtype in [(_keys.normalize_f64, np.uint64), (_keys.normalize_f32, np.uint32)]:
+        with pytest.raises(ValueError, match="outputs hold 2 rows, 3 needed"):
+            kernel(np.zeros(3, dtype), np.zeros(2, np.uint64))
+    data = np.frombuffer(b"abc", np.uint8)
+    index = _keys.KeyIndex([1])
+    # first and last offset in range, one between them not
+    with pytest.raises(ValueError, match=r"column 0: value 0 runs from offset 0 to 100, outside"):
+        index.lookup_or_insert(np.array([1, 2], np.uint64), [(i64(0, 100, 3), data, None)],
+                               np.zeros(2, np.int64))
+    two = _keys.KeyIndex([0, 1])  # a null value's offsets are checked too
+    nulls = np.array([0, 1, 0], np.uint8)
+    columns = [(np.zeros(3, np.uint64), None), (i64(0, 1, 0, 3), data, nulls)]
+    with pytest.raises(ValueError, match=r"column 1: value 1 runs from offset 1 to 0, outside"):
+        two.lookup_or_insert(np.array([1, 2, 3], np.uint64), columns, np.zeros(3, np.int64))
+
+    index.lookup_or_insert(np.array([1, 2], np.uint64), [(i64(0, 1, 3), data, None)],
+                           np.zeros(2, np.int64))
+    with pytest.raises(ValueError, match="group_hashes: outputs hold 1 rows, 2 needed"):
+        index.group_hashes(i64(0, 1), np.zeros(1, np.uint64))
+    with pytest.raises(ValueError, match="binary_sizes: outputs hold 1 rows, 2 needed"):
+        index.binary_sizes(0, i64(0, 1), np.zeros(2, np.int64), np.zeros(2, np.uint8))
+    with pytest.raises(ValueError, match=r"binary_fill: group 2 outside \[0, 2\)"):
+        index.binary_fill(0, i64(0, 2), i64(0, 1), np.zeros(3, np.uint8))
+    with pytest.raises(ValueError, match="binary_fill: 2 bytes at offset 2 outside the 3 data"):
+        index.binary_fill(0, i64(0, 1), i64(0, 2), np.zeros(3, np.uint8))
+    with pytest.raises(ValueError, match="binary_fill: 1 bytes at offset -1 outside the 3 data"):
+        index.binary_fill(0, i64(0, 1), i64(-1, 1), np.zeros(3, np.uint8))
+    fixed = _keys.KeyIndex([0, 0])
+    fixed.lookup_or_insert(np.array([1], np.uint64), [(np.zeros(1, np.uint64), None)] * 2,
+                           np.zeros(1, np.int64))
+    with pytest.raises(ValueError, match="gather_fixed: outputs hold 0 rows, 1 needed"):
+        fixed.gather_fixed(0, i64(0), np.zeros(1, np.uint64), np.zeros(0, np.uint8))

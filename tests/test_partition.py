@@ -12,6 +12,7 @@ from collections import Counter
 import numpy as np
 import pyarrow as pa
 import pytest
+import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -298,6 +299,156 @@ def test_streamed_scatter_matches_numpy(P, dtype, columns):
             np.testing.assert_array_equal(out, src[order])
     with pytest.raises(ValueError, match="ids"):
         _core.scatter_words(srcs[0], ids[:-1], starts, dest, outs[0])
+
+
+def test_streamed_scatter_rejects_rows_it_cannot_place():
+    """The streamed path writes a partition's lines whole: a row that
+    completes a line must lie inside its partition's rows."""
+    n = _core.STREAM_MIN_BYTES // 8 + 1001
+    ids = np.random.default_rng(1).integers(0, 5, n).astype(np.int32)
+    counts = np.bincount(ids, minlength=5).astype(np.int64)
+    dest = np.empty(n, dtype=np.int64)
+    starts = np.empty(6, dtype=np.int64)
+    _core.partition_dest(ids, counts, dest, starts)
+    src = np.arange(n, dtype=np.uint64)
+    out = fastops._arrow.empty(n, np.uint64)[0]  # 64-byte aligned: streamed
+    rows = np.flatnonzero(ids == 0)
+    bad = dest.copy()
+    bad[rows[5]] = starts[3] | 7  # the last word of a line, in partition 3's rows
+    with pytest.raises(ValueError, match=rf"dest {starts[3] | 7} of row {rows[5]} outside partition "
+                                         rf"0's rows \[0, {starts[1]}\)"):
+        _core.scatter_words(src, ids, starts, bad, out)
+    more = ids.copy()
+    more[rows[:8]] = 1  # 8 rows past partition 1's: one of them completes a line
+    with pytest.raises(ValueError, match=r"partition 1 has more rows than its starts"):
+        _core.scatter_words(src, more, starts, dest[:0], out)
+    more[rows[5]] = 7
+    for placement in (dest, dest[:0]):
+        with pytest.raises(ValueError, match=rf"id 7 of row {rows[5]} outside \[0, 5\)"):
+            _core.scatter_words(src, more, starts, placement, out)
+
+
+def test_id_kernels_reject_what_they_would_index_outside():
+    h = np.arange(10, dtype=np.uint64)
+    out = np.zeros(10, np.int32)
+    two = np.zeros(2, np.int64)
+    with pytest.raises(ValueError, match="d must be >= 1"):
+        _core.fastmod_u64(h, 0, np.zeros(10, np.uint64))
+    with pytest.raises(ValueError, match="fastmod_u64: out has 9 rows for 10 values"):
+        _core.fastmod_u64(h, 3, np.zeros(9, np.uint64))
+    with pytest.raises(ValueError, match=r"num_partitions 0 outside \[1, 2147483647\]"):
+        _core.partition_modulo(h, 0, out, np.zeros(0, np.int64))
+    with pytest.raises(ValueError, match="2 counts for 4 partitions"):
+        _core.partition_modulo(h, 4, out, two)
+    with pytest.raises(ValueError, match="partition_modulo: out has 9 rows for 10 values"):
+        _core.partition_modulo(h, 2, out[:9], two)
+    with pytest.raises(ValueError, match="no key groups"):
+        _core.partition_lookup(h, np.zeros(0, np.int32), out, two)
+    # owners checked whole (no more key groups than rows), then row by row
+    with pytest.raises(ValueError, match=r"owner 5 of key group 1 outside \[0, 2\)"):
+        _core.partition_lookup(h, np.array([0, 5, 1], np.int32), out, two)
+    with pytest.raises(ValueError, match=r"owner -1 of key group 3 outside \[0, 2\)"):
+        _core.partition_lookup(h, np.array([0, 1, 1, -1], np.int32), out, two)
+    many = np.zeros(128, np.int32)
+    many[7] = 5
+    with pytest.raises(ValueError, match=r"owner 5 of key group 7 outside \[0, 2\)"):
+        _core.partition_lookup(h, many, out, two)
+    with pytest.raises(ValueError, match=r"fixed: owner 7 of key group 1 outside \[0, 2\)"):
+        _core.partition_fixed(h, False, 0, 2, np.array([0, 7, 1], np.int32), out, two)
+    many[:] = 0
+    many[xxhash.xxh64_intdigest(np.uint64(3).tobytes()) % 128] = 9
+    with pytest.raises(ValueError, match=r"fixed: owner 9 of key group \d+ outside \[0, 2\)"):
+        _core.partition_fixed(h, False, 0, 2, many, out, two)
+    with pytest.raises(ValueError, match="partition_fixed: 3 counts for 2 partitions"):
+        _core.partition_fixed(h, False, 0, 2, np.zeros(0, np.int32), out, np.zeros(3, np.int64))
+
+    points, owners, lut, shift = fastops.partitioning._ring(3, 4, 0)
+    rng = np.random.default_rng(0)
+    hashes = rng.integers(0, 2**64 - 1, 10, dtype=np.uint64, endpoint=True)
+    counts = np.zeros(3, np.int64)
+    with pytest.raises(ValueError, match=f"65536 LUT entries for shift {shift}"):
+        _core.partition_ring(hashes, points, owners, lut[:-1], shift, out, counts)
+    with pytest.raises(ValueError, match="12 points, 11 owners"):
+        _core.partition_ring(hashes, points, owners[:-1], lut, shift, out, counts)
+    # fewer rows than LUT entries: checked row by row
+    bucket = int(hashes[4]) >> shift
+    bad_lut = lut.copy()
+    bad_lut[bucket + 1] = 100
+    for c in (counts, counts[:0]):
+        with pytest.raises(ValueError, match=rf"LUT bucket {bucket} holds points "
+                                             rf"\[{lut[bucket]}, 100\) outside \[0, 12\]"):
+            _core.partition_ring(hashes, points, owners, bad_lut, shift, out, c)
+    bad_owners = np.full(12, 9, np.int32)
+    with pytest.raises(ValueError, match=r"owner 9 of point \d+ outside \[0, 3\)"):
+        _core.partition_ring(hashes, points, bad_owners, lut, shift, out, counts)
+    # as many rows as LUT entries and points: the tables checked whole
+    hashes = rng.integers(0, 2**64 - 1, len(lut) + 12, dtype=np.uint64, endpoint=True)
+    out = np.zeros(len(hashes), np.int32)
+    with pytest.raises(ValueError, match=rf"LUT entry {bucket + 1} is 100, outside "
+                                         rf"\[{lut[bucket]}, 12\]"):
+        _core.partition_ring(hashes, points, owners, bad_lut, shift, out, counts)
+    with pytest.raises(ValueError, match=r"owner 9 of point 0 outside \[0, 3\)"):
+        _core.partition_ring(hashes, points, bad_owners, lut, shift, out, counts)
+    _core.partition_ring(hashes, points, bad_owners, lut, shift, out, counts[:0])  # not counted
+
+
+def test_placement_kernels_reject_rows_they_cannot_place():
+    i32 = lambda *v: np.array(v, np.int32)  # noqa: E731
+    i64 = lambda *v: np.array(v, np.int64)  # noqa: E731
+    ids, counts, starts = i32(0, 1, 2, 1), i64(1, 3), np.zeros(3, np.int64)
+    for order in (False, True):
+        with pytest.raises(ValueError, match=r"partition_dest: id 2 of row 2 outside \[0, 2\)"):
+            _core.partition_dest(ids, counts, np.zeros(4, np.int64), starts, order)
+    with pytest.raises(ValueError, match=r"counts place row 3 at 4, outside \[0, 4\)"):
+        _core.partition_dest(i32(0, 1, 1, 1), i64(2, 2), np.zeros(4, np.int64), starts, True)
+    with pytest.raises(ValueError, match=r"counts place row 0 at -5, outside \[0, 2\)"):
+        _core.partition_dest(i32(1, 0), i64(-5, 2), np.zeros(2, np.int64), starts, True)
+    with pytest.raises(ValueError, match="partition_dest: 2 starts for 2 partitions"):
+        _core.partition_dest(ids, counts, np.zeros(4, np.int64), starts[:2])
+    with pytest.raises(ValueError, match="partition_dest: dest has 3 rows for 4 ids"):
+        _core.partition_dest(i32(0, 1, 1, 1), counts, np.zeros(3, np.int64), starts)
+
+    src, out = np.arange(4, dtype=np.uint64), np.zeros(4, np.uint64)
+    ids, starts = i32(0, 1, 0, 1), i64(0, 2, 4)
+    with pytest.raises(ValueError, match=r"scatter_words: dest 9 of row 2 outside \[0, 4\)"):
+        _core.scatter_words(src, ids, starts, i64(0, 2, 9, 3), out)
+    with pytest.raises(ValueError, match=r"scatter_words2: dest -1 of row 0 outside \[0, 4\)"):
+        _core.scatter_words2(src, src, ids, starts, i64(-1, 2, 1, 3), out, out.copy())
+    with pytest.raises(ValueError, match=r"id 2 of row 1 outside \[0, 2\)"):
+        _core.scatter_words(src, i32(0, 2, 0, 1), starts, i64(), out)
+    with pytest.raises(ValueError, match=r"partition 1 has more rows than its starts \[2, 4\)"):
+        _core.scatter_words(src, i32(0, 1, 1, 1), starts, i64(), out)
+    with pytest.raises(ValueError, match=r"start 1 of partition 2 outside \[2, 4\]"):
+        _core.scatter_words(src, ids, i64(0, 2, 1), i64(), out)
+
+    ones = np.full(1, 255, np.uint8)
+    with pytest.raises(ValueError, match=r"scatter_bits: dest 8 of row 3 outside \[0, 8\)"):
+        _core.scatter_bits(ones, 0, i64(0, 1, 2, 8), np.zeros(1, np.uint8))
+    with pytest.raises(ValueError, match="scatter_bits: 4 bits from bit 6 on outside a bitmap"):
+        _core.scatter_bits(ones, 6, i64(0, 1, 2, 3), np.zeros(1, np.uint8))
+
+    data = np.frombuffer(b"abc", np.uint8)
+
+    def scatter_binary(offsets=i64(0, 1, 3, 3), ids=i32(1, 0, 1), starts=i64(0, 1, 3),
+                       out_offsets=np.zeros(4, np.int64), out_data=np.zeros(3, np.uint8)):
+        _core.scatter_binary(offsets, data, ids, starts, out_offsets, out_data,
+                             np.zeros(3, np.int32))
+
+    scatter_binary()
+    with pytest.raises(ValueError, match=r"scatter_binary: id 2 of row 1 outside \[0, 2\)"):
+        scatter_binary(ids=i32(1, 2, 1))
+    with pytest.raises(ValueError, match="offsets decrease at value 1: 5 then 3"):
+        scatter_binary(offsets=i64(0, 5, 3, 3))
+    with pytest.raises(ValueError, match="offsets from 0 to 4 outside the 3 data bytes"):
+        scatter_binary(offsets=i64(0, 1, 3, 4))
+    with pytest.raises(ValueError, match="out_data has 2 bytes for 3"):
+        scatter_binary(out_data=np.zeros(2, np.uint8))
+    with pytest.raises(ValueError, match=r"partition 1 has more rows than its starts \[1, 2\)"):
+        scatter_binary(starts=i64(0, 1, 2))
+    with pytest.raises(ValueError, match=r"start 4 of partition 2 outside \[1, 3\]"):
+        scatter_binary(starts=i64(0, 1, 4))
+    with pytest.raises(ValueError, match="3 output offsets"):
+        scatter_binary(out_offsets=np.zeros(3, np.int64))
 
 
 def test_scatter_by_ids_rejects_out_of_range():

@@ -7,6 +7,7 @@ import pyarrow as pa
 import pytest
 from scipy import stats
 
+from fastops import _sketch
 from fastops.sketches import BloomFilter, Reservoir
 
 
@@ -142,3 +143,11 @@ def test_reservoir_of_view_values_and_tables_samples_as_plain_strings():
             r.update(make(t))
             samples.append(r.sample().to_pylist())
         assert samples[0] == samples[1] and len(samples[0]) == 17
+
+
+@pytest.mark.parametrize("voff", [-8, 2**63 - 4])
+def test_reservoir_kernel_checks_the_validity_bits(voff):
+    slots = np.zeros(2, np.int64)
+    with pytest.raises(ValueError, match=f"bitmap too short: 8 bits from bit {voff} on, 2 bytes"):
+        _sketch.reservoir_update(2, np.zeros(1), np.zeros(2, np.int64), np.zeros(1, np.uint64),
+                                 slots, slots.copy(), np.zeros(2, np.uint8), voff, 8)

@@ -6,6 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from fastops import _sketch
 from fastops.sketches import KLL
 
 QS = np.array([0.5, 0.99, 0.999])
@@ -136,3 +137,9 @@ def test_against_datasketches():
         ours_err.append(np.abs(s.ranks(xs) - truth).max())
         ds_err.append(np.abs(np.array([d.get_rank(x) for x in xs]) - truth).max())
     assert np.mean(ours_err) <= 1.5 * np.mean(ds_err) + 1e-3
+
+
+@pytest.mark.parametrize("voff", [-8, 2**63 - 4])
+def test_kll_kernel_checks_the_validity_bits(voff):
+    with pytest.raises(ValueError, match=f"bitmap too short: 8 bits from bit {voff} on, 2 bytes"):
+        _sketch.KLLCore(200, 8, 0).update(np.zeros(8), np.zeros(2, np.uint8), voff)

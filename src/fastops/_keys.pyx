@@ -42,10 +42,16 @@ cdef extern from *:
 cdef Py_ssize_t PF = 16  # prefetch distance (rows)
 
 
+cdef int _check_out(Py_ssize_t have, Py_ssize_t need, str what) except -1:
+    if have < need:
+        raise ValueError(f"{what}: outputs hold {have} rows, {need} needed")
+    return 0
+
 
 def normalize_f64(const uint64_t[::1] bits, uint64_t[::1] out):
     """out[i] = bits[i] with -0.0 -> 0.0 and every NaN -> canonical NaN. Modifies ``out``."""
     cdef Py_ssize_t i, n = bits.shape[0]
+    _check_out(out.shape[0], n, "normalize_f64")
     with nogil:
         for i in range(n):
             out[i] = canon_f64(bits[i])
@@ -54,6 +60,7 @@ def normalize_f64(const uint64_t[::1] bits, uint64_t[::1] out):
 def normalize_f32(const uint32_t[::1] bits, uint64_t[::1] out):
     """out[i] = bits[i] (zero-extended) with -0.0 -> 0.0, NaN -> canonical. Modifies ``out``."""
     cdef Py_ssize_t i, n = bits.shape[0]
+    _check_out(out.shape[0], n, "normalize_f32")
     with nogil:
         for i in range(n):
             out[i] = canon_f32(bits[i])
@@ -70,6 +77,7 @@ cdef struct KeyCol:
     const uint8_t* inull
     const int64_t* ioffs
     const uint8_t* idata
+    int64_t iend             # ioffs[n]: no value of the call runs past it
 
 
 cdef inline bint _row_equals(KeyCol* cols, int ncols, int64_t g, Py_ssize_t i) noexcept nogil:
@@ -97,6 +105,29 @@ cdef inline bint _row_equals(KeyCol* cols, int ncols, int64_t g, Py_ssize_t i) n
             if a1 > a0 and memcmp(col.gdata + a0, col.idata + b0, <size_t>(a1 - a0)) != 0:
                 return False
     return True
+
+
+cdef inline bint _offsets_ok(const int64_t* off, Py_ssize_t m, int64_t lo,
+                             int64_t hi) noexcept nogil:
+    """``off[0 .. m]`` never decreases and lies inside ``[lo, hi]`` (no branch per value)."""
+    cdef Py_ssize_t j
+    cdef bint down = False
+    for j in range(m):
+        down |= off[j + 1] < off[j]
+    return not down and off[0] >= lo and off[m] <= hi
+
+
+cdef inline int _bad_block(const KeyCol* cols, int ncols, Py_ssize_t start,
+                           Py_ssize_t m) noexcept nogil:
+    """The first variable-width column whose values ``start .. start + m - 1``
+    run backwards or outside the call's first and last offset, or -1: every
+    value inside the data, and the bytes stored within those reserved."""
+    cdef int c
+    for c in range(ncols):
+        if cols[c].kind == 1 and not _offsets_ok(cols[c].ioffs + start, m, cols[c].ioffs[0],
+                                                 cols[c].iend):
+            return c
+    return -1
 
 
 cdef inline void _store_row(KeyCol* cols, int ncols, int64_t g, Py_ssize_t i) noexcept nogil:
@@ -278,11 +309,14 @@ cdef class KeyIndex:
 
         ``columns[c]`` is ``(values_u64, nulls_u8_or_None)`` for a fixed column
         and ``(offsets_i64, data_u8, nulls_u8_or_None)`` for a variable one, all
-        with ``len(hashes)`` rows (offsets: ``len + 1``). Returns the number of
-        groups after the call.
+        with ``len(hashes)`` rows (offsets: ``len + 1``). Offsets that decrease
+        or leave the data are a ValueError, raised when the blocks of 1024
+        rows before them are done. Returns the number of groups after the
+        call.
         """
-        cdef Py_ssize_t i, n = hashes.shape[0]
-        cdef int c
+        cdef Py_ssize_t i, b, m, n = hashes.shape[0], bad_row = -1
+        cdef int c, bad_col = -1
+        cdef bint variable = False
         cdef int64_t need, g, pos, ng
         cdef uint64_t h, mask
         cdef const uint64_t[::1] v
@@ -325,7 +359,9 @@ cdef class KeyIndex:
                 if of[n] < of[0] or of[0] < 0 or of[n] > dt.shape[0]:
                     raise ValueError(f"key column {c}: offsets out of range of the data buffer")
                 cols[c].ioffs = &of[0]
+                cols[c].iend = of[n]
                 cols[c].idata = &dt[0] if dt.shape[0] > 0 else NULL
+                variable = True
                 keep.append(of)
                 keep.append(dt)
                 self._reserve_data(c, of[n] - of[0])
@@ -340,31 +376,44 @@ cdef class KeyIndex:
             return ng
         t = self.table
         with nogil:
-            for i in range(n):
-                if i + PF < n:
-                    prefetch(&t[2 * <int64_t>(hashes[i + PF] & mask)])
-                h = hashes[i]
-                pos = <int64_t>(h & mask)
-                while True:
-                    g = t[2 * pos + 1]
-                    if g < 0:
-                        g = ng
-                        ng += 1
-                        t[2 * pos] = <int64_t>h
-                        t[2 * pos + 1] = g
-                        self.ghash[g] = h
-                        _store_row(cols, ncols, g, i)
+            for b in range(0, n, 1024):
+                m = min(n - b, <Py_ssize_t>1024)
+                if variable:  # a block's offsets, before its rows
+                    bad_col = _bad_block(cols, ncols, b, m)
+                    if bad_col >= 0:
+                        bad_row = b
                         break
-                    if <uint64_t>t[2 * pos] == h and _row_equals(cols, ncols, g, i):
-                        break
-                    pos = <int64_t>((<uint64_t>pos + 1) & mask)
-                out[i] = g
+                for i in range(b, b + m):
+                    if i + PF < n:
+                        prefetch(&t[2 * <int64_t>(hashes[i + PF] & mask)])
+                    h = hashes[i]
+                    pos = <int64_t>(h & mask)
+                    while True:
+                        g = t[2 * pos + 1]
+                        if g < 0:
+                            g = ng
+                            ng += 1
+                            t[2 * pos] = <int64_t>h
+                            t[2 * pos + 1] = g
+                            self.ghash[g] = h
+                            _store_row(cols, ncols, g, i)
+                            break
+                        if <uint64_t>t[2 * pos] == h and _row_equals(cols, ncols, g, i):
+                            break
+                        pos = <int64_t>((<uint64_t>pos + 1) & mask)
+                    out[i] = g
         self.ngroups = ng
         for c in range(ncols):
             cols[c].inull = NULL
             cols[c].ivals = NULL
             cols[c].ioffs = NULL
             cols[c].idata = NULL
+        if bad_row >= 0:
+            of = columns[bad_col][0]
+            while bad_row < n - 1 and of[bad_row] <= of[bad_row + 1] <= of[n]:
+                bad_row += 1
+            raise ValueError(f"key column {bad_col}: value {bad_row} runs from offset "
+                             f"{of[bad_row]} to {of[bad_row + 1]}, outside [{of[0]}, {of[n]}]")
         return ng
 
     def lookup_or_insert_words(self, const uint64_t[::1] values, uint64_t seed, int64_t[::1] out):
@@ -439,6 +488,7 @@ cdef class KeyIndex:
         """out[i] = hash of group ids[i]. Modifies ``out``. Returns -1 on a bad id."""
         cdef Py_ssize_t i, n = ids.shape[0]
         cdef int status = 0
+        _check_out(out.shape[0], n, "group_hashes")
         with nogil:
             for i in range(n):
                 if ids[i] < 0 or ids[i] >= self.ngroups:
@@ -457,6 +507,7 @@ cdef class KeyIndex:
         cdef KeyCol* col
         if c < 0 or c >= self.ncols or self.cols[c].kind != 0:
             raise ValueError(f"key column {c} is not a fixed-width column")
+        _check_out(min(out.shape[0], nulls.shape[0]), n, "gather_fixed")
         col = &self.cols[c]
         with nogil:
             for i in range(n):
@@ -481,6 +532,7 @@ cdef class KeyIndex:
         cdef KeyCol* col
         if c < 0 or c >= self.ncols or self.cols[c].kind != 1:
             raise ValueError(f"key column {c} is not a variable-width column")
+        _check_out(min(offsets.shape[0] - 1, nulls.shape[0]), n, "binary_sizes")
         col = &self.cols[c]
         with nogil:
             offsets[0] = 0
@@ -496,21 +548,38 @@ cdef class KeyIndex:
 
     def binary_fill(self, int c, const int64_t[::1] ids, const int64_t[::1] offsets,
                     uint8_t[::1] data):
-        """Copy the bytes of groups ``ids`` of variable column ``c`` (after ``binary_sizes``)."""
-        cdef Py_ssize_t i, n = ids.shape[0]
-        cdef int64_t g, length
+        """Copy the bytes of groups ``ids`` of variable column ``c`` (after
+        ``binary_sizes``). A bad id, or a value that would not fit ``data``
+        at its offset, is a ValueError, raised when the values before it are
+        copied."""
+        cdef Py_ssize_t i, n = ids.shape[0], bad = -1
+        cdef int64_t g, o, length, ndata = data.shape[0]
         cdef KeyCol* col
         if c < 0 or c >= self.ncols or self.cols[c].kind != 1:
             raise ValueError(f"key column {c} is not a variable-width column")
         if n == 0 or data.shape[0] == 0:
             return
+        _check_out(offsets.shape[0], n, "binary_fill")
         col = &self.cols[c]
         with nogil:
             for i in range(n):
                 g = ids[i]
+                if <uint64_t>g >= <uint64_t>self.ngroups:
+                    bad = i
+                    break
                 length = col.goffs[g + 1] - col.goffs[g]
                 if length > 0:
-                    memcpy(&data[offsets[i]], col.gdata + col.goffs[g], <size_t>length)
+                    o = offsets[i]
+                    if o < 0 or o > ndata - length:
+                        bad = i
+                        break
+                    memcpy(&data[o], col.gdata + col.goffs[g], <size_t>length)
+        if bad >= 0:
+            g = ids[bad]
+            if not 0 <= g < self.ngroups:
+                raise ValueError(f"binary_fill: group {g} outside [0, {self.ngroups})")
+            raise ValueError(f"binary_fill: {col.goffs[g + 1] - col.goffs[g]} bytes at offset "
+                             f"{offsets[bad]} outside the {ndata} data bytes")
 
     def nbytes(self) -> int:
         """Bytes of C memory held."""

@@ -15,7 +15,8 @@ Kernels that work on hashed values take the same seven arguments
 - ``mode`` 0: ``a`` holds ``n`` precomputed uint64 hashes (``fastops.hashing``);
 - 1 / 2: ``a`` holds ``n`` 8 / 4-byte integers, hashed as ``XXH64(le(v), seed)``;
 - 3 / 4: ``a`` holds ``n + 1`` int32 / int64 offsets into the bytes ``b``
-  (string / binary), hashed as ``XXH64(bytes, seed)``;
+  (string / binary), hashed as ``XXH64(bytes, seed)``; offsets that decrease
+  or leave ``b`` are a ValueError, raised when the blocks before them are done;
 - 5 / 6: ``a`` holds float64 / float32 bit patterns, hashed like
   ``fastops.hashing`` does (``-0.0`` as ``0.0``, one NaN);
 - ``valid``: validity bitmap (bit ``voff + i``), ignored when empty.
@@ -309,12 +310,54 @@ cdef struct HashSrc:
     int64_t voff
     int64_t n
     uint64_t seed
+    int64_t lo            # modes 3 / 4: the first offset and the last; no row
+    int64_t hi            # runs outside them
+
+
+ctypedef fused offset_t:
+    int32_t
+    int64_t
+
+
+cdef inline bint _offsets_ok(const offset_t* off, int64_t m, int64_t lo,
+                             int64_t hi) noexcept nogil:
+    """``off[0 .. m]`` never decreases and lies inside ``[lo, hi]`` (no branch per value)."""
+    cdef int64_t j
+    cdef bint down = False
+    for j in range(m):
+        down |= off[j + 1] < off[j]
+    return not down and off[0] >= lo and off[m] <= hi
+
+
+cdef int _check_valid(Py_ssize_t nbytes, int64_t voff, int64_t n) except -1:
+    """Validity bits ``voff .. voff + n - 1`` lie inside ``nbytes`` bytes."""
+    if n > 0 and (voff < 0 or voff > nbytes * 8 - n):
+        raise ValueError(f"validity bitmap too short: {n} bits from bit {voff} on, "
+                         f"{nbytes} bytes")
+    return 0
+
+
+cdef int _raise_offsets(const HashSrc* s, str what) except -1:
+    """ValueError for the offsets of a hash source that a block found bad."""
+    cdef int64_t j, x, y
+    for j in range(s.n):
+        if s.mode == 3:
+            x = (<const int32_t*>s.a)[j]
+            y = (<const int32_t*>s.a)[j + 1]
+        else:
+            x = (<const int64_t*>s.a)[j]
+            y = (<const int64_t*>s.a)[j + 1]
+        if y < x:
+            raise ValueError(f"{what}: offsets decrease at row {j}: {x} then {y}")
+    raise ValueError(f"{what}: offsets out of range of the data buffer")
 
 
 cdef int _src_init(HashSrc* s, int mode, const uint8_t[::1] a, const uint8_t[::1] b,
                    const uint8_t[::1] valid, int64_t voff, int64_t n,
                    uint64_t seed) except -1:
-    """Check buffer sizes against ``n`` (no row loop) and fill ``s``."""
+    """Check buffer sizes against ``n`` (no row loop) and fill ``s``. Offsets
+    (modes 3 / 4) between the first and the last are checked by
+    ``_hash_block``, a block at a time."""
     cdef int64_t width, last, first
     if n < 0 or voff < 0:
         raise ValueError("negative length or offset")
@@ -322,12 +365,13 @@ cdef int _src_init(HashSrc* s, int mode, const uint8_t[::1] a, const uint8_t[::1
     s.n = n
     s.seed = seed
     s.voff = voff
+    s.lo = 0
+    s.hi = 0
     s.a = &a[0] if a.shape[0] > 0 else NULL
     s.b = &b[0] if b.shape[0] > 0 else NULL
     s.valid = NULL
     if valid.shape[0] > 0:
-        if (voff + n + 7) // 8 > valid.shape[0]:
-            raise ValueError("validity bitmap too short")
+        _check_valid(valid.shape[0], voff, n)
         s.valid = &valid[0]
     if n == 0:
         return 0
@@ -337,7 +381,7 @@ cdef int _src_init(HashSrc* s, int mode, const uint8_t[::1] a, const uint8_t[::1
         width = 4
     elif mode == 3 or mode == 4:
         width = 4 if mode == 3 else 8
-        if a.shape[0] < (n + 1) * width:
+        if n >= a.shape[0] // width:  # n + 1 offsets
             raise ValueError("offsets buffer too short")
         if mode == 3:
             first = (<const int32_t*>s.a)[0]
@@ -347,12 +391,14 @@ cdef int _src_init(HashSrc* s, int mode, const uint8_t[::1] a, const uint8_t[::1
             last = (<const int64_t*>s.a)[n]
         if first < 0 or last < first or last > b.shape[0]:
             raise ValueError("offsets out of range of the data buffer")
+        s.lo = first
+        s.hi = last
         if s.b == NULL:
             s.b = s.a  # zero-length data: never dereferenced
         return 0
     else:
         raise ValueError(f"unknown hash source mode {mode}")
-    if a.shape[0] < n * width:
+    if a.shape[0] // width < n:
         raise ValueError("values buffer too short")
     return 0
 
@@ -360,9 +406,10 @@ cdef int _src_init(HashSrc* s, int mode, const uint8_t[::1] a, const uint8_t[::1
 cdef inline int64_t _hash_block(const HashSrc* s, int64_t start, int64_t count,
                                 uint64_t* out, int64_t* rows) noexcept nogil:
     """Hash the valid rows of ``[start, start + count)`` into ``out``; their row
-    numbers go to ``rows`` unless it is NULL. Returns how many were written.
-    Every row is hashed by the block loops, then nulls are dropped (cheaper
-    than a branch per row)."""
+    numbers go to ``rows`` unless it is NULL. Returns how many were written,
+    or -1 (nothing hashed) if the block's offsets decrease or leave
+    ``[s.lo, s.hi]``. Every row is hashed by the block loops, then nulls are
+    dropped (cheaper than a branch per row)."""
     cdef int64_t i, j = 0, end = start + count
     if s.mode == 0:
         memcpy(out, s.a + 8 * start, <size_t>(8 * count))
@@ -371,8 +418,12 @@ cdef inline int64_t _hash_block(const HashSrc* s, int64_t start, int64_t count,
     elif s.mode == 2 or s.mode == 6:
         xxh64_many4(<const uint32_t*>(s.a + 4 * start), count, s.seed, out, s.mode == 6)
     elif s.mode == 3:
+        if not _offsets_ok(<const int32_t*>s.a + start, count, s.lo, s.hi):
+            return -1
         xxh64_values32(s.b, <const int32_t*>s.a + start, count, s.seed, out)
     else:
+        if not _offsets_ok(<const int64_t*>s.a + start, count, s.lo, s.hi):
+            return -1
         xxh64_values64(s.b, <const int64_t*>s.a + start, count, s.seed, out)
     if s.valid == NULL:
         if rows != NULL:
@@ -400,6 +451,8 @@ def sketch_hash(int mode, const uint8_t[::1] a, const uint8_t[::1] b,
     with nogil:
         if n > 0:
             got = _hash_block(&s, 0, n, &out[0], &rows[0])
+    if got < 0:
+        _raise_offsets(&s, "sketch_hash")
     return got
 
 
@@ -426,7 +479,7 @@ def hll_update(uint8_t[::1] regs, int p, int mode, const uint8_t[::1] a,
     if p < 4 or p > 18 or regs.shape[0] != (1 << p):
         raise ValueError("bad precision / register count")
     cdef uint64_t hb[BLOCK]
-    cdef int64_t start, got, j
+    cdef int64_t start, got = 0, j
     cdef uint8_t* r = &regs[0]
     cdef uint64_t v
     with nogil:
@@ -438,9 +491,13 @@ def hll_update(uint8_t[::1] regs, int p, int mode, const uint8_t[::1] a,
             start = 0
             while start < n:
                 got = _hash_block(&s, start, min(<int64_t>BLOCK, n - start), hb, NULL)
+                if got < 0:
+                    break
                 for j in range(got):
                     _hll_add(r, p, hb[j])
                 start += BLOCK
+    if got < 0:
+        _raise_offsets(&s, "hll_update")
     return 0
 
 
@@ -455,7 +512,7 @@ def hll_update_slots(uint8_t[:, ::1] regs, int p, const int64_t[::1] slots, int 
         raise ValueError("bad precision / register count / slots")
     cdef uint64_t hb[BLOCK]
     cdef int64_t rb[BLOCK]
-    cdef int64_t start, got, j, sl, nslots = regs.shape[0]
+    cdef int64_t start, got = 0, j, sl, nslots = regs.shape[0]
     cdef int status = 0
     cdef int64_t m = regs.shape[1]
     cdef uint8_t* base = &regs[0, 0] if nslots > 0 else NULL
@@ -463,6 +520,8 @@ def hll_update_slots(uint8_t[:, ::1] regs, int p, const int64_t[::1] slots, int 
         start = 0
         while start < n:
             got = _hash_block(&s, start, min(<int64_t>BLOCK, n - start), hb, rb)
+            if got < 0:
+                break
             for j in range(got):
                 sl = slots[rb[j]]
                 if sl < 0 or sl >= nslots:
@@ -472,6 +531,8 @@ def hll_update_slots(uint8_t[:, ::1] regs, int p, const int64_t[::1] slots, int 
             if status != 0:
                 break
             start += BLOCK
+    if got < 0:
+        _raise_offsets(&s, "hll_update_slots")
     return status
 
 
@@ -543,7 +604,7 @@ def cms_update(int64_t[:, ::1] table, bint conservative, const int64_t[::1] weig
     cdef uint64_t hb[BLOCK]
     cdef int64_t rb[BLOCK]
     cdef int64_t cells[64]
-    cdef int64_t start, got, j, i, w, lo, target
+    cdef int64_t start, got = 0, j, i, w, lo, target
     cdef int64_t* t = &table[0, 0]
     cdef const int64_t* wp = &weights[0] if weighted else NULL
     cdef bint neg = False
@@ -553,6 +614,8 @@ def cms_update(int64_t[:, ::1] table, bint conservative, const int64_t[::1] weig
         start = n if neg else 0
         while start < n:
             got = _hash_block(&s, start, min(<int64_t>BLOCK, n - start), hb, rb)
+            if got < 0:
+                break
             for j in range(got):
                 w = wp[rb[j]] if weighted else 1
                 _cms_cells(hb[j], depth, width, cells)
@@ -569,6 +632,8 @@ def cms_update(int64_t[:, ::1] table, bint conservative, const int64_t[::1] weig
                     for i in range(depth):
                         t[cells[i]] += w
             start += BLOCK
+    if got < 0:
+        _raise_offsets(&s, "cms_update")
     return ERR_NEGATIVE_WEIGHT if neg else 0
 
 
@@ -586,12 +651,14 @@ def cms_estimate(const int64_t[:, ::1] table, int64_t[::1] out, int mode,
     cdef uint64_t hb[BLOCK]
     cdef int64_t rb[BLOCK]
     cdef int64_t cells[64]
-    cdef int64_t start, got, j, i, lo
+    cdef int64_t start, got = 0, j, i, lo
     cdef const int64_t* t = &table[0, 0]
     with nogil:
         start = 0
         while start < n:
             got = _hash_block(&s, start, min(<int64_t>BLOCK, n - start), hb, rb)
+            if got < 0:
+                break
             for j in range(got):
                 _cms_cells(hb[j], depth, width, cells)
                 lo = t[cells[0]]
@@ -600,6 +667,8 @@ def cms_estimate(const int64_t[:, ::1] table, int64_t[::1] out, int mode,
                         lo = t[cells[i]]
                 out[rb[j]] = lo
             start += BLOCK
+    if got < 0:
+        _raise_offsets(&s, "cms_estimate")
     return 0
 
 
@@ -619,7 +688,7 @@ def bloom_update(uint64_t[::1] words, uint64_t m_bits, int k, bint query,
         raise ValueError("output too short")
     cdef uint64_t hb[BLOCK]
     cdef int64_t rb[BLOCK]
-    cdef int64_t start, got, j
+    cdef int64_t start, got = 0, j
     cdef int i
     cdef uint64_t h2, g, bit
     cdef uint64_t* wd = &words[0]
@@ -628,6 +697,8 @@ def bloom_update(uint64_t[::1] words, uint64_t m_bits, int k, bint query,
         start = 0
         while start < n:
             got = _hash_block(&s, start, min(<int64_t>BLOCK, n - start), hb, rb)
+            if got < 0:
+                break
             for j in range(got):
                 h2 = _fmix64(hb[j]) | 1
                 g = hb[j]
@@ -646,6 +717,8 @@ def bloom_update(uint64_t[::1] words, uint64_t m_bits, int k, bint query,
                         wd[bit >> 6] |= (<uint64_t>1) << (bit & 63)
                         g += h2
             start += BLOCK
+    if got < 0:
+        _raise_offsets(&s, "bloom_update")
     return 0
 
 
@@ -1044,8 +1117,7 @@ cdef class KLLCore:
         cdef int st = 0
         cdef const uint8_t* bm = NULL
         if valid.shape[0] > 0:
-            if (voff + n + 7) // 8 > valid.shape[0]:
-                raise ValueError("validity bitmap too short")
+            _check_valid(valid.shape[0], voff, n)
             bm = &valid[0]
         self.scratch.ensure(_scratch_need(self.d.k) + self.d.total_size)
         cdef double* sc = self.scratch.p
@@ -1553,7 +1625,7 @@ def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
     cdef uint64_t hb[BLOCK]
     cdef int64_t rb[BLOCK]
     cdef SSWork w                  # the chunk's candidates and the selection's scratch
-    cdef int64_t off, cend, got, j, i, wt, distinct, m1, res = size
+    cdef int64_t off, cend, got = 0, j, i, wt, distinct, m1, res = size
     cdef uint64_t pos, hv
     cdef uint64_t* tpos = NULL
     cdef uint64_t* spos = NULL
@@ -1605,6 +1677,8 @@ def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
                 distinct = 0
                 while off < cend:
                     got = _hash_block(&s, off, min(<int64_t>BLOCK, cend - off), hb, rb)
+                    if got < 0:
+                        break
                     for j in range(min(got, <int64_t>PREFETCH)):
                         _prefetch(&tab[hb[j] & tmask])
                     for j in range(got):
@@ -1624,6 +1698,8 @@ def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
                         w.cr[distinct] = -(rb[j] + 1)
                         distinct += isnew
                     off += min(<int64_t>BLOCK, cend - off)
+                if got < 0:
+                    break
                 # an item new to the summary may have had up to m1 before
                 m1 = _ss_min(&counts[0], res, capacity)
                 for i in range(res):
@@ -1645,6 +1721,8 @@ def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
         free(acc)
         free(tpos)
         free(spos)
+    if got < 0:
+        _raise_offsets(&s, "ss_update")
     return res
 
 
@@ -1666,8 +1744,7 @@ def reservoir_update(int64_t k, double[::1] fstate, int64_t[::1] istate,
         raise ValueError("bad reservoir state")
     cdef const uint8_t* bm = NULL
     if valid.shape[0] > 0:
-        if (voff + n + 7) // 8 > valid.shape[0]:
-            raise ValueError("validity bitmap too short")
+        _check_valid(valid.shape[0], voff, n)
         bm = &valid[0]
     cdef int64_t i, seen = istate[0], nxt = istate[1], slot
     cdef double W = fstate[0], skip
