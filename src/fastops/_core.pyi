@@ -2,7 +2,8 @@
 
 Arrays are C-contiguous NumPy arrays (read-only views are fine for inputs);
 comments give the C type of each argument. Outputs are preallocated by the
-caller and modified in place; lengths are validated by the Python wrappers.
+caller and modified in place; a length, offset or id that would index outside
+an array is a ValueError.
 """
 from typing import Union
 
