@@ -12,6 +12,7 @@ from libc.stdint cimport (INT32_MAX, int8_t, int32_t, int64_t, uint8_t, uint16_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, memset
 
+from fastops._bounds cimport offsets_ok
 from fastops._xxhash cimport (xxh64, xxh64_many4, xxh64_many8, xxh64_pair, xxh64_u8,
                               xxh64_u16, xxh64_values32, xxh64_values64)
 
@@ -46,29 +47,19 @@ cdef int _check_bits(Py_ssize_t nbytes, int64_t offset, Py_ssize_t n, str what) 
     return 0
 
 
-cdef inline bint _offsets_ok(const offset_t* off, Py_ssize_t m, int64_t lo,
-                             int64_t hi) noexcept nogil:
-    """``off[0 .. m]`` never decreases and lies inside ``[lo, hi]`` (no branch per value)."""
-    cdef Py_ssize_t j
-    cdef bint down = False
-    for j in range(m):
-        down |= off[j + 1] < off[j]
-    return not down and off[0] >= lo and off[m] <= hi
-
-
-cdef inline bint _owners_ok(const int32_t* owners, Py_ssize_t m, Py_ssize_t P) noexcept nogil:
-    """Every owner is in ``[0, P)`` (no branch per owner)."""
+cdef inline bint _ids_ok(const id_t* ids, Py_ssize_t m, Py_ssize_t P) noexcept nogil:
+    """Every id of ``ids[0 .. m-1]`` is in ``[0, P)`` (no branch per id)."""
     cdef Py_ssize_t j
     cdef uint32_t top = <uint32_t>min(P, <Py_ssize_t>0xFFFFFFFF)
     cdef bint out = False
     for j in range(m):
-        out |= <uint32_t>owners[j] >= top
+        out |= <uint32_t>ids[j] >= top
     return not out
 
 
 cdef int _raise_offsets(const offset_t[::1] offsets, Py_ssize_t n, Py_ssize_t nbytes,
                         str what) except -1:
-    """ValueError for offsets that are not ``_offsets_ok`` over ``n`` values."""
+    """ValueError for offsets that are not ``offsets_ok`` over ``n`` values."""
     cdef Py_ssize_t j
     if offsets[0] < 0 or offsets[n] > nbytes:
         raise ValueError(f"{what}: offsets from {offsets[0]} to {offsets[n]} outside the "
@@ -178,7 +169,7 @@ def hash_binary(const offset_t[::1] offsets, const uint8_t[::1] data,
     with nogil:
         for i in range(0, n, 1024):  # each block's offsets checked while in L1
             m = min(n - i, <Py_ssize_t>1024)
-            if not _offsets_ok(&offsets[i], m, 0, nbytes):
+            if not offsets_ok(&offsets[i], m, 0, nbytes):
                 bad = i
                 break
             if offset_t is int32_t:
@@ -380,7 +371,7 @@ cdef int _check_owners(const int32_t[::1] owner_of, Py_ssize_t P, str what) exce
     cdef Py_ssize_t g
     cdef bint ok
     with nogil:
-        ok = _owners_ok(&owner_of[0], owner_of.shape[0], P)
+        ok = _ids_ok(&owner_of[0], owner_of.shape[0], P)
     if not ok:
         for g in range(owner_of.shape[0]):
             if not 0 <= owner_of[g] < P:
@@ -628,7 +619,7 @@ cdef int _check_ring(const int64_t[::1] lut, const int32_t[::1] owners, Py_ssize
     cdef int64_t prev = 0
     cdef bint ok
     with nogil:
-        ok = _lut_ok(&lut[0], lut.shape[0], m) and (P == 0 or _owners_ok(&owners[0], m, P))
+        ok = _lut_ok(&lut[0], lut.shape[0], m) and (P == 0 or _ids_ok(&owners[0], m, P))
     if ok:
         return 0
     for j in range(lut.shape[0]):
@@ -855,16 +846,6 @@ cdef inline int64_t _next_row(int64_t p, const dest_t* dest, int64_t* cursor,
     d = cursor[p]
     cursor[p] = d + 1
     return d
-
-
-cdef inline bint _ids_ok(const id_t* ids, Py_ssize_t m, Py_ssize_t P) noexcept nogil:
-    """Every id of ``ids[0 .. m-1]`` is in ``[0, P)`` (no branch per id)."""
-    cdef Py_ssize_t j
-    cdef uint32_t top = <uint32_t>min(P, <Py_ssize_t>0xFFFFFFFF)
-    cdef bint out = False
-    for j in range(m):
-        out |= <uint32_t>ids[j] >= top
-    return not out
 
 
 cdef int _scatter_streamed(const word_t* src_a, const word_t* src_b, const id_t* ids,
@@ -1105,7 +1086,7 @@ def scatter_binary(const offset_t[::1] offsets, const uint8_t[::1] data,
     with nogil:
         for blk in range(0, n, 1024):  # a block's ids and offsets, checked while in L1
             m = min(n - blk, <Py_ssize_t>1024)
-            if not (_ids_ok(&ids[blk], m, P) and _offsets_ok(&offsets[blk], m, 0, src_len)):
+            if not (_ids_ok(&ids[blk], m, P) and offsets_ok(&offsets[blk], m, 0, src_len)):
                 bad = blk
                 break
             for i in range(blk, blk + m):

@@ -23,6 +23,7 @@ cdef extern from "_mem.h" nogil:
     void* fastops_alloc(size_t nbytes)
     void* fastops_realloc(void* p, size_t old, size_t nbytes)
 
+from fastops._bounds cimport offsets_ok
 from fastops._xxhash cimport canon_f32, canon_f64, xxh64_many8
 
 import numpy as np
@@ -107,16 +108,6 @@ cdef inline bint _row_equals(KeyCol* cols, int ncols, int64_t g, Py_ssize_t i) n
     return True
 
 
-cdef inline bint _offsets_ok(const int64_t* off, Py_ssize_t m, int64_t lo,
-                             int64_t hi) noexcept nogil:
-    """``off[0 .. m]`` never decreases and lies inside ``[lo, hi]`` (no branch per value)."""
-    cdef Py_ssize_t j
-    cdef bint down = False
-    for j in range(m):
-        down |= off[j + 1] < off[j]
-    return not down and off[0] >= lo and off[m] <= hi
-
-
 cdef inline int _bad_block(const KeyCol* cols, int ncols, Py_ssize_t start,
                            Py_ssize_t m) noexcept nogil:
     """The first variable-width column whose values ``start .. start + m - 1``
@@ -124,7 +115,7 @@ cdef inline int _bad_block(const KeyCol* cols, int ncols, Py_ssize_t start,
     value inside the data, and the bytes stored within those reserved."""
     cdef int c
     for c in range(ncols):
-        if cols[c].kind == 1 and not _offsets_ok(cols[c].ioffs + start, m, cols[c].ioffs[0],
+        if cols[c].kind == 1 and not offsets_ok(cols[c].ioffs + start, m, cols[c].ioffs[0],
                                                  cols[c].iend):
             return c
     return -1

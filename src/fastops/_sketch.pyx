@@ -30,6 +30,7 @@ from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memset
 from libcpp.algorithm cimport nth_element, sort
 
+from fastops._bounds cimport offsets_ok
 from fastops._xxhash cimport xxh64_many4, xxh64_many8, xxh64_values32, xxh64_values64
 
 cdef extern from *:
@@ -319,16 +320,6 @@ ctypedef fused offset_t:
     int64_t
 
 
-cdef inline bint _offsets_ok(const offset_t* off, int64_t m, int64_t lo,
-                             int64_t hi) noexcept nogil:
-    """``off[0 .. m]`` never decreases and lies inside ``[lo, hi]`` (no branch per value)."""
-    cdef int64_t j
-    cdef bint down = False
-    for j in range(m):
-        down |= off[j + 1] < off[j]
-    return not down and off[0] >= lo and off[m] <= hi
-
-
 cdef int _check_valid(Py_ssize_t nbytes, int64_t voff, int64_t n) except -1:
     """Validity bits ``voff .. voff + n - 1`` lie inside ``nbytes`` bytes."""
     if n > 0 and (voff < 0 or voff > nbytes * 8 - n):
@@ -418,11 +409,11 @@ cdef inline int64_t _hash_block(const HashSrc* s, int64_t start, int64_t count,
     elif s.mode == 2 or s.mode == 6:
         xxh64_many4(<const uint32_t*>(s.a + 4 * start), count, s.seed, out, s.mode == 6)
     elif s.mode == 3:
-        if not _offsets_ok(<const int32_t*>s.a + start, count, s.lo, s.hi):
+        if not offsets_ok(<const int32_t*>s.a + start, count, s.lo, s.hi):
             return -1
         xxh64_values32(s.b, <const int32_t*>s.a + start, count, s.seed, out)
     else:
-        if not _offsets_ok(<const int64_t*>s.a + start, count, s.lo, s.hi):
+        if not offsets_ok(<const int64_t*>s.a + start, count, s.lo, s.hi):
             return -1
         xxh64_values64(s.b, <const int64_t*>s.a + start, count, s.seed, out)
     if s.valid == NULL:
