@@ -261,7 +261,9 @@ class _PaneStacks:
 
     Derived state: the panes read are copied, so purges do not touch the
     stacks, but a row that lands in a pane already read (``hi`` or before)
-    makes them stale, and they are dropped (``clear``)."""
+    makes them stale, and they are dropped (``clear``). Records keep the store's
+    padded width in pool memory (64-byte aligned): none straddles two cache
+    lines, which saves a third of the lines read at random for 6 words."""
 
     def __init__(self, k: int, width: int):
         self.k, self.width = k, width
@@ -296,7 +298,7 @@ class _PaneStacks:
             self.pbits = _arrow.grown(self.pbits, words)  # new words 0: no group
             self.sbits = _arrow.grown(self.sbits, len(self.pbits))
             self.ptr = _arrow.grown(self.ptr, 64 * len(self.pbits))
-            acc = np.empty((len(self.ptr), self.width), dtype=np.int64)
+            acc = _arrow.empty(len(self.ptr) * self.width, np.int64)[0].reshape(-1, self.width)
             acc[:len(self.acc)] = self.acc
             self.acc = acc
 
@@ -544,10 +546,12 @@ class WindowAggregator:
         self._records = Columns.share(states)
         self._ops, self._offs = builtin_layout([self._agg_list[i] for i in self._builtin], states)
         self._merged = _Records(self._records.rec.shape[1])
-        self._words = sum(len(st.names) for st in states)  # record words in use
+        # sorted panes and the stacks keep the store's padded rows: in 64-byte-aligned
+        # arrays none straddles two cache lines (a third fewer lines read for 6 words)
+        self._pane_width = self._records.rec.shape[1]
         self._final = ResultPlan([self._agg_list[i] for i in self._builtin], states)
         if self._mode == "pane" and self._k > 1 and len(self._builtin) == len(self._agg_list):
-            self._stacks = _PaneStacks(self._k, self._words)  # built-ins only: plug-ins merge (row, slot) pairs
+            self._stacks = _PaneStacks(self._k, self._pane_width)  # built-ins only: plug-ins merge (row, slot) pairs
 
     def _check_columns(self, names: Sequence[str]) -> None:
         if self.time is not None and self.time not in names:
@@ -912,7 +916,7 @@ class WindowAggregator:
         return self._panes[bisect.bisect_left(self._panes, lo):bisect.bisect_left(self._panes, hi)]
 
     def _sorted_pane(self, q: int) -> tuple[np.ndarray, np.ndarray]:
-        """Pane ``q``'s groups (ascending) and their records (the words in use)."""
+        """Pane ``q``'s groups (ascending) and their records (rows as wide as the store's)."""
         live = int(self._counters[4])  # no pane has more slots
         self._emit_src = _arrow.grown(self._emit_src, live)
         self._emit_row = _arrow.grown(self._emit_row, live)
@@ -921,7 +925,7 @@ class WindowAggregator:
         if n < 0:
             raise RuntimeError(f"pane {q} holds more slots than the {live} live ones")
         groups = _arrow.empty(n, np.int64)[0]  # from pyarrow's pool, which recycles memory
-        rec = _arrow.empty(n * self._words, np.int64)[0].reshape(n, self._words)  # the words in use
+        rec = _arrow.empty(n * self._pane_width, np.int64)[0].reshape(n, self._pane_width)
         self._group_pos = _arrow.grown(self._group_pos, self._keys.num_groups)
         _window.sorted_records(self._emit_row, self._emit_src[:n], self._records.rec, self._keys.num_groups,
                                groups, rec, self._group_pos)
