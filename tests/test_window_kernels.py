@@ -179,7 +179,7 @@ def blocks(draw):
 @given(blocks())
 def test_pane_stacks_match_reference(case):
     """A window read off a suffix stack (built newest pane first, its oldest
-    panes dropped) and a dense prefix: one row per group in either, the
+    panes dropped; each pane's groups in any order, read by slot) and a dense prefix: one row per group in either, the
     aggregate of the rows of all its slots in the window's panes; rows come
     as groups in both, in the suffix only, in the prefix only, each run in
     group order."""
@@ -193,11 +193,11 @@ def test_pane_stacks_match_reference(case):
     update_builtins(aggs, store, ops, offs, np.array(slots, dtype=np.int64),
                     [None if c is None else cols[c] for _, c, _ in AGGS], np.array(ts, dtype=np.int64),
                     npanes * groups)
-    words = sum(len(s.names) for s in states)
+    words = store.rec.shape[1]
 
-    def pane(p):  # groups ascending, their records
-        g = np.flatnonzero(member[p]).astype(np.int64)
-        return g, np.ascontiguousarray(store.rec[p * groups + g, :words])
+    def pane(p):  # its groups in any order (a pane's chunk order), their slots, the store
+        g = np.random.default_rng(p).permutation(np.flatnonzero(member[p])).astype(np.int64)
+        return g, p * groups + g, store.rec
 
     nbits = (groups + 63) // 64
     ptr, sbits = np.full(64 * nbits, -9, dtype=np.int64), np.zeros(nbits, dtype=np.uint64)
@@ -206,8 +206,8 @@ def test_pane_stacks_match_reference(case):
     ss_group, ss_next = np.zeros(rows, dtype=np.int64), np.zeros(rows, dtype=np.int64)
     ranges, end = {}, rows
     for p in reversed(range(split)):
-        g, rec = pane(p)
-        _window.suffix_add(g, rec, ops, offs, ss, ss_group, ss_next, end - len(g), ptr, sbits)
+        g, at, rec = pane(p)
+        _window.suffix_add(g, at, rec, ops, offs, ss, ss_group, ss_next, end - len(g), ptr, sbits)
         ranges[p], end = (end - len(g), end), end - len(g)
     for p in range(drop):
         _window.suffix_drop(ss_group, ss_next, *ranges[p], ptr, sbits)
@@ -241,55 +241,6 @@ def test_pane_stacks_match_reference(case):
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.lists(st.integers(0, 2**20), unique=True, max_size=3000), st.integers(1, 8), st.booleans())
-def test_sorted_records_sorts_a_pane_by_group(groups, words, bitmap):
-    """A pane's (group, slot) pairs come out sorted by group (from a bitmap of
-    the groups, or a radix sort over several digits), each with its slot's
-    record, as an argsort says."""
-    rng = np.random.default_rng(len(groups))
-    g = np.array(groups, dtype=np.int64)
-    slots = rng.permutation(len(g) + 5)[: len(g)].astype(np.int64)
-    rec = rng.integers(-(2**40), 2**40, size=(len(g) + 5, 8)).astype(np.int64)
-    out_groups = np.empty(len(g), dtype=np.int64)
-    out_rec = np.empty((len(g), words), dtype=np.int64)
-    max_group = int(g.max()) + 1 if len(g) and bitmap else 2**20 + 1
-    scratch = np.full(max_group if bitmap else 0, -7, dtype=np.int32)
-    n = _window.sorted_records(g, slots, rec, max_group, out_groups, out_rec, scratch)
-    order = np.argsort(g, kind="stable")
-    assert n == len(g)
-    np.testing.assert_array_equal(out_groups, g[order])
-    np.testing.assert_array_equal(out_rec, rec[slots[order], :words])
-
-
-@pytest.mark.parametrize("bitmap", [True, False])
-def test_sorted_records_rejects_a_repeated_group_or_a_bad_slot(bitmap):
-    """A pane holds one slot per group: a repeated group (a corrupted pane
-    table) is a ValueError, in either order, not a read out of bounds."""
-    rec = np.arange(40, dtype=np.int64).reshape(5, 8)
-    max_group = 64
-
-    def sort(groups, slots):
-        g = np.array(groups, dtype=np.int64)
-        out_groups, out_rec = np.empty(len(g), dtype=np.int64), np.empty((len(g), 2), dtype=np.int64)
-        scratch = np.zeros(max_group if bitmap else 0, dtype=np.int32)
-        n = _window.sorted_records(g, np.array(slots, dtype=np.int64), rec, max_group, out_groups, out_rec,
-                                   scratch)
-        return n, out_groups, out_rec
-    n, out_groups, out_rec = sort([9, 3, 5], [0, 4, 2])
-    assert n == 3 and out_groups.tolist() == [3, 5, 9] and out_rec.tolist() == [[32, 33], [16, 17], [0, 1]]
-    with pytest.raises(ValueError, match=r"1 group\(s\) repeated in one pane"):
-        sort([9, 3, 9], [0, 4, 2])
-    with pytest.raises(ValueError, match=r"slot 5 outside \[0, 5\)"):
-        sort([9, 3], [0, 5])
-    with pytest.raises(ValueError, match=r"group 64 outside \[0, 64\)"):
-        sort([64, 3], [0, 1])
-    with pytest.raises(ValueError, match=r"slot -1 outside \[0, 5\)"):
-        sort([9, 3], [-1, 1])
-    with pytest.raises(ValueError, match=r"group -2 outside \[0, 64\)"):
-        sort([3, -2], [0, 1])
-
-
-@settings(max_examples=50, deadline=None)
 @given(st.integers(1, 300), st.sampled_from([1, 3, 8, 16]), st.booleans(), st.data())
 def test_clear_records_zeroes_exactly_the_slots_given(n, width, stream, data):
     """Purged slots' records become zero, whatever their width; every other
@@ -313,20 +264,30 @@ def test_clear_records_rejects_a_slot_outside_the_records(stream):
 
 def test_run_kernels_reject_bad_arguments():
     g = np.array([1, 2], dtype=np.int64)
+    at = np.array([0, 1], dtype=np.int64)  # their slots
     r = np.zeros((2, 3), dtype=np.int64)
     code, word = np.array([0], dtype=np.int64), np.array([0], dtype=np.int64)
     bits, acc, ptr = np.zeros(1, dtype=np.uint64), np.zeros((64, 3), dtype=np.int64), np.zeros(64, dtype=np.int64)
     with pytest.raises(ValueError, match="unknown code"):
-        _window.dense_add(g, r, np.array([42], dtype=np.int64), word, acc, bits)
+        _window.dense_add(g, at, r, np.array([42], dtype=np.int64), word, acc, bits)
     with pytest.raises(ValueError, match="accumulator rows of 2"):
-        _window.dense_add(g, r, code, word, np.zeros((64, 2), dtype=np.int64), bits)
+        _window.dense_add(g, at, r, code, word, np.zeros((64, 2), dtype=np.int64), bits)
     with pytest.raises(ValueError, match="group 70 outside"):
-        _window.dense_add(np.array([70], dtype=np.int64), r[:1], code, word, acc, bits)
+        _window.dense_add(np.array([70], dtype=np.int64), at[:1], r, code, word, acc, bits)
+    with pytest.raises(ValueError, match="1 slots for 2 groups"):
+        _window.dense_add(g, at[:1], r, code, word, acc, bits)
+    for bad in (2, -1):
+        with pytest.raises(ValueError, match=rf"dense_add: slot {bad} outside \[0, 2\)"):
+            _window.dense_add(g, np.array([0, bad], dtype=np.int64), r, code, word, acc, bits)
+        with pytest.raises(ValueError, match=rf"suffix_add: slot {bad} outside \[0, 2\)"):
+            _window.suffix_add(g, np.array([bad, 1], dtype=np.int64), r, code, word, r.copy(), g.copy(),
+                               g.copy(), 0, ptr, bits)
+    assert not bits.any() and not acc.any()  # nothing added before a bad slot was found
     with pytest.raises(ValueError, match="outside the stack"):
-        _window.suffix_add(g, r, code, word, r.copy(), g.copy(), g.copy(), 1, ptr, bits)
+        _window.suffix_add(g, at, r, code, word, r.copy(), g.copy(), g.copy(), 1, ptr, bits)
     with pytest.raises(ValueError, match="outside the stack"):
         _window.suffix_drop(g, g, 1, 3, ptr, bits)
-    _window.dense_add(g, r, code, word, acc, bits)  # groups 1 and 2 in the prefix
+    _window.dense_add(g, at, r, code, word, acc, bits)  # groups 1 and 2 in the prefix
 
     def window(sb, out_rows, plan=(word, code, word), cols=1, nulls=1, rec=r, accumulator=acc):
         words, codes, cnt_words = plan
@@ -346,12 +307,6 @@ def test_run_kernels_reject_bad_arguments():
     ptr[1] = 5  # a suffix record that is not there
     with pytest.raises(ValueError, match="group 1 points to row 5"):
         window(bits, 4)
-    none = np.empty(0, dtype=np.int32)
-    with pytest.raises(ValueError, match="words per row"):
-        _window.sorted_records(g, g.copy(), r, 3, np.empty(2, dtype=np.int64), np.empty((2, 4), dtype=np.int64), none)
-    with pytest.raises(ValueError, match="group 2 outside"):
-        _window.sorted_records(g, g.copy(), np.zeros((3, 3), dtype=np.int64), 2, np.empty(2, dtype=np.int64),
-                               np.empty((2, 3), dtype=np.int64), np.empty(2, dtype=np.int32))
 
 
 @settings(max_examples=30, deadline=None)

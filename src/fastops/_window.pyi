@@ -50,21 +50,14 @@ def pane_slots(hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # const int64[::
                q: int,
                out_slots: np.ndarray, out_groups: np.ndarray,  # int64[::1], modified
                ) -> int: ...  # -1: outputs too short
-def sorted_records(groups: np.ndarray,     # const int64[::1] distinct, < max_group
-                   slots: np.ndarray,      # const int64[::1]
-                   rec: np.ndarray,        # const int64[:, ::1]
-                   max_group: int,
-                   out_groups: np.ndarray,  # int64[::1], modified
-                   out_rec: np.ndarray,     # int64[:, ::1] (its width: words copied), modified
-                   scratch: np.ndarray,     # int32[::1] (max_group, or fewer: radix sort)
-                   ) -> int: ...
-def dense_add(groups: np.ndarray,   # const int64[::1] ascending (a sorted pane)
-              rec: np.ndarray,      # const int64[:, ::1] their records (acc's width)
+def dense_add(groups: np.ndarray,   # const int64[::1] distinct, any order (a pane's)
+              slots: np.ndarray,    # const int64[::1] their slots in rec
+              rec: np.ndarray,      # const int64[:, ::1] the record store (acc's width)
               ops: np.ndarray, offs: np.ndarray,  # const int64[::1] merge codes and words
               acc: np.ndarray,      # int64[:, ::1] one record per group id, modified
               bits: np.ndarray,     # uint64[::1] groups held in acc, modified
               ) -> int: ...  # groups new to acc
-def suffix_add(groups: np.ndarray, rec: np.ndarray,  # a sorted pane, older than those added
+def suffix_add(groups: np.ndarray, slots: np.ndarray, rec: np.ndarray,  # a pane older than those added
                ops: np.ndarray, offs: np.ndarray,
                ss: np.ndarray,        # int64[:, ::1] stack records, modified
                ss_group: np.ndarray,  # int64[::1], modified

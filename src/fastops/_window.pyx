@@ -568,10 +568,6 @@ def pane_slots(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] 
     return n
 
 
-cdef enum:
-    RADIX_BITS = 11
-
-
 cdef inline void _copy_rec(int64_t* o, const int64_t* b, int64_t W) noexcept nogil:
     """One record of ``W`` words; the usual widths as word moves (a fixed-size
     ``memcpy`` to the stack may become ``rep movs``, slow to start)."""
@@ -613,164 +609,80 @@ cdef int _check_groups(const int64_t[::1] groups, Py_ssize_t n, int64_t max_grou
     return 0
 
 
-cdef int _check_pane(const int64_t[::1] groups, const int64_t[:, ::1] rec, Py_ssize_t W,
-                     const int64_t[::1] ops, const int64_t[::1] offs, int64_t max_group, str what,
-                     str into) except -1:
-    """The arguments of a sorted pane added ``into`` rows of ``W`` words."""
-    if rec.shape[0] < groups.shape[0] or rec.shape[1] != W:
-        raise ValueError(f"{what}: {rec.shape[0]} records of {rec.shape[1]} words for {groups.shape[0]} "
-                         f"groups, {into} rows of {W}")
+cdef int _check_pane(const int64_t[::1] groups, const int64_t[::1] slots, const int64_t[:, ::1] rec,
+                     Py_ssize_t W, const int64_t[::1] ops, const int64_t[::1] offs, int64_t max_group,
+                     str what, str into) except -1:
+    """The arguments of a pane (its groups and their slots in ``rec``) added
+    ``into`` rows of ``W`` words."""
+    cdef Py_ssize_t i
+    if slots.shape[0] != groups.shape[0] or rec.shape[1] != W:
+        raise ValueError(f"{what}: {slots.shape[0]} slots for {groups.shape[0]} groups, records of "
+                         f"{rec.shape[1]} words for {into} rows of {W}")
     _check_layout(ops, offs, W, what)
     _check_groups(groups, groups.shape[0], max_group, what)
+    for i in range(slots.shape[0]):
+        if not 0 <= slots[i] < rec.shape[0]:
+            raise ValueError(f"{what}: slot {slots[i]} outside [0, {rec.shape[0]})")
     return 0
 
 
-def sorted_records(const int64_t[::1] groups, const int64_t[::1] slots, const int64_t[:, ::1] rec,
-                   int64_t max_group, int64_t[::1] out_groups, int64_t[:, ::1] out_rec,
-                   int32_t[::1] scratch) -> int:
-    """The records ``rec[slots[i]]`` of one pane sorted by their groups
-    ``groups[i]`` (distinct, else ValueError; below ``max_group``), each
-    record's first ``out_rec.shape[1]`` words. The order comes from a
-    bitmap of the groups (``scratch``: ``max_group`` entries, contents
-    ignored) while that is not much larger than the pane, else from an LSD
-    radix sort. Fills ``out_groups`` / ``out_rec`` rows ``[0, n)``. Returns n."""
-    cdef Py_ssize_t i, k = 0, n = slots.shape[0]
-    cdef int64_t W = out_rec.shape[1], shift = 0, d, nwords = (max_group + 63) >> 6
-    cdef int64_t* buf
-    cdef int64_t* g
-    cdef int64_t* v
-    cdef int64_t* tg
-    cdef int64_t* tv
-    cdef int64_t* t
-    cdef uint64_t* bits = NULL
-    cdef int64_t count[1 << RADIX_BITS]
-    cdef int64_t acc, c, slot = 0
-    cdef Py_ssize_t bad_row = -1
-    cdef bint by_bitmap = scratch.shape[0] >= max_group and nwords <= 4 * n + 1024
-    if groups.shape[0] < n or out_groups.shape[0] < n or out_rec.shape[0] < n or W > rec.shape[1]:
-        raise ValueError(f"sorted_records: outputs of {out_groups.shape[0]} / {out_rec.shape[0]} rows "
-                         f"for {n} slots, or {W} words per row of records of {rec.shape[1]}")
-    if n == 0:
-        return 0
-    if not by_bitmap:  # (the bitmap order checks them as it reads them)
-        _check_groups(groups, n, max_group, "sorted_records")
-    buf = <int64_t*>malloc(<size_t>((1 if by_bitmap else 3) * n) * sizeof(int64_t))  # order (+ radix buffers)
-    if by_bitmap:
-        bits = <uint64_t*>calloc(<size_t>(nwords if nwords > 0 else 1), sizeof(uint64_t))
-    if buf == NULL or (by_bitmap and bits == NULL):
-        free(buf)
-        free(bits)
-        raise MemoryError(f"sort of {n} slots")
-    with nogil:
-        v = buf
-        if by_bitmap:
-            k = fastops_order_by_bitmap(&groups[0], n, max_group, bits, &scratch[0], v)
-            if k == n:
-                for i in range(n):
-                    out_groups[i] = groups[v[i]]
-        else:
-            g = &out_groups[0]
-            tg = buf + n
-            tv = buf + 2 * n
-            memcpy(g, &groups[0], <size_t>n * sizeof(int64_t))
-            for i in range(n):
-                v[i] = i
-            while shift == 0 or (max_group >> shift) > 0:
-                memset(count, 0, sizeof(count))
-                for i in range(n):
-                    count[(g[i] >> shift) & ((1 << RADIX_BITS) - 1)] += 1
-                acc = 0
-                for d in range(1 << RADIX_BITS):
-                    c = count[d]
-                    count[d] = acc
-                    acc += c
-                for i in range(n):
-                    d = (g[i] >> shift) & ((1 << RADIX_BITS) - 1)
-                    tg[count[d]] = g[i]
-                    tv[count[d]] = v[i]
-                    count[d] += 1
-                t = g; g = tg; tg = t
-                t = v; v = tv; tv = t
-                shift += RADIX_BITS
-            if g != &out_groups[0]:
-                memcpy(&out_groups[0], g, <size_t>n * sizeof(int64_t))
-            k = 1
-            for i in range(1, n):  # distinct groups: each above the one before
-                k += out_groups[i] != out_groups[i - 1]
-        if k == n:
-            for i in range(n):
-                if i + PF < n:
-                    prefetch(&rec[slots[v[i + PF]], 0])  # (prefetches of bad slots never fault)
-                slot = slots[v[i]]
-                if <uint64_t>slot >= <uint64_t>rec.shape[0]:
-                    bad_row = i
-                    break
-                _copy_rec(&out_rec[i, 0], &rec[slot, 0], W)
-    free(buf)
-    free(bits)
-    if k < 0:
-        raise ValueError(f"sorted_records: group {groups[-1 - k]} outside [0, {max_group})")
-    if bad_row >= 0:
-        raise ValueError(f"sorted_records: slot {slot} outside [0, {rec.shape[0]})")
-    if k != n:
-        raise ValueError(f"sorted_records: {n - k} group(s) repeated in one pane (groups must be distinct)")
-    return n
-
-
-cdef extern from "_order.h" nogil:
-    Py_ssize_t fastops_order_by_bitmap(const int64_t* g, Py_ssize_t n, int64_t max_group, uint64_t* bits,
-                                       int32_t* pos, int64_t* order)
-
-
-def dense_add(const int64_t[::1] groups, const int64_t[:, ::1] rec, const int64_t[::1] ops,
-              const int64_t[::1] offs, int64_t[:, ::1] acc, uint64_t[::1] bits) -> int:
-    """Add a pane (its records sorted by group) to a dense accumulator (a
-    prefix of panes): ``acc[g] <- acc[g] (+) rec[i]`` for ``g = groups[i]``,
-    aggregate ``k`` merged by code ``ops[k]`` at word ``offs[k]``; a group
-    whose bit in ``bits`` is clear gets ``rec[i]`` copied and its bit set.
-    Returns the groups new to the accumulator."""
+def dense_add(const int64_t[::1] groups, const int64_t[::1] slots, const int64_t[:, ::1] rec,
+              const int64_t[::1] ops, const int64_t[::1] offs, int64_t[:, ::1] acc, uint64_t[::1] bits) -> int:
+    """Add a pane to a dense accumulator (a prefix of panes): ``acc[g] <-
+    acc[g] (+) rec[slots[i]]`` for ``g = groups[i]`` (distinct), aggregate
+    ``k`` merged by code ``ops[k]`` at word ``offs[k]``; a group whose bit in
+    ``bits`` is clear gets the record copied and its bit set. Returns the
+    groups new to the accumulator."""
     cdef Py_ssize_t i, n = groups.shape[0], W = acc.shape[1], nagg = ops.shape[0]
-    cdef int64_t g, added = 0
-    _check_pane(groups, rec, W, ops, offs, min(acc.shape[0], bits.shape[0] * 64), "dense_add", "accumulator")
+    cdef int64_t g
+    cdef int64_t added = 0
+    _check_pane(groups, slots, rec, W, ops, offs, min(acc.shape[0], bits.shape[0] * 64), "dense_add",
+                "accumulator")
     if n == 0:
         return 0
     with nogil:
         for i in range(n):
-            if i + PF < n:  # groups ascend, but sparsely: the accumulator rows are prefetched
+            if i + PF < n:  # both reads are at random (slots run in chunks): prefetched
                 prefetch(&acc[groups[i + PF], 0])
+                prefetch(&rec[slots[i + PF], 0])
             g = groups[i]
             if _bit(&bits[0], g):
-                _merge_record(&acc[g, 0], &rec[i, 0], &ops[0] if nagg else NULL, &offs[0] if nagg else NULL,
-                              nagg)
+                _merge_record(&acc[g, 0], &rec[slots[i], 0], &ops[0] if nagg else NULL,
+                              &offs[0] if nagg else NULL, nagg)
             else:
-                _copy_rec(&acc[g, 0], &rec[i, 0], W)
+                _copy_rec(&acc[g, 0], &rec[slots[i], 0], W)
                 _set_bit(&bits[0], g)
                 added += 1
     return added
 
 
-def suffix_add(const int64_t[::1] groups, const int64_t[:, ::1] rec, const int64_t[::1] ops,
-               const int64_t[::1] offs, int64_t[:, ::1] ss, int64_t[::1] ss_group, int64_t[::1] ss_next,
-               Py_ssize_t start, int64_t[::1] ptr, uint64_t[::1] bits) -> int:
-    """Add a pane (its records sorted by group) older than every pane added
-    so far to a suffix stack.
+def suffix_add(const int64_t[::1] groups, const int64_t[::1] slots, const int64_t[:, ::1] rec,
+               const int64_t[::1] ops, const int64_t[::1] offs, int64_t[:, ::1] ss, int64_t[::1] ss_group,
+               int64_t[::1] ss_next, Py_ssize_t start, int64_t[::1] ptr, uint64_t[::1] bits) -> int:
+    """Add a pane (its groups, distinct, and their slots in ``rec``) older
+    than every pane added so far to a suffix stack.
 
-    Record ``i`` becomes ``ss[start + i] = rec[i] (+) ss[ptr[g]]`` (the
-    group's suffix over the newer panes, if its bit is set), linked to that
-    record by ``ss_next`` (``-1``: none); ``ptr[g]`` then points to it and
-    the bit is set. Returns the groups new to the stack."""
+    Group ``g = groups[i]`` gets ``ss[start + i] = rec[slots[i]] (+)
+    ss[ptr[g]]`` (its suffix over the newer panes, if its bit is set),
+    linked to that record by ``ss_next`` (``-1``: none); ``ptr[g]`` then
+    points to it and the bit is set. Returns the groups new to the stack."""
     cdef Py_ssize_t i, n = groups.shape[0], W = ss.shape[1], nagg = ops.shape[0], idx
     cdef int64_t g, nx, added = 0
     if start < 0 or start + n > min(ss.shape[0], ss_group.shape[0], ss_next.shape[0]):
         raise ValueError(f"suffix_add: rows [{start}, {start + n}) outside the stack")
-    _check_pane(groups, rec, W, ops, offs, min(ptr.shape[0], bits.shape[0] * 64), "suffix_add", "stack")
+    _check_pane(groups, slots, rec, W, ops, offs, min(ptr.shape[0], bits.shape[0] * 64), "suffix_add",
+                "stack")
     if n == 0:
         return 0
     with nogil:
         for i in range(n):
+            if i + PF < n:  # the pane's record and the group's newer one, both at random
+                prefetch(&rec[slots[i + PF], 0])
+                if _bit(&bits[0], groups[i + PF]):
+                    prefetch(&ss[ptr[groups[i + PF]], 0])
             g = groups[i]
             idx = start + i
-            _copy_rec(&ss[idx, 0], &rec[i, 0], W)
+            _copy_rec(&ss[idx, 0], &rec[slots[i], 0], W)
             ss_group[idx] = g
             if _bit(&bits[0], g):
                 nx = ptr[g]

@@ -257,10 +257,15 @@ class _PaneStacks:
 
     So each pane is merged about twice whatever ``k`` is, nothing is
     copied per window but its output rows, and memory is one record per
-    group plus sorted copies of the panes of two blocks.
+    group plus one per record of a block's panes.
 
-    Derived state: the panes read are copied, so purges do not touch the
-    stacks, but a row that lands in a pane already read (``hi`` or before)
+    Panes are read from the record store by (group, slot) lists, chunk by
+    chunk, never sorted or copied; the lists of the panes the prefix read are
+    kept for their block's suffixes, which read them before the panes' last
+    windows fire (and so before they can be purged).
+
+    Derived state: the stacks hold merged copies, so purges do not touch
+    them, but a row that lands in a pane already read (``hi`` or before)
     makes them stale, and they are dropped (``clear``). Records keep the store's
     padded width in pool memory (64-byte aligned): none straddles two cache
     lines, which saves a third of the lines read at random for 6 words."""
@@ -287,7 +292,7 @@ class _PaneStacks:
         self.ss = np.empty((0, self.width), dtype=np.int64)  # suffix records, pane by pane
         self.ss_group = np.empty(0, dtype=np.int64)           # their groups
         self.ss_next = np.empty(0, dtype=np.int64)            # their group's record in the next newer pane
-        self.sorted: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # panes the prefix read, for their block's suffixes
+        self.read: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # panes the prefix read, for their block's suffixes
         self.pbits[:] = 0
         self.sbits[:] = 0
 
@@ -330,17 +335,18 @@ class _PaneStacks:
         if self.prefix_block != b or self.prefix_upto > e:
             self.prefix_block, self.prefix_upto, self.prefix_groups = b, b - 1, 0
             self.pbits[:] = 0
-            for q in [q for q in self.sorted if q < b - self.k]:
-                del self.sorted[q]
+            for q in [q for q in self.read if q < b - self.k]:
+                del self.read[q]
         for q in wa._panes_between(self.prefix_upto + 1, e + 1):
-            groups, rec = self.sorted[q] = wa._sorted_pane(q)
-            self.prefix_groups += _window.dense_add(groups, rec, wa._ops, wa._offs, self.acc, self.pbits)
+            groups, slots = self.read[q] = wa._pane_rows(q)
+            self.prefix_groups += _window.dense_add(groups, slots, wa._records.rec, wa._ops, wa._offs, self.acc,
+                                                    self.pbits)
         self.prefix_upto = e
 
     def _suffix(self, wa: "WindowAggregator", b0: int, s: int) -> None:
         if self.suffix_block != b0 or self.suffix_from > s:
             panes = wa._panes_between(s, b0 + self.k)
-            runs = [self.sorted.pop(q, None) or wa._sorted_pane(q) for q in panes]
+            runs = [self.read.pop(q, None) or wa._pane_rows(q) for q in panes]
             rows = sum(len(g) for g, _ in runs)
             # reused block after block (no new pages to fault in), grown as needed
             self.ss_bufs = words, group, nxt = [_arrow.grown(b, m) for b, m in
@@ -349,10 +355,11 @@ class _PaneStacks:
             self.ss_group, self.ss_next = group[:rows], nxt[:rows]
             self.sbits[:] = 0
             self.suffix_groups, self.suffix_panes, end = 0, [], rows
-            for q, (groups, rec) in zip(reversed(panes), reversed(runs)):
+            for q, (groups, slots) in zip(reversed(panes), reversed(runs)):
                 start = end - len(groups)  # rows in pane order, filled newest first
-                self.suffix_groups += _window.suffix_add(groups, rec, wa._ops, wa._offs, self.ss, self.ss_group,
-                                                         self.ss_next, start, self.ptr, self.sbits)
+                self.suffix_groups += _window.suffix_add(groups, slots, wa._records.rec, wa._ops, wa._offs,
+                                                         self.ss, self.ss_group, self.ss_next, start, self.ptr,
+                                                         self.sbits)
                 self.suffix_panes.insert(0, (q, start, end))
                 end = start
             self.suffix_block, self.suffix_from = b0, s
@@ -458,7 +465,6 @@ class WindowAggregator:
             self._hv = np.full(256, -1, dtype=np.int64)
             self._panes: list[int] = []
             self._stacks: Optional[_PaneStacks] = None  # built with the records (_share_states)
-            self._group_pos = np.empty(0, dtype=np.int32)  # scratch of the pane sort
             self._emit_groups = np.empty(0, dtype=np.int64)  # emission scratch (see _ensure_emit)
             self._emit_row = np.empty(0, dtype=np.int64)
             self._emit_src = np.empty(0, dtype=np.int64)
@@ -546,12 +552,9 @@ class WindowAggregator:
         self._records = Columns.share(states)
         self._ops, self._offs = builtin_layout([self._agg_list[i] for i in self._builtin], states)
         self._merged = _Records(self._records.rec.shape[1])
-        # sorted panes and the stacks keep the store's padded rows: in 64-byte-aligned
-        # arrays none straddles two cache lines (a third fewer lines read for 6 words)
-        self._pane_width = self._records.rec.shape[1]
         self._final = ResultPlan([self._agg_list[i] for i in self._builtin], states)
         if self._mode == "pane" and self._k > 1 and len(self._builtin) == len(self._agg_list):
-            self._stacks = _PaneStacks(self._k, self._pane_width)  # built-ins only: plug-ins merge (row, slot) pairs
+            self._stacks = _PaneStacks(self._k, self._records.rec.shape[1])  # built-ins only: plug-ins merge (row, slot) pairs
 
     def _check_columns(self, names: Sequence[str]) -> None:
         if self.time is not None and self.time not in names:
@@ -915,8 +918,9 @@ class WindowAggregator:
         """The active panes q with ``lo <= q < hi``, ascending."""
         return self._panes[bisect.bisect_left(self._panes, lo):bisect.bisect_left(self._panes, hi)]
 
-    def _sorted_pane(self, q: int) -> tuple[np.ndarray, np.ndarray]:
-        """Pane ``q``'s groups (ascending) and their records (rows as wide as the store's)."""
+    def _pane_rows(self, q: int) -> tuple[np.ndarray, np.ndarray]:
+        """Pane ``q``'s groups and their slots, chunk by chunk (so its records
+        are read in runs; each group once)."""
         live = int(self._counters[4])  # no pane has more slots
         self._emit_src = _arrow.grown(self._emit_src, live)
         self._emit_row = _arrow.grown(self._emit_row, live)
@@ -924,12 +928,7 @@ class WindowAggregator:
                                self._emit_src, self._emit_row)
         if n < 0:
             raise RuntimeError(f"pane {q} holds more slots than the {live} live ones")
-        groups = _arrow.empty(n, np.int64)[0]  # from pyarrow's pool, which recycles memory
-        rec = _arrow.empty(n * self._pane_width, np.int64)[0].reshape(n, self._pane_width)
-        self._group_pos = _arrow.grown(self._group_pos, self._keys.num_groups)
-        _window.sorted_records(self._emit_row, self._emit_src[:n], self._records.rec, self._keys.num_groups,
-                               groups, rec, self._group_pos)
-        return groups, rec
+        return _arrow.concat([self._emit_row[:n]], np.int64), _arrow.concat([self._emit_src[:n]], np.int64)
 
     def _window_panes(self, j: int) -> np.ndarray:
         """Window ``j``'s active panes, newest first."""
