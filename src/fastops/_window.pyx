@@ -71,6 +71,7 @@ cdef extern from *:
     int ctz64 "FASTOPS_CTZ64"(uint64_t x) noexcept nogil
     int popcount64 "FASTOPS_POPCOUNT64"(uint64_t x) noexcept nogil
 
+cdef Py_ssize_t PF_LIGHT = 64  # for loops of little work per row: 16 rows of theirs are too soon
 cdef Py_ssize_t PF = 16  # prefetch distance (rows); pane_assign keeps a ring of PF panes (at most 16)
 
 DEF MAX_CLASS = 6     # pane chunks hold 2**class slots, class 0 .. MAX_CLASS
@@ -842,7 +843,8 @@ def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_
                     x &= x - 1
                     n += 1
             ends[side] = n
-        # the rows, run by run (reads of both stacks are at random: prefetched PF rows ahead)
+        # the rows, run by run (reads of both stacks are at random: prefetched PF rows ahead, or
+        # PF_LIGHT where a row is only read and finished, which takes about a third of a merge)
         for r in range(ends[0]):  # suffix merged with prefix
             if r + PF < ends[0]:
                 g = out_groups[r + PF]
@@ -857,16 +859,16 @@ def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_
             _merge_record(buf, &acc[g, 0], op, off, nagg)
             _put_final(&fin, buf, row0 + r)
         for r in range(ends[0], ends[1] if bad < 0 else 0):  # suffix only
-            if r + PF < ends[1]:
-                prefetch(&ss[ptr[out_groups[r + PF]], 0])
+            if r + PF_LIGHT < ends[1]:
+                prefetch(&ss[ptr[out_groups[r + PF_LIGHT]], 0])
             p = ptr[out_groups[r]]
             if <uint64_t>p >= <uint64_t>top:
                 bad = out_groups[r]
                 break
             _put_final(&fin, &ss[p, 0], row0 + r)
         for r in range(ends[1], n):  # prefix only
-            if r + PF < n:
-                prefetch(&acc[out_groups[r + PF], 0])
+            if r + PF_LIGHT < n:
+                prefetch(&acc[out_groups[r + PF_LIGHT], 0])
             _put_final(&fin, &acc[out_groups[r], 0], row0 + r)
     if bad >= 0:
         raise ValueError(f"dense_window: group {bad} points to row {ptr[bad]} outside the stack")
