@@ -60,13 +60,16 @@ cdef extern from *:
     }
     #define FASTOPS_ZERO_STREAM(w, n) fastops_zero_stream((long long*)(w), (n))
     #define FASTOPS_STREAM_FENCE() _mm_sfence()
+    #define FASTOPS_STORE_STREAM(p, v) _mm_stream_si64((long long*)(p), (long long)(v))
     #else
+    #define FASTOPS_STORE_STREAM(p, v) (*(p) = (v))
     #define FASTOPS_ZERO_STREAM(w, n) memset((w), 0, (size_t)(n) * 8)
     #define FASTOPS_STREAM_FENCE() ((void)0)
     #endif
     """
     void zero_stream "FASTOPS_ZERO_STREAM"(int64_t* w, int64_t n) noexcept nogil
     void stream_fence "FASTOPS_STREAM_FENCE"() noexcept nogil
+    void store_stream "FASTOPS_STORE_STREAM"(int64_t* p, int64_t v) noexcept nogil
     void prefetch "FASTOPS_PREFETCH"(const void* p) noexcept nogil
     int ctz64 "FASTOPS_CTZ64"(uint64_t x) noexcept nogil
     int popcount64 "FASTOPS_POPCOUNT64"(uint64_t x) noexcept nogil
@@ -736,6 +739,7 @@ cdef struct _Final:
     int64_t* cols      # nout columns of ``stride`` rows
     uint8_t* nulls     # nnull columns of ``stride`` rows
     int64_t* counts    # nulls per null column
+    bint stream        # columns written with streaming stores (see dense_window)
 
 
 cdef int _final_plan(_Final* f, const int64_t[::1] words, const int64_t[::1] codes,
@@ -765,6 +769,7 @@ cdef int _final_plan(_Final* f, const int64_t[::1] words, const int64_t[::1] cod
     f.cols = &out[0, 0] if f.nout and f.stride else NULL
     f.nulls = &null[0, 0] if f.nnull and f.stride else NULL
     f.counts = &nnull[0] if f.nnull else NULL
+    f.stream = False
     return 0
 
 
@@ -773,14 +778,19 @@ cdef inline void _put_final(const _Final* f, const int64_t* rec, Py_ssize_t r) n
     cdef Py_ssize_t c
     cdef double t
     cdef bint z
+    cdef int64_t v
     for c in range(f.nout):
         if f.code[c] == 0:
-            f.cols[c * f.stride + r] = rec[f.word[c]]
+            v = rec[f.word[c]]
         else:
             t = (<const double*>rec)[f.word[c]]
             if t - t == 0:  # 0 unless t is inf or NaN (whose error term is NaN, not added)
                 t += (<const double*>rec)[f.word[c] + 1]
-            (<double*>f.cols)[c * f.stride + r] = t
+            memcpy(&v, &t, sizeof(double))
+        if f.stream:
+            store_stream(&f.cols[c * f.stride + r], v)
+        else:
+            f.cols[c * f.stride + r] = v
     for c in range(f.nnull):
         z = rec[f.cnt[c]] == 0
         f.nulls[c * f.stride + r] = z
@@ -824,6 +834,7 @@ def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_
                          f"of {out_null.shape[1]} rows")
     _check_layout(ops, offs, W, "dense_window")
     _final_plan(&fin, words, codes, cnt_words, W, out_cols, out_null, nnull, "dense_window")
+    fin.stream = True  # a sliding window's columns: megabytes the engine never reads back
     for w in range(nw):  # rows counted before any is written
         sx = sbits[w] if w < ns else 0
         px = pbits[w] if w < np_ else 0
@@ -870,6 +881,7 @@ def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_
             if r + PF_LIGHT < n:
                 prefetch(&acc[out_groups[r + PF_LIGHT], 0])
             _put_final(&fin, &acc[out_groups[r], 0], row0 + r)
+        stream_fence()
     if bad >= 0:
         raise ValueError(f"dense_window: group {bad} points to row {ptr[bad]} outside the stack")
     return n
