@@ -74,7 +74,10 @@ cdef extern from *:
     int ctz64 "FASTOPS_CTZ64"(uint64_t x) noexcept nogil
     int popcount64 "FASTOPS_POPCOUNT64"(uint64_t x) noexcept nogil
 
-cdef Py_ssize_t PF_LIGHT = 64  # for loops of little work per row: 16 rows of theirs are too soon
+# prefetch distance for loops of little work per row, where 16 rows come too soon: dense_window's
+# read-only runs, and agg_update, whose records are cold where slots are reused long after their
+# purge (sliding windows): a miss to memory lasts longer than 16 of their rows
+cdef Py_ssize_t PF_LIGHT = 64
 cdef Py_ssize_t PF = 16  # prefetch distance (rows); pane_assign keeps a ring of PF panes (at most 16)
 
 DEF MAX_CLASS = 6     # pane chunks hold 2**class slots, class 0 .. MAX_CLASS
@@ -1294,9 +1297,9 @@ def agg_update(const int64_t[::1] slots, const int64_t[::1] ts, const int64_t[::
                 for k in range(m):
                     loc[k] = ag[c + k]
                 for i in range(n):
-                    if i + PF < n and slots[i + PF] >= 0:
+                    if i + PF_LIGHT < n and slots[i + PF_LIGHT] >= 0:
                         for k in range(m):
-                            prefetch(loc[k].rec + slots[i + PF] * loc[k].stride)
+                            prefetch(loc[k].rec + slots[i + PF_LIGHT] * loc[k].stride)
                     s = slots[i]
                     if s < 0:
                         continue
