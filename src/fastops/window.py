@@ -554,7 +554,8 @@ class WindowAggregator:
         self._merged = _Records(self._records.rec.shape[1])
         self._final = ResultPlan([self._agg_list[i] for i in self._builtin], states)
         if self._mode == "pane" and self._k > 1 and len(self._builtin) == len(self._agg_list):
-            self._stacks = _PaneStacks(self._k, self._records.rec.shape[1])  # built-ins only: plug-ins merge (row, slot) pairs
+            # built-ins only: plug-ins merge (row, slot) pairs
+            self._stacks = _PaneStacks(self._k, self._records.rec.shape[1])
 
     def _check_columns(self, names: Sequence[str]) -> None:
         if self.time is not None and self.time not in names:
