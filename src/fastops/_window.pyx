@@ -78,7 +78,8 @@ cdef extern from *:
 # read-only runs, and agg_update, whose records are cold where slots are reused long after their
 # purge (sliding windows): a miss to memory lasts longer than 16 of their rows
 cdef Py_ssize_t PF_LIGHT = 64
-cdef Py_ssize_t PF = 16  # prefetch distance (rows); pane_assign keeps a ring of PF panes (at most 16)
+cdef Py_ssize_t PF = 16  # prefetch distance (rows)
+DEF PF_RING = 64  # pane_assign's prefetch distance, and the ring of panes it works out ahead
 
 DEF MAX_CLASS = 6     # pane chunks hold 2**class slots, class 0 .. MAX_CLASS
 DEF CLASS_SHIFT = 4   # a pane slot's chunk class sits in its flags from this bit on
@@ -260,7 +261,7 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
     cdef int64_t hq_cache[8]
     cdef int64_t hpos_cache[8]
     cdef int h8
-    cdef int64_t q_ahead[16]  # pane of rows i .. i + PF - 1 (ring), worked out when prefetched
+    cdef int64_t q_ahead[PF_RING]  # pane of rows i .. i + PF_RING - 1 (ring), worked out when prefetched
     cdef Py_ssize_t ia, x, nidx = indexed.shape[0]
     cdef bint newer, in_index, want = False
     if counters.shape[0] < 6 + MAX_CLASS:
@@ -268,15 +269,15 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
     for h8 in range(8):
         hpos_cache[h8] = -1
     with nogil:
-        for ia in range(start, min(start + PF, n)):
-            q_ahead[ia & 15] = _floordiv_by(ts[ia] - offset, p, inv_p)
+        for ia in range(start, min(start + PF_RING, n)):
+            q_ahead[ia & (PF_RING - 1)] = _floordiv_by(ts[ia] - offset, p, inv_p)
         i = start
         while i < n:
-            q = q_ahead[i & 15]
-            if i + PF < n:  # the way row i + PF will read
-                ia = i + PF
-                q_ahead[ia & 15] = _floordiv_by(ts[ia] - offset, p, inv_p)
-                prefetch(&gcache[2 * ways * gids[ia] + 2 * (q_ahead[ia & 15] & (ways - 1))])
+            q = q_ahead[i & (PF_RING - 1)]
+            if i + PF_RING < n:  # the way row i + PF_RING will read (one line of a table of
+                ia = i + PF_RING  # megabytes, 64 bytes per key: it comes from memory)
+                q_ahead[ia & (PF_RING - 1)] = _floordiv_by(ts[ia] - offset, p, inv_p)
+                prefetch(&gcache[2 * ways * gids[ia] + 2 * (q_ahead[ia & (PF_RING - 1)] & (ways - 1))])
             if q < q_dead:
                 out_slots[i] = -1
                 nlate += 1
