@@ -265,7 +265,7 @@ def test_clear_records_rejects_a_slot_outside_the_records(stream):
 def test_run_kernels_reject_bad_arguments():
     g = np.array([1, 2], dtype=np.int64)
     at = np.array([0, 1], dtype=np.int64)  # their slots
-    r = np.zeros((2, 3), dtype=np.int64)
+    r = np.ones((2, 3), dtype=np.int64)  # non-zero: a record added shows in acc
     code, word = np.array([0], dtype=np.int64), np.array([0], dtype=np.int64)
     bits, acc, ptr = np.zeros(1, dtype=np.uint64), np.zeros((64, 3), dtype=np.int64), np.zeros(64, dtype=np.int64)
     with pytest.raises(ValueError, match="unknown code"):

@@ -74,12 +74,12 @@ cdef extern from *:
     int ctz64 "FASTOPS_CTZ64"(uint64_t x) noexcept nogil
     int popcount64 "FASTOPS_POPCOUNT64"(uint64_t x) noexcept nogil
 
-# prefetch distance for loops of little work per row, where 16 rows come too soon: dense_window's
-# read-only runs, and agg_update, whose records are cold where slots are reused long after their
-# purge (sliding windows): a miss to memory lasts longer than 16 of their rows
-cdef Py_ssize_t PF_LIGHT = 64
 cdef Py_ssize_t PF = 16  # prefetch distance (rows)
-DEF PF_RING = 64  # pane_assign's prefetch distance, and the ring of panes it works out ahead
+# prefetch distance (rows) for loops that do little per row, where 16 rows take less than a
+# miss to memory: pane_assign (also the size of its ring of panes worked out ahead; a power of
+# two), agg_update (in sliding windows a new pane reuses slots purged long before: cold) and
+# dense_window's runs that only read and finish a record
+DEF PF_FAR = 64
 
 DEF MAX_CLASS = 6     # pane chunks hold 2**class slots, class 0 .. MAX_CLASS
 DEF CLASS_SHIFT = 4   # a pane slot's chunk class sits in its flags from this bit on
@@ -261,7 +261,7 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
     cdef int64_t hq_cache[8]
     cdef int64_t hpos_cache[8]
     cdef int h8
-    cdef int64_t q_ahead[PF_RING]  # pane of rows i .. i + PF_RING - 1 (ring), worked out when prefetched
+    cdef int64_t q_ahead[PF_FAR]  # pane of rows i .. i + PF_FAR - 1 (ring), worked out when prefetched
     cdef Py_ssize_t ia, x, nidx = indexed.shape[0]
     cdef bint newer, in_index, want = False
     if counters.shape[0] < 6 + MAX_CLASS:
@@ -269,15 +269,15 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
     for h8 in range(8):
         hpos_cache[h8] = -1
     with nogil:
-        for ia in range(start, min(start + PF_RING, n)):
-            q_ahead[ia & (PF_RING - 1)] = _floordiv_by(ts[ia] - offset, p, inv_p)
+        for ia in range(start, min(start + PF_FAR, n)):
+            q_ahead[ia & (PF_FAR - 1)] = _floordiv_by(ts[ia] - offset, p, inv_p)
         i = start
         while i < n:
-            q = q_ahead[i & (PF_RING - 1)]
-            if i + PF_RING < n:  # the way row i + PF_RING will read (one line of a table of
-                ia = i + PF_RING  # megabytes, 64 bytes per key: it comes from memory)
-                q_ahead[ia & (PF_RING - 1)] = _floordiv_by(ts[ia] - offset, p, inv_p)
-                prefetch(&gcache[2 * ways * gids[ia] + 2 * (q_ahead[ia & (PF_RING - 1)] & (ways - 1))])
+            q = q_ahead[i & (PF_FAR - 1)]
+            if i + PF_FAR < n:  # the way row i + PF_FAR will read (one line of a table of
+                ia = i + PF_FAR  # megabytes, 64 bytes per key: it comes from memory)
+                q_ahead[ia & (PF_FAR - 1)] = _floordiv_by(ts[ia] - offset, p, inv_p)
+                prefetch(&gcache[2 * ways * gids[ia] + 2 * (q_ahead[ia & (PF_FAR - 1)] & (ways - 1))])
             if q < q_dead:
                 out_slots[i] = -1
                 nlate += 1
@@ -642,8 +642,7 @@ def dense_add(const int64_t[::1] groups, const int64_t[::1] slots, const int64_t
     ``bits`` is clear gets the record copied and its bit set. Returns the
     groups new to the accumulator."""
     cdef Py_ssize_t i, n = groups.shape[0], W = acc.shape[1], nagg = ops.shape[0]
-    cdef int64_t g
-    cdef int64_t added = 0
+    cdef int64_t g, added = 0
     _check_pane(groups, slots, rec, W, ops, offs, min(acc.shape[0], bits.shape[0] * 64), "dense_add",
                 "accumulator")
     if n == 0:
@@ -859,7 +858,7 @@ def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_
                     n += 1
             ends[side] = n
         # the rows, run by run (reads of both stacks are at random: prefetched PF rows ahead, or
-        # PF_LIGHT where a row is only read and finished, which takes about a third of a merge)
+        # PF_FAR where a row is only read and finished, about a third of a merge's work)
         for r in range(ends[0]):  # suffix merged with prefix
             if r + PF < ends[0]:
                 g = out_groups[r + PF]
@@ -874,16 +873,16 @@ def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_
             _merge_record(buf, &acc[g, 0], op, off, nagg)
             _put_final(&fin, buf, row0 + r)
         for r in range(ends[0], ends[1] if bad < 0 else 0):  # suffix only
-            if r + PF_LIGHT < ends[1]:
-                prefetch(&ss[ptr[out_groups[r + PF_LIGHT]], 0])
+            if r + PF_FAR < ends[1]:
+                prefetch(&ss[ptr[out_groups[r + PF_FAR]], 0])
             p = ptr[out_groups[r]]
             if <uint64_t>p >= <uint64_t>top:
                 bad = out_groups[r]
                 break
             _put_final(&fin, &ss[p, 0], row0 + r)
         for r in range(ends[1], n):  # prefix only
-            if r + PF_LIGHT < n:
-                prefetch(&acc[out_groups[r + PF_LIGHT], 0])
+            if r + PF_FAR < n:
+                prefetch(&acc[out_groups[r + PF_FAR], 0])
             _put_final(&fin, &acc[out_groups[r], 0], row0 + r)
         stream_fence()
     if bad >= 0:
@@ -1298,9 +1297,9 @@ def agg_update(const int64_t[::1] slots, const int64_t[::1] ts, const int64_t[::
                 for k in range(m):
                     loc[k] = ag[c + k]
                 for i in range(n):
-                    if i + PF_LIGHT < n and slots[i + PF_LIGHT] >= 0:
+                    if i + PF_FAR < n and slots[i + PF_FAR] >= 0:
                         for k in range(m):
-                            prefetch(loc[k].rec + slots[i + PF_LIGHT] * loc[k].stride)
+                            prefetch(loc[k].rec + slots[i + PF_FAR] * loc[k].stride)
                     s = slots[i]
                     if s < 0:
                         continue
