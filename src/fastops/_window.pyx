@@ -683,6 +683,8 @@ def suffix_add(const int64_t[::1] groups, const int64_t[::1] slots, const int64_
         return 0
     with nogil:
         for i in range(n):
+            if i + 2 * PF < n:  # the pointer to the group's newer record, read PF rows later
+                prefetch(&ptr[groups[i + 2 * PF]])
             if i + PF < n:  # the pane's record and the group's newer one, both at random
                 prefetch(&rec[slots[i + PF], 0])
                 if _bit(&bits[0], groups[i + PF]):
