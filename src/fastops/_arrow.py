@@ -140,16 +140,79 @@ UINT_FOR_WIDTH = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 def empty(n: int, dtype: Any) -> tuple[np.ndarray, pa.Buffer]:
     """A writable, uninitialised NumPy array of ``n`` items backed by a buffer
-    of pyarrow's default memory pool, and that buffer.
+    of pyarrow's default memory pool, and that buffer (64-byte aligned).
 
-    Kernel outputs are allocated here rather than with ``np.empty``: the pool
-    (mimalloc or jemalloc) recycles freed memory, so large outputs do not pay
-    the kernel's page faults and zeroing on every call, and the buffer becomes
-    part of an Arrow array without a copy.
+    Kernel outputs and state arrays are allocated here rather than with
+    ``np.empty``: the buffer becomes part of an Arrow array without a copy,
+    and large ones are recycled (see ``BlockCache``).
     """
     dtype = np.dtype(dtype)
-    buf = pa.allocate_buffer(n * dtype.itemsize if n > 0 else 0)
+    nbytes = n * dtype.itemsize if n > 0 else 0
+    if nbytes < BlockCache.MIN_BYTES:
+        buf = pa.allocate_buffer(nbytes)
+    else:
+        buf = pa.py_buffer(_BLOCKS.lease(nbytes))
     return np.frombuffer(buf, dtype=dtype), buf
+
+
+class BlockCache:
+    """Large buffers (``MIN_BYTES`` and up) reused once released.
+
+    An emission's columns are megabytes that live until the consumer drops
+    the batch. Freed to the memory pool, such blocks go back to the system
+    (mimalloc purges them within milliseconds), and the next emission pays
+    the kernel's page faults and zeroing again, a cost on the order of the
+    writes themselves. Here a released block waits, up to ``CAP_BYTES`` in
+    all, for the next request of its size class (powers of two).
+
+    A block is handed out as a ``_Lease`` (an array over its first bytes);
+    every buffer, array or view made from it holds the lease, and the block
+    returns only when the last of them is gone, so it is never reused while
+    readable."""
+
+    MIN_BYTES = 256 << 10
+    CAP_BYTES = 256 << 20
+
+    def __init__(self) -> None:
+        self.free: dict[int, list[np.ndarray]] = {}
+        self.held = 0  # bytes waiting in ``free``
+
+    def lease(self, nbytes: int) -> "_Lease":
+        cls = (nbytes - 1).bit_length()
+        try:
+            block = self.free[cls].pop()  # atomic: another thread may be here too
+        except (KeyError, IndexError):
+            block = np.frombuffer(pa.allocate_buffer(1 << cls), dtype=np.uint8)
+        else:
+            self.held -= len(block)
+        lease = block[:nbytes].view(_Lease)
+        lease.cache, lease.block = self, block
+        return lease
+
+    def release(self, block: np.ndarray) -> None:
+        if self.held + len(block) <= self.CAP_BYTES:
+            self.free.setdefault((len(block) - 1).bit_length(), []).append(block)
+            self.held += len(block)
+
+    def clear(self) -> None:
+        """Give every waiting block back to the memory pool."""
+        self.free.clear()
+        self.held = 0
+
+
+class _Lease(np.ndarray):
+    """A block's bytes on loan; returns the block to its cache when collected."""
+
+    cache: Optional[BlockCache] = None
+    block: Optional[np.ndarray] = None
+
+    def __del__(self) -> None:
+        cache, block = self.cache, self.block
+        if cache is not None and block is not None:
+            cache.release(block)
+
+
+_BLOCKS = BlockCache()
 
 
 def concat(pieces: list[np.ndarray], dtype: Any) -> np.ndarray:

@@ -150,8 +150,9 @@ class _Records:
         if n <= self.size:
             return
         new = _builtins.max(n, 2 * self.size, 64)
-        rec = aligned_records(new, self.rec.shape[1])
+        rec = aligned_records(new, self.rec.shape[1], zeroed=False)
         rec[: self.size] = self.rec
+        rec[self.size :] = 0
         self.rec = rec
         self.size = new
 
@@ -162,11 +163,13 @@ def record_width(words: int) -> int:
     return 1 << (words - 1).bit_length() if 0 < words <= 8 else words
 
 
-def aligned_records(n: int, width: int) -> np.ndarray:
-    """Zeroed ``(n, width)`` int64 records starting on a 64-byte boundary."""
-    raw = np.zeros(n * width + 8, dtype=np.int64)
-    start = (-raw.ctypes.data % 64) // 8
-    return raw[start : start + n * width].reshape(n, width)
+def aligned_records(n: int, width: int, zeroed: bool = True) -> np.ndarray:
+    """``(n, width)`` int64 records (zeroed unless told not to) in pool
+    memory, starting on a 64-byte boundary."""
+    rec = _arrow.empty(n * width, np.int64)[0].reshape(n, width)
+    if zeroed:
+        rec[:] = 0
+    return rec
 
 
 class Columns:
