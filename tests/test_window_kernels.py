@@ -327,7 +327,7 @@ def test_gather_fields_finishes_result_words(recs, by_slot):
     pick = slice(None, None, -1) if by_slot else slice(None)
     words, codes = np.array([1, 3, 0], dtype=np.int64), np.array([1, 0, 0], dtype=np.int64)
     out = np.empty((3, len(recs)), dtype=np.int64)
-    null = np.empty((1, len(recs)), dtype=np.uint8)
+    null = np.zeros((1, len(recs)), dtype=np.uint8)  # kernels write only the nulls
     nnull = np.full(1, 99, dtype=np.int64)
     _window.gather_fields(rec, words, codes, np.array([0], dtype=np.int64), slots, out, null, nnull)
     total, comp = rec[pick, 1].view(np.float64), rec[pick, 2].view(np.float64)

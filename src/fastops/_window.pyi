@@ -78,7 +78,7 @@ def dense_window(sbits: np.ndarray, ptr: np.ndarray, ss: np.ndarray,  # the suff
                  cnt_words: np.ndarray,
                  out_groups: np.ndarray,  # int64[::1], modified
                  out_cols: np.ndarray,    # int64[:, ::1] (len(words), rows), modified
-                 out_null: np.ndarray,    # uint8[:, ::1] (len(cnt_words), rows), modified
+                 out_null: np.ndarray,    # uint8[:, ::1] (len(cnt_words), rows), zeroed; 1 set where null
                  nnull: np.ndarray,       # int64[::1] nulls per null column, modified
                  row0: int = 0,           # first row of the outputs written
                  ) -> int: ...
@@ -153,7 +153,7 @@ def gather_fields(rec: np.ndarray,        # const int64[:, ::1]
                   cnt_words: np.ndarray,  # const int64[::1] count word of each null column
                   slots: np.ndarray | None,  # const int64[::1]; None: rows 0 .. n-1
                   out: np.ndarray,        # int64[:, ::1] (len(words), n), modified
-                  null: np.ndarray,       # uint8[:, ::1] (len(cnt_words), n), modified
+                  null: np.ndarray,       # uint8[:, ::1] (len(cnt_words), n), zeroed; 1 set where null
                   nnull: np.ndarray,      # int64[::1] nulls per null column, modified
                   ) -> None: ...
 

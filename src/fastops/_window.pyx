@@ -782,7 +782,6 @@ cdef inline void _put_final(const _Final* f, const int64_t* rec, Py_ssize_t r) n
     """Row ``r`` of the plan's columns from one record."""
     cdef Py_ssize_t c
     cdef double t
-    cdef bint z
     cdef int64_t v
     for c in range(f.nout):
         if f.code[c] == 0:
@@ -796,10 +795,10 @@ cdef inline void _put_final(const _Final* f, const int64_t* rec, Py_ssize_t r) n
             store_stream(&f.cols[c * f.stride + r], v)
         else:
             f.cols[c * f.stride + r] = v
-    for c in range(f.nnull):
-        z = rec[f.cnt[c]] == 0
-        f.nulls[c * f.stride + r] = z
-        f.counts[c] += z
+    for c in range(f.nnull):  # only nulls are written (rare: the branch is predicted)
+        if rec[f.cnt[c]] == 0:
+            f.nulls[c * f.stride + r] = 1
+            f.counts[c] += 1
 
 
 def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_t[:, ::1] ss,
@@ -811,8 +810,9 @@ def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_
     or ``pbits``, its suffix record ``ss[ptr[g]]`` merged with its prefix
     record ``acc[g]`` (either alone where the other bit is clear), finished
     by the plan ``words`` / ``codes`` / ``cnt_words`` (``gather_fields``)
-    into ``out_cols[c, row0 + r]`` and ``out_null[v, row0 + r]`` (nulls
-    counted into ``nnull[v]``); its group goes to ``out_groups[r]``. A bitmap
+    into ``out_cols[c, row0 + r]`` and ``out_null[v, row0 + r]`` (zeroed by
+    the caller; nulls set and counted into ``nnull[v]``); its group goes to
+    ``out_groups[r]``. A bitmap
     shorter than the other reads as zeros. Rows come in three runs, each in
     group order: groups in both, in the suffix only, in the prefix only (a
     loop without a branch on which side a group is in). Returns the rows.
@@ -1471,8 +1471,9 @@ def gather_fields(const int64_t[:, ::1] rec, const int64_t[::1] words, const int
                   uint8_t[:, ::1] null, int64_t[::1] nnull):
     """Result columns of the records ``rec[slots[i]]`` (``slots`` None: rows
     0 .. n-1 in order, n = out.shape[1]): ``out[c, i]`` = word ``words[c]``
-    made by ``codes[c]`` (``FINAL``), and ``null[v, i]`` = (word
-    ``cnt_words[v]`` == 0), counted into ``nnull[v]``. Modifies outputs. A
+    made by ``codes[c]`` (``FINAL``), and ``null[v, i]`` set to 1 where
+    word ``cnt_words[v]`` is 0, counted into ``nnull[v]`` (``null`` comes
+    zeroed: only nulls are written). Modifies outputs. A
     slot outside ``rec`` raises ValueError as it is read (the outputs are
     then partly written)."""
     cdef bint seq = slots is None

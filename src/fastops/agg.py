@@ -334,12 +334,14 @@ _COUNT_OP = _window.OPS["count"]
 
 class ResultColumns:
     """Result columns under construction: one int64 column per word of a
-    ``ResultPlan`` and one null-byte column per nullable aggregate, with
-    their null counts."""
+    ``ResultPlan`` and one null-byte column per nullable aggregate (zeroed,
+    1 where null), with their null counts."""
 
     def __init__(self, plan: "ResultPlan", capacity: int):
         self.cols = _arrow.empty(len(plan.words) * capacity, np.int64)[0].reshape(len(plan.words), capacity)
-        self.nulls = np.empty((len(plan.cnt_words), capacity), dtype=np.uint8)
+        nn = len(plan.cnt_words)
+        self.nulls = _arrow.empty(nn * capacity, np.uint8)[0].reshape(nn, capacity)
+        self.nulls[:] = 0  # kernels write only the nulls
         self.nnull = np.zeros(len(plan.cnt_words), dtype=np.int64)
         self.plan = plan
 
