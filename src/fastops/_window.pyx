@@ -560,7 +560,7 @@ def pane_slots(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] 
     short. Modifies the outputs."""
     cdef int64_t where, n = 0, cap = min(out_slots.shape[0], out_groups.shape[0])
     cdef uint64_t mask = <uint64_t>(hv.shape[0] - 1)
-    cdef int64_t slot, lo, x
+    cdef int64_t slot, lo, x, nxt
     with nogil:
         slot = _find(&hg[0], &hq[0], &hv[0], mask, -1, q, &where)
         while slot >= 0:
@@ -568,11 +568,16 @@ def pane_slots(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] 
             if n + slot - lo + 1 > cap:
                 n = -1
                 break
+            nxt = s_next[lo]  # the older chunk's top: its flags read ahead of this chunk's copy
+            if nxt >= 0:
+                prefetch(&s_flags[nxt])
+            for x in range(lo, slot + 1, 8):
+                prefetch(&s_group[x])
             for x in range(lo, slot + 1):
                 out_slots[n] = x
                 out_groups[n] = s_group[x]
                 n += 1
-            slot = s_next[lo]
+            slot = nxt
     return n
 
 
