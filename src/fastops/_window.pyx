@@ -568,9 +568,10 @@ def pane_slots(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] 
             if n + slot - lo + 1 > cap:
                 n = -1
                 break
-            nxt = s_next[lo]  # the older chunk's top: its flags read ahead of this chunk's copy
+            nxt = s_next[lo]  # the older chunk's top: its flags and link read ahead of this chunk's copy
             if nxt >= 0:
                 prefetch(&s_flags[nxt])
+                prefetch(&s_next[nxt & ~((<int64_t>1 << MAX_CLASS) - 1)])  # a full chunk's link
             for x in range(lo, slot + 1, 8):
                 prefetch(&s_group[x])
             for x in range(lo, slot + 1):
@@ -967,7 +968,7 @@ def pane_purge(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
     chunk (the first slot's, to the older chunk's top), not one per slot."""
     cdef Py_ssize_t a, m = panes.shape[0]
     cdef uint64_t mask = <uint64_t>(hv.shape[0] - 1)
-    cdef int64_t slot, base, x, where, w2, n = 0
+    cdef int64_t slot, base, x, where, w2, nxt, n = 0
     cdef int cls
     if counters.shape[0] < 6 + MAX_CLASS:
         raise ValueError(f"pane_purge: counters has {counters.shape[0]} entries, needs {6 + MAX_CLASS}")
@@ -982,6 +983,10 @@ def pane_purge(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
             while slot >= 0:  # slot: the top of one of the pane's chunks
                 cls = s_flags[slot] >> CLASS_SHIFT
                 base = slot & ~((<int64_t>1 << cls) - 1)
+                nxt = s_next[base]
+                if nxt >= 0:
+                    prefetch(&s_flags[nxt])
+                    prefetch(&s_next[nxt & ~((<int64_t>1 << MAX_CLASS) - 1)])
                 for x in range(slot, base - 1, -1):
                     if (s_flags[x] & IN_MAP) and \
                             _find(&hg[0], &hq[0], &hv[0], mask, s_group[x], panes[a], &w2) >= 0:
@@ -990,7 +995,7 @@ def pane_purge(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
                         counters[3] += 1
                     out_slots[n] = x
                     n += 1
-                slot = s_next[base]
+                slot = nxt
                 _chunk_give(&s_next[0], &counters[0], base, cls)  # (overwrites that link)
         counters[4] -= n
     return n
