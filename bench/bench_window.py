@@ -205,21 +205,15 @@ def in_turn(batches: list[pa.RecordBatch], repeats: int) -> dict:
     return {wl: statistics.median(t) for wl, t in times.items()}
 
 
-def pool_bytes_in_use() -> int:
-    """Arrow pool bytes in use: allocated, less the released blocks that
-    fastops keeps for reuse (``fastops._arrow.BlockCache``)."""
-    return pa.total_allocated_bytes() - _arrow._BLOCKS.held
-
-
 def fastops_memory(batches, wl: str) -> int:
     """Peak bytes allocated while running (NumPy via tracemalloc + Arrow pool growth)."""
-    pool0 = pool_bytes_in_use()
+    pool0 = _arrow.pool_bytes_in_use()  # blocks waiting for reuse not counted
     peak_pool = 0
     key_bytes = 0
 
     def measure(wa: WindowAggregator) -> None:
         nonlocal peak_pool, key_bytes
-        peak_pool = max(peak_pool, pool_bytes_in_use() - pool0)
+        peak_pool = max(peak_pool, _arrow.pool_bytes_in_use() - pool0)
         key_bytes = wa.key_table.nbytes()
 
     tracemalloc.start()

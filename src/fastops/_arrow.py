@@ -155,6 +155,19 @@ def empty(n: int, dtype: Any) -> tuple[np.ndarray, pa.Buffer]:
     return np.frombuffer(buf, dtype=dtype), buf
 
 
+def zeros(n: int, dtype: Any) -> np.ndarray:
+    """``empty``, zeroed."""
+    out = empty(n, dtype)[0]
+    out[:] = 0
+    return out
+
+
+def pool_bytes_in_use() -> int:
+    """Arrow pool bytes in use: allocated, less the released blocks waiting
+    in the block cache."""
+    return pa.total_allocated_bytes() - _BLOCKS.held
+
+
 class BlockCache:
     """Large buffers (``MIN_BYTES`` and up) reused once released.
 

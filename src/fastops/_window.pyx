@@ -177,6 +177,23 @@ cdef inline int64_t _chunk_take(int64_t* s_next, int64_t* cnt, int c, int64_t ca
     return base
 
 
+cdef inline int64_t _chunk_first(const uint8_t* s_flags, int64_t top) noexcept nogil:
+    """First slot of the pane chunk whose highest filled slot is ``top``."""
+    return top & ~((<int64_t>1 << (s_flags[top] >> CLASS_SHIFT)) - 1)
+
+
+cdef inline int64_t _older_chunk(const int64_t* s_next, const uint8_t* s_flags, int64_t first) noexcept nogil:
+    """The highest slot of the pane's next older chunk (-1: none), from the
+    link of the chunk starting at ``first``. Its flags and, for a full
+    chunk, its link are prefetched: a walk that reads this first overlaps
+    the next chunk's misses with the work on this one."""
+    cdef int64_t nxt = s_next[first]
+    if nxt >= 0:
+        prefetch(&s_flags[nxt])
+        prefetch(&s_next[nxt & ~((<int64_t>1 << MAX_CLASS) - 1)])
+    return nxt
+
+
 cdef inline void _chunk_give(int64_t* s_next, int64_t* cnt, int64_t base, int c) noexcept nogil:
     s_next[base] = cnt[5 + c] - 1
     cnt[5 + c] = base + 1
@@ -388,7 +405,7 @@ cdef int64_t _emit_merged(const int64_t* hg, const int64_t* hq, const int64_t* h
     for a in range(m):
         slot = _find(hg, hq, hv, mask, -1, panes[a], &where)
         while slot >= 0:
-            lo = slot & ~((<int64_t>1 << (s_flags[slot] >> CLASS_SHIFT)) - 1)  # the run's first slot
+            lo = _chunk_first(s_flags, slot)  # the run's first slot
             x = slot
             while x >= lo:
                 xa = x - PF
@@ -564,14 +581,11 @@ def pane_slots(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] 
     with nogil:
         slot = _find(&hg[0], &hq[0], &hv[0], mask, -1, q, &where)
         while slot >= 0:
-            lo = slot & ~((<int64_t>1 << (s_flags[slot] >> CLASS_SHIFT)) - 1)  # the chunk's first slot
+            lo = _chunk_first(&s_flags[0], slot)
             if n + slot - lo + 1 > cap:
                 n = -1
                 break
-            nxt = s_next[lo]  # the older chunk's top: its flags and link read ahead of this chunk's copy
-            if nxt >= 0:
-                prefetch(&s_flags[nxt])
-                prefetch(&s_next[nxt & ~((<int64_t>1 << MAX_CLASS) - 1)])  # a full chunk's link
+            nxt = _older_chunk(&s_next[0], &s_flags[0], lo)
             for x in range(lo, slot + 1, 8):
                 prefetch(&s_group[x])
             for x in range(lo, slot + 1):
@@ -615,11 +629,12 @@ cdef int _check_layout(const int64_t[::1] ops, const int64_t[::1] offs, Py_ssize
     return 0
 
 
-cdef int _check_groups(const int64_t[::1] groups, Py_ssize_t n, int64_t max_group, str what) except -1:
+cdef int _check_ids(const int64_t[::1] ids, int64_t top, str what, str kind) except -1:
+    """Every id (a ``kind``: group, slot) in ``[0, top)``."""
     cdef Py_ssize_t i
-    for i in range(n):
-        if not 0 <= groups[i] < max_group:
-            raise ValueError(f"{what}: group {groups[i]} outside [0, {max_group})")
+    for i in range(ids.shape[0]):
+        if not 0 <= ids[i] < top:
+            raise ValueError(f"{what}: {kind} {ids[i]} outside [0, {top})")
     return 0
 
 
@@ -628,15 +643,12 @@ cdef int _check_pane(const int64_t[::1] groups, const int64_t[::1] slots, const 
                      str what, str into) except -1:
     """The arguments of a pane (its groups and their slots in ``rec``) added
     ``into`` rows of ``W`` words."""
-    cdef Py_ssize_t i
     if slots.shape[0] != groups.shape[0] or rec.shape[1] != W:
         raise ValueError(f"{what}: {slots.shape[0]} slots for {groups.shape[0]} groups, records of "
                          f"{rec.shape[1]} words for {into} rows of {W}")
     _check_layout(ops, offs, W, what)
-    _check_groups(groups, groups.shape[0], max_group, what)
-    for i in range(slots.shape[0]):
-        if not 0 <= slots[i] < rec.shape[0]:
-            raise ValueError(f"{what}: slot {slots[i]} outside [0, {rec.shape[0]})")
+    _check_ids(groups, max_group, what, "group")
+    _check_ids(slots, rec.shape[0], what, "slot")
     return 0
 
 
@@ -982,11 +994,8 @@ def pane_purge(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
             counters[3] += 1
             while slot >= 0:  # slot: the top of one of the pane's chunks
                 cls = s_flags[slot] >> CLASS_SHIFT
-                base = slot & ~((<int64_t>1 << cls) - 1)
-                nxt = s_next[base]
-                if nxt >= 0:
-                    prefetch(&s_flags[nxt])
-                    prefetch(&s_next[nxt & ~((<int64_t>1 << MAX_CLASS) - 1)])
+                base = _chunk_first(&s_flags[0], slot)
+                nxt = _older_chunk(&s_next[0], &s_flags[0], base)  # (read before _chunk_give overwrites it)
                 for x in range(slot, base - 1, -1):
                     if (s_flags[x] & IN_MAP) and \
                             _find(&hg[0], &hq[0], &hv[0], mask, s_group[x], panes[a], &w2) >= 0:

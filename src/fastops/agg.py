@@ -150,10 +150,8 @@ class _Records:
         if n <= self.size:
             return
         new = _builtins.max(n, 2 * self.size, 64)
-        rec = aligned_records(new, self.rec.shape[1], zeroed=False)
-        rec[: self.size] = self.rec
-        rec[self.size :] = 0
-        self.rec = rec
+        width = self.rec.shape[1]
+        self.rec = _arrow.grown(self.rec.reshape(-1), new * width)[: new * width].reshape(new, width)
         self.size = new
 
 
@@ -163,13 +161,10 @@ def record_width(words: int) -> int:
     return 1 << (words - 1).bit_length() if 0 < words <= 8 else words
 
 
-def aligned_records(n: int, width: int, zeroed: bool = True) -> np.ndarray:
-    """``(n, width)`` int64 records (zeroed unless told not to) in pool
-    memory, starting on a 64-byte boundary."""
-    rec = _arrow.empty(n * width, np.int64)[0].reshape(n, width)
-    if zeroed:
-        rec[:] = 0
-    return rec
+def aligned_records(n: int, width: int) -> np.ndarray:
+    """Zeroed ``(n, width)`` int64 records in pool memory, starting on a
+    64-byte boundary."""
+    return _arrow.zeros(n * width, np.int64).reshape(n, width)
 
 
 class Columns:
@@ -340,8 +335,7 @@ class ResultColumns:
     def __init__(self, plan: "ResultPlan", capacity: int):
         self.cols = _arrow.empty(len(plan.words) * capacity, np.int64)[0].reshape(len(plan.words), capacity)
         nn = len(plan.cnt_words)
-        self.nulls = _arrow.empty(nn * capacity, np.uint8)[0].reshape(nn, capacity)
-        self.nulls[:] = 0  # kernels write only the nulls
+        self.nulls = _arrow.zeros(nn * capacity, np.uint8).reshape(nn, capacity)  # kernels write only nulls
         self.nnull = np.zeros(len(plan.cnt_words), dtype=np.int64)
         self.plan = plan
 

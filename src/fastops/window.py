@@ -303,9 +303,8 @@ class _PaneStacks:
             self.pbits = _arrow.grown(self.pbits, words)  # new words 0: no group
             self.sbits = _arrow.grown(self.sbits, len(self.pbits))
             self.ptr = _arrow.grown(self.ptr, 64 * len(self.pbits))
-            acc = _arrow.empty(len(self.ptr) * self.width, np.int64)[0].reshape(-1, self.width)
-            acc[:len(self.acc)] = self.acc
-            self.acc = acc
+            n = len(self.ptr) * self.width
+            self.acc = _arrow.grown(self.acc.reshape(-1), n)[:n].reshape(-1, self.width)
 
     def prepare(self, wa: "WindowAggregator", s: int) -> int:
         """Bring both stacks to window ``[s, s + k)``; returns an upper bound of its rows."""
