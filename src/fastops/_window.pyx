@@ -335,6 +335,9 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
                         if slot < 0:
                             break  # the caller grows the slot arrays
                     cnt[4] += 1
+                    if slot + 8 < cap:  # lines a few slots on (its next new slots in a large chunk): reused chunks are cold
+                        prefetch(&s_group[slot + 8])
+                        prefetch(&s_next[slot + 8])
                     s_group[slot] = g
                     s_flags[slot] = <uint8_t>(cls << CLASS_SHIFT)
                     s_next[slot] = head
