@@ -267,7 +267,9 @@ def as_storage(arr: pa.Array, dtype: np.dtype) -> np.ndarray:
 
 
 def from_storage(vals: np.ndarray, null: Optional[np.ndarray], t: pa.DataType) -> pa.Array:
-    """An Arrow array of type ``t`` from int64/float64 storage; ``null`` marks nulls."""
+    """An Arrow array of type ``t`` from int64/float64 storage; ``null`` marks nulls.
+    Built from buffers, sharing the memory where ``t`` is 8 bytes wide:
+    ``pa.array`` given an integer type reads every value (about 1 ns each)."""
     n = len(vals)
     nnull = int(null.sum()) if null is not None else 0
     validity = None
@@ -501,7 +503,7 @@ class Count(BuiltinAggregate):
         return [("cnt", _window.FINAL["word"])]
 
     def from_final(self, cols, null):
-        return pa.array(cols[0], type=pa.int64())
+        return from_storage(cols[0], None, pa.int64())
 
 
 class Sum(BuiltinAggregate):
@@ -527,7 +529,7 @@ class Sum(BuiltinAggregate):
         return [("sum", _window.FINAL["word" if self._dtype == np.int64 else "sum_f64"])]
 
     def from_final(self, cols, null):
-        return pa.array(cols[0], type=pa.int64() if self._dtype == np.int64 else pa.float64(), mask=null)
+        return from_storage(cols[0], null, pa.int64() if self._dtype == np.int64 else pa.float64())
 
 
 class _Ordered(BuiltinAggregate):
