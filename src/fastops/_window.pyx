@@ -880,11 +880,12 @@ def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_
                     x &= x - 1
                     n += 1
             ends[side] = n
-        # the rows, run by run (reads of both stacks are at random: prefetched PF rows ahead, or
-        # PF_FAR where a row is only read and finished, about a third of a merge's work)
+        # the rows, run by run (reads of both stacks are at random: prefetched 2 * PF rows ahead
+        # where a row reads a line of each, or PF_FAR where a row is only read and finished,
+        # about a third of a merge's work)
         for r in range(ends[0]):  # suffix merged with prefix
-            if r + PF < ends[0]:
-                g = out_groups[r + PF]
+            if r + 2 * PF < ends[0]:
+                g = out_groups[r + 2 * PF]
                 prefetch(&ss[ptr[g], 0])  # (a pointer out of range is caught below; prefetches never fault)
                 prefetch(&acc[g, 0])
             g = out_groups[r]
