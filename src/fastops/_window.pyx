@@ -670,9 +670,9 @@ def dense_add(const int64_t[::1] groups, const int64_t[::1] slots, const int64_t
         return 0
     with nogil:
         for i in range(n):
-            if i + PF < n:  # both reads are at random (slots run in chunks): prefetched
-                prefetch(&acc[groups[i + PF], 0])
-                prefetch(&rec[slots[i + PF], 0])
+            if i + 2 * PF < n:  # both reads are at random (slots run in chunks): prefetched, a
+                prefetch(&acc[groups[i + 2 * PF], 0])  # line of each, 2 * PF rows ahead
+                prefetch(&rec[slots[i + 2 * PF], 0])
             g = groups[i]
             if _bit(&bits[0], g):
                 _merge_record(&acc[g, 0], &rec[slots[i], 0], &ops[0] if nagg else NULL,
