@@ -1182,6 +1182,21 @@ cdef inline int64_t _op_words(int64_t op) noexcept nogil:
     return 2
 
 
+cdef inline int64_t _pick(bint c, int64_t a, int64_t b) noexcept nogil:
+    """``a`` if ``c`` else ``b`` (8-byte words, any type), by a mask: GCC
+    compiles a conditional expression on such words to a branch, and which
+    way the data goes (a slot's first row, a merge's larger value) is
+    unpredictable, so the branch often misses."""
+    cdef int64_t m = -<int64_t>c
+    return (a & m) | (b & ~m)
+
+
+cdef inline double _as_double(int64_t w) noexcept nogil:
+    cdef double d
+    memcpy(&d, &w, sizeof(double))
+    return d
+
+
 cdef inline void _two_sum(double* total, double* comp, double v) noexcept nogil:
     """total + comp += v with Knuth's TwoSum error term (branch-free)."""
     cdef double a = total[0]
@@ -1199,32 +1214,32 @@ cdef inline void _update_one(int op, int64_t* r, const int64_t* v, int64_t t) no
     if op == 0:
         r[0] += 1
         return
-    # The first value of a slot (r[0] == 0) is chosen by selects, not branches:
-    # which rows start a slot is unpredictable, so a branch would often miss.
+    # The first value of a slot (r[0] == 0) is chosen by masks (_pick), not
+    # branches: which rows start a slot is unpredictable.
     cdef bint first = r[0] == 0
     cdef double tot, comp, cur
     cdef int64_t icur
     if op == 1:
         x = (<const double*>v)[0]
-        tot = 0.0 if first else f[1]
-        comp = 0.0 if first else f[2]
+        tot = _as_double(_pick(first, 0, r[1]))  # (0 is +0.0)
+        comp = _as_double(_pick(first, 0, r[2]))
         _two_sum(&tot, &comp, x)
         f[1] = tot
         f[2] = comp
     elif op == 2:
-        icur = 0 if first else r[1]
+        icur = _pick(first, 0, r[1])
         r[1] = <int64_t>(<uint64_t>icur + <uint64_t>v[0])
     elif op == 3:
-        icur = v[0] if first else r[1]
+        icur = _pick(first, v[0], r[1])
         r[1] = v[0] if v[0] > icur else icur
     elif op == 4:
-        icur = v[0] if first else r[1]
+        icur = _pick(first, v[0], r[1])
         r[1] = v[0] if v[0] < icur else icur
     elif op == 5 or op == 6:
         x = (<const double*>v)[0]
         if x != x:
             return
-        cur = x if first else f[1]
+        cur = _as_double(_pick(first, v[0], r[1]))
         if op == 5:
             f[1] = x if x > cur else cur
         else:
@@ -1412,8 +1427,7 @@ cdef inline void _merge_one(int op, int64_t* a, const int64_t* b) noexcept nogil
             take = (<const double*>b)[1] > (<double*>a)[1]
         else:
             take = (<const double*>b)[1] < (<double*>a)[1]
-        take = take | (a[0] == 0)
-        a[1] = b[1] if take else a[1]
+        a[1] = _pick(take | (a[0] == 0), b[1], a[1])
         a[0] += b[0]
     elif op == 7:
         _merge_welford(a, b)
