@@ -335,7 +335,9 @@ def pane_assign(int64_t[::1] hg, int64_t[::1] hq, int64_t[::1] hv,
                         if slot < 0:
                             break  # the caller grows the slot arrays
                     cnt[4] += 1
-                    if slot + 8 < cap:  # lines a few slots on (its next new slots in a large chunk): reused chunks are cold
+                    # the lines a few slots on (the pane's next new slots, in a large chunk): a
+                    # reused chunk was purged long before, and is cold
+                    if slot + 8 < cap:
                         prefetch(&s_group[slot + 8])
                         prefetch(&s_next[slot + 8])
                     s_group[slot] = g
@@ -731,8 +733,8 @@ def suffix_drop(const int64_t[::1] ss_group, const int64_t[::1] ss_next, Py_ssiz
                 int64_t[::1] ptr, uint64_t[::1] bits) -> int:
     """Drop the oldest pane of a suffix stack (its records ``[lo, hi)``):
     each group's pointer moves to its record of the next newer pane, or (to
-    -1) its bit clears; no branch on which, a coin toss per group. Returns
-    the groups that left the stack."""
+    -1) its bit clears, without a branch on which (a coin toss per group).
+    Returns the groups that left the stack."""
     cdef Py_ssize_t idx
     cdef int64_t g, nx, left = 0, top = min(ptr.shape[0], bits.shape[0] * 64)
     if not 0 <= lo <= hi <= min(ss_group.shape[0], ss_next.shape[0]):
@@ -1191,6 +1193,7 @@ cdef inline int64_t _pick(bint c, int64_t a, int64_t b) noexcept nogil:
 
 
 cdef inline double _as_double(int64_t w) noexcept nogil:
+    """The word's bits as a double (records hold doubles as int64 words)."""
     cdef double d
     memcpy(&d, &w, sizeof(double))
     return d
