@@ -1258,10 +1258,10 @@ cdef inline void _update_one(int op, int64_t* r, const int64_t* v, int64_t t) no
             f[1] += d / c
             f[2] += d * (x - f[1])
         return
-    else:
-        if r[0] == 0 or (t >= r[2] if op == 9 else t < r[2]):
-            r[1] = v[0]
-            r[2] = t
+    else:  # first / last by event time: with disordered rows, which row wins is a coin toss
+        first = first | ((t >= r[2]) if op == 9 else (t < r[2]))
+        r[1] = _pick(first, v[0], r[1])
+        r[2] = _pick(first, t, r[2])
     r[0] += 1
 
 
@@ -1406,9 +1406,9 @@ cdef inline void _merge_welford(int64_t* a, const int64_t* b) noexcept nogil:
 
 cdef inline void _merge_firstlast(int64_t* a, const int64_t* b, bint is_last) noexcept nogil:
     """``b`` counts as the later rows on ties; values are raw 8-byte words."""
-    if a[0] == 0 or (b[2] >= a[2] if is_last else b[2] < a[2]):
-        a[1] = b[1]
-        a[2] = b[2]
+    cdef bint take = (a[0] == 0) | ((b[2] >= a[2]) if is_last else (b[2] < a[2]))
+    a[1] = _pick(take, b[1], a[1])
+    a[2] = _pick(take, b[2], a[2])
     a[0] += b[0]
 
 
