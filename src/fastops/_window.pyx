@@ -1199,6 +1199,13 @@ cdef inline double _as_double(int64_t w) noexcept nogil:
     return d
 
 
+cdef inline int64_t _as_int(double d) noexcept nogil:
+    """The double's bits as a word."""
+    cdef int64_t w
+    memcpy(&w, &d, sizeof(double))
+    return w
+
+
 cdef inline void _two_sum(double* total, double* comp, double v) noexcept nogil:
     """total + comp += v with Knuth's TwoSum error term (branch-free)."""
     cdef double a = total[0]
@@ -1246,17 +1253,15 @@ cdef inline void _update_one(int op, int64_t* r, const int64_t* v, int64_t t) no
             f[1] = x if x > cur else cur
         else:
             f[1] = x if x < cur else cur
-    elif op == 7:
+    elif op == 7:  # Welford: the first value's mean is itself, its sum of squares 0
         x = (<const double*>v)[0]
         c = r[0] + 1
         r[0] = c
-        if c == 1:
-            f[1] = x
-            f[2] = 0.0
-        else:
-            d = x - f[1]
-            f[1] += d / c
-            f[2] += d * (x - f[1])
+        d = x - f[1]
+        cur = f[1] + d / c
+        tot = f[2] + d * (x - cur)
+        r[1] = _pick(first, v[0], _as_int(cur))
+        r[2] = _pick(first, 0, _as_int(tot))
         return
     else:  # first / last by event time: with disordered rows, which row wins is a coin toss
         first = first | ((t >= r[2]) if op == 9 else (t < r[2]))
