@@ -99,5 +99,9 @@ def test_kept_results_stay_intact_while_later_ones_reuse_memory(cache):
         del out
         gc.collect()
     assert cache.held > 0
+    counts, sums = np.bincount(keys, minlength=n_keys), np.bincount(keys, weights=values, minlength=n_keys)
     for batch, expected in zip(kept, copies):
         assert batch.to_pylist() == expected
+        order = np.argsort(batch.column("k").to_numpy())  # every key once: against NumPy's group-by
+        assert batch.column("n").to_numpy()[order].tolist() == counts.tolist()
+        np.testing.assert_allclose(batch.column("s").to_numpy()[order], sums, rtol=1e-9, atol=1e-9)

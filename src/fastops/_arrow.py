@@ -239,12 +239,13 @@ def concat(pieces: list[np.ndarray], dtype: Any) -> np.ndarray:
 
 
 def grown(a: np.ndarray, n: int, fill: Any = 0) -> np.ndarray:
-    """``a`` with room for ``n`` entries (capacity doubles, at least 64; new
-    ones ``fill``): the growth of every per-slot and per-row state array, in
-    pool memory (see ``empty``)."""
+    """``a`` with room for ``n`` entries, or rows of a 2-D array (capacity
+    doubles, at least 64; new ones ``fill``): the growth of every per-slot
+    and per-row state array, records included, in pool memory (see ``empty``)."""
     if len(a) >= n:
         return a
-    b = empty(max(n, 2 * len(a), 64), a.dtype)[0]
+    rows, row = max(n, 2 * len(a), 64), a.shape[1:]
+    b = empty(rows * int(np.prod(row, dtype=np.int64)), a.dtype)[0].reshape((rows,) + row)
     b[: len(a)] = a
     b[len(a):] = fill
     return b

@@ -140,19 +140,17 @@ class _Records:
     """An ``(n_slots, width)`` int64 record array, grown by doubling, rows
     64-byte aligned; several :class:`Columns` may share it (each its words)."""
 
-    __slots__ = ("rec", "size")
+    __slots__ = ("rec",)
 
     def __init__(self, width: int, size: int = 0):
         self.rec = aligned_records(size, width)
-        self.size = size
+
+    @property
+    def size(self) -> int:
+        return len(self.rec)
 
     def ensure(self, n: int) -> None:
-        if n <= self.size:
-            return
-        new = _builtins.max(n, 2 * self.size, 64)
-        width = self.rec.shape[1]
-        self.rec = _arrow.grown(self.rec.reshape(-1), new * width)[: new * width].reshape(new, width)
-        self.size = new
+        self.rec = _arrow.grown(self.rec, n)
 
 
 def record_width(words: int) -> int:

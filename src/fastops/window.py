@@ -303,8 +303,7 @@ class _PaneStacks:
             self.pbits = _arrow.grown(self.pbits, words)  # new words 0: no group
             self.sbits = _arrow.grown(self.sbits, len(self.pbits))
             self.ptr = _arrow.grown(self.ptr, 64 * len(self.pbits))
-            n = len(self.ptr) * self.width
-            self.acc = _arrow.grown(self.acc.reshape(-1), n)[:n].reshape(-1, self.width)
+            self.acc = _arrow.grown(self.acc, len(self.ptr))
 
     def prepare(self, wa: "WindowAggregator", s: int) -> int:
         """Bring both stacks to window ``[s, s + k)``; returns an upper bound of its rows."""
