@@ -151,6 +151,34 @@ def test_view_keys_group_as_their_values(rows):
     assert list(zip(keys[0].to_pylist(), keys[1].to_pylist())) == list(model)
 
 
+@pytest.mark.parametrize("path", ["words", "nulls", "general"])
+def test_table_grows_within_a_batch(path):
+    """The table grows block by block while a batch inserts keys: one batch
+    of 150k rows and ~95k new keys (the kernel's own hashing, a column with
+    nulls, two columns) gives pandas' ids, and a table sized for the groups
+    it holds (at most half full, at least a quarter), not for every row of
+    the batch being new."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(11)
+    n = 150_000
+    a = rng.integers(0, 100_000, n) * 7919
+    mask = (np.arange(n) % 97 == 5) if path == "nulls" else None
+    cols = [pa.array(a, mask=mask)]
+    ref = pd.Series(a).mask(mask) if mask is not None else pd.Series(a)
+    if path == "general":
+        b = rng.integers(0, 2, n)
+        cols.append(pa.array(b.astype(str)))
+        codes, _ = pd.factorize(pd.MultiIndex.from_arrays([a, b]))
+    else:
+        codes, _ = pd.factorize(ref, use_na_sentinel=False)
+    kt = KeyTable(["a", "b"][: len(cols)])
+    ids = kt.lookup_or_insert(cols)
+    assert np.array_equal(ids, codes)
+    cap = kt._index.capacity
+    assert 2 * kt.num_groups <= cap <= 4 * kt.num_groups + 2 * 1024
+
+
+
 @pytest.mark.parametrize("typ", [pa.int64(), pa.uint64(), pa.timestamp("us"), pa.duration("ms")])
 def test_eight_byte_keys_hashed_in_the_kernel(typ):
     """One 8-byte integer key without nulls takes the kernel's own hashing

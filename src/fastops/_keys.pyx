@@ -44,6 +44,7 @@ cdef Py_ssize_t PF = 16  # prefetch distance (rows)
 # for the hash-table probes of lookups: their bucket lines come from memory once the table
 # outgrows the cache, and 16 rows of a lookup take less than that miss
 cdef Py_ssize_t PF_PROBE = 48
+DEF BLOCK = 1024  # rows per step of a lookup: hashed (fast path) and reserved for at once
 
 
 cdef int _check_out(Py_ssize_t have, Py_ssize_t need, str what) except -1:
@@ -235,11 +236,13 @@ cdef class KeyIndex:
         self.gcap = newcap
         return 0
 
-    cdef int _reserve(self, int64_t n) except -1:
-        """Room for ``n`` more groups: their per-group storage, and a table
-        kept at most half full."""
+    cdef int _reserve_table(self, int64_t n) except -1:
+        """A table kept at most half full with ``n`` more groups. Callers
+        reserve block by block (``BLOCK`` rows), not for a whole batch: sized
+        for the groups there are, the table is a half or a quarter of one
+        sized for every row of a 64k batch being new, and probes at random
+        miss the caches less."""
         cdef int64_t need = 64
-        self._reserve_groups(self.ngroups + n)
         while need < 2 * (self.ngroups + n):
             need *= 2
         if need > self.cap:
@@ -304,8 +307,8 @@ cdef class KeyIndex:
         ``columns[c]`` is ``(values_u64, nulls_u8_or_None)`` for a fixed column
         and ``(offsets_i64, data_u8, nulls_u8_or_None)`` for a variable one, all
         with ``len(hashes)`` rows (offsets: ``len + 1``). Offsets that decrease
-        or leave the data are a ValueError, raised when the blocks of 1024
-        rows before them are done. Returns the number of groups after the
+        or leave the data are a ValueError, raised when the blocks of
+        ``BLOCK`` rows before them are done. Returns the number of groups after the
         call.
         """
         cdef Py_ssize_t i, b, m, n = hashes.shape[0], bad_row = -1
@@ -320,6 +323,8 @@ cdef class KeyIndex:
         cdef KeyCol* cols = self.cols
         cdef int ncols = self.ncols
         cdef int64_t* t
+        cdef const uint64_t* fvals
+        cdef const uint8_t* fnull
         keep = []
         if len(columns) != ncols:
             raise ValueError(f"expected {ncols} key columns, got {len(columns)}")
@@ -327,7 +332,7 @@ cdef class KeyIndex:
             raise ValueError("out must have one entry per row")
         if n == 0:
             return self.ngroups
-        self._reserve(n)
+        self._reserve_groups(self.ngroups + n)
         for c in range(ncols):
             spec = columns[c]
             nulls = spec[len(spec) - 1]
@@ -359,19 +364,22 @@ cdef class KeyIndex:
                 keep.append(of)
                 keep.append(dt)
                 self._reserve_data(c, of[n] - of[0])
-        mask = <uint64_t>(self.cap - 1)
         ng = self.ngroups
-        if self.fast:
-            with nogil:
-                ng = self._lookup_fast(&hashes[0], n, &out[0], mask)
-            self.ngroups = ng
-            cols[0].inull = NULL
-            cols[0].ivals = NULL
-            return ng
-        t = self.table
+        fvals, fnull = cols[0].ivals, cols[0].inull
         with nogil:
-            for b in range(0, n, 1024):
-                m = min(n - b, <Py_ssize_t>1024)
+            for b in range(0, n, BLOCK):
+                m = min(n - b, <Py_ssize_t>BLOCK)
+                if 2 * (ng + m) > self.cap:
+                    with gil:
+                        self.ngroups = ng
+                        self._reserve_table(m)
+                t = self.table
+                mask = <uint64_t>(self.cap - 1)
+                if self.fast:  # the block's rows of the one column
+                    cols[0].ivals = fvals + b
+                    cols[0].inull = fnull + b if fnull != NULL else NULL
+                    ng = self.ngroups = self._lookup_fast(&hashes[b], m, &out[b], mask)
+                    continue
                 if variable:  # a block's offsets, before its rows
                     bad_col = _bad_block(cols, ncols, b, m)
                     if bad_col >= 0:
@@ -417,7 +425,7 @@ cdef class KeyIndex:
         making a pass of their own. Modifies ``out``; returns the number of
         groups."""
         cdef Py_ssize_t i, m, n = values.shape[0]
-        cdef uint64_t hbuf[1024]
+        cdef uint64_t hbuf[BLOCK]
         cdef KeyCol* col = &self.cols[0]
         if not self.fast:
             raise ValueError("lookup_or_insert_words needs a table of one fixed-width key column")
@@ -425,11 +433,14 @@ cdef class KeyIndex:
             raise ValueError("out must have one entry per row")
         if n == 0:
             return self.ngroups
-        self._reserve(n)
+        self._reserve_groups(self.ngroups + n)
         col.inull = NULL
         with nogil:
-            for i in range(0, n, 1024):
-                m = min(1024, n - i)
+            for i in range(0, n, BLOCK):
+                m = min(BLOCK, n - i)
+                if 2 * (self.ngroups + m) > self.cap:
+                    with gil:
+                        self._reserve_table(m)
                 xxh64_many8(&values[i], m, seed, hbuf, 0)
                 col.ivals = &values[i]
                 self.ngroups = self._lookup_fast(hbuf, m, &out[i], <uint64_t>(self.cap - 1))
