@@ -151,6 +151,36 @@ def test_view_keys_group_as_their_values(rows):
     assert list(zip(keys[0].to_pylist(), keys[1].to_pylist())) == list(model)
 
 
+@pytest.mark.parametrize("typ", [pa.int64(), pa.int16(), pa.float64()])
+def test_fixed_keys_rebuilt_before_and_after_a_null_key(typ):
+    """A column that has held no null key is rebuilt by a plain gather (no
+    validity); once a null key arrives, its group reads as null. Both
+    against the keys as given, in any order of ids; a bad id is a KeyError
+    on either path."""
+    rng = np.random.default_rng(5)
+    vals = rng.integers(-100, 100, 500)
+    kt = KeyTable(["k"])
+    kt.lookup_or_insert([pa.array(vals).cast(typ)])
+    first = {}
+    for v in vals.tolist():
+        first.setdefault(v, len(first))
+    order = rng.permutation(kt.num_groups)
+    want = [list(first)[g] for g in order]
+    got = kt.keys(order)[0]
+    assert got.null_count == 0 and got.buffers()[0] is None
+    assert got.cast(pa.int64()).to_pylist() == want
+    kt.lookup_or_insert([pa.array([None, 7], pa.int64()).cast(typ)])
+    null_gid = kt.num_groups - (2 if 7 not in first else 1)
+    ids = np.array([null_gid, 0, null_gid], dtype=np.int64)
+    assert kt.keys(ids)[0].cast(pa.int64()).to_pylist() == [None, list(first)[0], None]
+    for table in (KeyTable(["k"]), kt):
+        table.lookup_or_insert([pa.array([1, 2], pa.int64()).cast(typ)])
+        with pytest.raises(KeyError, match="out of range"):
+            table.keys(np.array([0, table.num_groups], dtype=np.int64))
+        with pytest.raises(KeyError, match="out of range"):
+            table.keys(np.array([-1], dtype=np.int64))
+
+
 @pytest.mark.parametrize("path", ["words", "nulls", "general"])
 def test_table_grows_within_a_batch(path):
     """The table grows block by block while a batch inserts keys: one batch

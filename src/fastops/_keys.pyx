@@ -83,6 +83,7 @@ cdef struct KeyCol:
     const int64_t* ioffs
     const uint8_t* idata
     int64_t iend             # ioffs[n]: no value of the call runs past it
+    bint any_null            # some group's value is null (gnull set)
 
 
 cdef inline bint _row_equals(KeyCol* cols, int ncols, int64_t g, Py_ssize_t i) noexcept nogil:
@@ -134,6 +135,7 @@ cdef inline void _store_row(KeyCol* cols, int ncols, int64_t g, Py_ssize_t i) no
         col = &cols[c]
         rnull = col.inull != NULL and col.inull[i] != 0
         col.gnull[g] = 1 if rnull else 0
+        col.any_null |= rnull
         if col.kind == 0:
             col.gvals[g] = 0 if rnull else col.ivals[i]
         else:
@@ -465,6 +467,7 @@ cdef class KeyIndex:
                     self.null_gid = ng
                     self.ghash[ng] = hashes[i]
                     col.gnull[ng] = 1
+                    col.any_null = True
                     col.gvals[ng] = 0
                     ng += 1
                 out[i] = self.null_gid
@@ -505,15 +508,28 @@ cdef class KeyIndex:
     def gather_fixed(self, int c, const int64_t[::1] ids, uint64_t[::1] out, uint8_t[::1] nulls):
         """Values and null flags of fixed column ``c`` for groups ``ids``. Modifies outputs.
 
-        Returns the number of nulls, or -1 on a bad id.
+        Returns the number of nulls, or -1 on a bad id. Null flags are
+        written only where the column holds a null key (else there are none
+        to read, and the loop is a plain gather: the stored values are a few
+        MB at most, in cache, so nothing is prefetched).
         """
         cdef Py_ssize_t i, n = ids.shape[0]
         cdef int64_t g, nnull = 0
+        cdef uint64_t top = <uint64_t>self.ngroups
         cdef KeyCol* col
         if c < 0 or c >= self.ncols or self.cols[c].kind != 0:
             raise ValueError(f"key column {c} is not a fixed-width column")
         _check_out(min(out.shape[0], nulls.shape[0]), n, "gather_fixed")
         col = &self.cols[c]
+        if not col.any_null:
+            with nogil:
+                for i in range(n):
+                    g = ids[i]
+                    if <uint64_t>g >= top:  # (a negative id too)
+                        nnull = -1
+                        break
+                    out[i] = col.gvals[g]
+            return nnull
         with nogil:
             for i in range(n):
                 if i + PF < n and 0 <= ids[i + PF] < self.ngroups:
