@@ -188,21 +188,27 @@ def run_pyarrow(table: pa.Table, wl: str):
 
 
 def in_turn(batches: list[pa.RecordBatch], repeats: int) -> dict:
-    """Median seconds of fastops W1 and W2, run alone, one after the other.
+    """Median seconds of fastops W1 and W2, run alone, one after the other,
+    and the median of W2 / W1 over each adjacent pair of runs.
 
     In the table each fastops run follows the peers' runs of the same
     workload, and W2's follow pyarrow's group-by of 100M replicated rows,
     whose freed memory its pool still holds: that cost the ``process``
     calls of a fastops W2 run about 0.06 s (nothing once the pool's
     ``release_unused()`` ran first). Here both workloads follow the same
-    work, so the ratio of the two is fastops' own."""
+    work, so the ratio of the two is fastops' own. The order alternates
+    (W1 W2, W2 W1, ...), and each pair's ratio is taken before the median:
+    on a shared machine the speed drifts by more than the difference sought,
+    and a pair shares its moment."""
     times: dict = {"W1": [], "W2": []}
-    for _ in range(repeats):
-        for wl in times:
+    for r in range(repeats):
+        for wl in ("W1", "W2") if r % 2 == 0 else ("W2", "W1"):
             t0 = time.perf_counter()
             run_fastops(batches, wl)
             times[wl].append(time.perf_counter() - t0)
-    return {wl: statistics.median(t) for wl, t in times.items()}
+    out = {wl: statistics.median(t) for wl, t in times.items()}
+    out["W2/W1"] = statistics.median(b / a for a, b in zip(times["W1"], times["W2"]))
+    return out
 
 
 def fastops_memory(batches, wl: str) -> int:
@@ -291,8 +297,8 @@ def main(argv=None) -> int:
     w = results["workloads"]
     if "W1" in w and "W2" in w:
         results["w2_cost_over_w1_in_table"] = w["W2"]["fastops"]["seconds"] / w["W1"]["fastops"]["seconds"]
-        results["in_turn_s"] = alone = in_turn(batches, repeats)
-        results["w2_cost_over_w1"] = alone["W2"] / alone["W1"]
+        results["in_turn_s"] = alone = in_turn(batches, 2 * repeats + 1)
+        results["w2_cost_over_w1"] = alone.pop("W2/W1")
         print(f"W2 cost / W1 cost (fastops): {results['w2_cost_over_w1']:.2f} with W1 and W2 in turn "
               f"({results['w2_cost_over_w1_in_table']:.2f} from the table's runs)")
     if "W1" in w:
