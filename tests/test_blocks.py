@@ -43,6 +43,28 @@ def test_small_buffers_are_not_held(cache):
     assert cache.held == 0
 
 
+def test_release_memory_gives_waiting_blocks_back(cache):
+    """``fastops.release_memory()`` empties the cache (the pool's bytes drop
+    by what it held) and leaves a block still in use intact; dropped later,
+    that block waits in the cache again."""
+    a = _arrow.empty(BIG, np.int64)[0]
+    b = _arrow.empty(4 * BIG, np.int64)[0]
+    a[:] = np.arange(BIG)
+    del b
+    gc.collect()
+    held = cache.held
+    assert held == 4 << 20
+    before = pa.total_allocated_bytes()
+    assert fastops.release_memory() == held
+    assert cache.held == 0 and not cache.free
+    assert before - pa.total_allocated_bytes() == held
+    assert np.array_equal(a, np.arange(BIG))  # still in use: untouched
+    del a
+    gc.collect()
+    assert cache.held == 1 << 20
+    assert fastops.release_memory() == 1 << 20 and cache.held == 0
+
+
 def test_no_reuse_while_any_view_is_alive(cache):
     a, buf = _arrow.empty(BIG, np.int64)
     a[:] = np.arange(BIG)

@@ -15,6 +15,7 @@ except ImportError as exc:  # no silent pure-Python fallback
         "development; re-run it after editing .pyx files)."
     ) from exc
 
+from fastops._arrow import release_memory
 from fastops.hashing import hash64, null_hash
 from fastops.partitioning import key_group_range, moved_fraction, partition, partition_ids
 
@@ -52,6 +53,7 @@ __all__ = [
     "partition_ids",
     "key_group_range",
     "moved_fraction",
+    "release_memory",
     "StreamEnvironment",
     "DataStream",
     "KeyedStream",
