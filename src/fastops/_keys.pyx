@@ -42,8 +42,9 @@ cdef extern from *:
 
 cdef Py_ssize_t PF = 16  # prefetch distance (rows)
 # for the hash-table probes of lookups: their bucket lines come from memory once the table
-# outgrows the cache, and 16 rows of a lookup take less than that miss
-cdef Py_ssize_t PF_PROBE = 48
+# outgrows the cache (or other work has pushed it out, as a sliding window's emission does
+# between batches), and 16 rows of a lookup take less than that miss
+cdef Py_ssize_t PF_PROBE = 96
 DEF BLOCK = 1024  # rows per step of a lookup: hashed (fast path) and reserved for at once
 
 
@@ -459,6 +460,8 @@ cdef class KeyIndex:
         cdef int64_t* t = self.table
         cdef int64_t ng = self.ngroups, g, pos, key
         cdef uint64_t h
+        for i in range(min(n, PF_PROBE)):  # the first rows' buckets, as the loop does for the rest
+            prefetch(&t[2 * <int64_t>(hashes[i] & mask)])
         for i in range(n):
             if i + PF_PROBE < n:
                 prefetch(&t[2 * <int64_t>(hashes[i + PF_PROBE] & mask)])
