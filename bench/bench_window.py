@@ -187,7 +187,7 @@ def run_pyarrow(table: pa.Table, wl: str):
     return out.num_rows
 
 
-def in_turn(batches: list[pa.RecordBatch], repeats: int) -> dict:
+def in_turn(batches: list[pa.RecordBatch], repeats: int) -> tuple[dict, float]:
     """Median seconds of fastops W1 and W2, run alone, one after the other,
     and the median of W2 / W1 over each adjacent pair of runs.
 
@@ -206,9 +206,8 @@ def in_turn(batches: list[pa.RecordBatch], repeats: int) -> dict:
             t0 = time.perf_counter()
             run_fastops(batches, wl)
             times[wl].append(time.perf_counter() - t0)
-    out = {wl: statistics.median(t) for wl, t in times.items()}
-    out["W2/W1"] = statistics.median(b / a for a, b in zip(times["W1"], times["W2"]))
-    return out
+    return ({wl: statistics.median(t) for wl, t in times.items()},
+            statistics.median(b / a for a, b in zip(times["W1"], times["W2"])))
 
 
 def fastops_memory(batches, wl: str) -> int:
@@ -297,8 +296,7 @@ def main(argv=None) -> int:
     w = results["workloads"]
     if "W1" in w and "W2" in w:
         results["w2_cost_over_w1_in_table"] = w["W2"]["fastops"]["seconds"] / w["W1"]["fastops"]["seconds"]
-        results["in_turn_s"] = alone = in_turn(batches, 2 * repeats + 1)
-        results["w2_cost_over_w1"] = alone.pop("W2/W1")
+        results["in_turn_s"], results["w2_cost_over_w1"] = in_turn(batches, 2 * repeats + 1)
         print(f"W2 cost / W1 cost (fastops): {results['w2_cost_over_w1']:.2f} with W1 and W2 in turn "
               f"({results['w2_cost_over_w1_in_table']:.2f} from the table's runs)")
     if "W1" in w:

@@ -184,7 +184,7 @@ def test_fixed_keys_rebuilt_before_and_after_a_null_key(typ):
 @pytest.mark.parametrize("path", ["words", "nulls", "general"])
 def test_table_grows_within_a_batch(path):
     """The table grows block by block while a batch inserts keys: one batch
-    of 150k rows and ~95k new keys (the kernel's own hashing, a column with
+    of 150k rows and ~78k new keys (the kernel's own hashing, a column with
     nulls, two columns) gives pandas' ids, and a table sized for the groups
     it holds (at most half full, at least a quarter), not for every row of
     the batch being new."""
@@ -206,7 +206,6 @@ def test_table_grows_within_a_batch(path):
     assert np.array_equal(ids, codes)
     cap = kt._index.capacity
     assert 2 * kt.num_groups <= cap <= 4 * kt.num_groups + 2 * 1024
-
 
 
 @pytest.mark.parametrize("typ", [pa.int64(), pa.uint64(), pa.timestamp("us"), pa.duration("ms")])

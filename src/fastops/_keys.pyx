@@ -239,16 +239,18 @@ cdef class KeyIndex:
         self.gcap = newcap
         return 0
 
-    cdef int _reserve_table(self, int64_t n) except -1:
-        """A table kept at most half full with ``n`` more groups. Callers
-        reserve block by block (``BLOCK`` rows), not for a whole batch: sized
-        for the groups there are, the table is a half or a quarter of one
-        sized for every row of a 64k batch being new, and probes at random
-        miss the caches less."""
+    cdef int _reserve_table(self, int64_t n) except -1 nogil:
+        """A table kept at most half full with ``n`` more groups (the GIL is
+        taken only to grow it). Lookups reserve block by block (``BLOCK``
+        rows), not for a whole batch: sized for the groups there are, the
+        table is a half or a quarter of one sized for every row of a 64k
+        batch being new, and probes at random miss the caches less."""
         cdef int64_t need = 64
+        if 2 * (self.ngroups + n) <= self.cap:  # the usual block: room already
+            return 0
         while need < 2 * (self.ngroups + n):
             need *= 2
-        if need > self.cap:
+        with gil:
             self._rehash(need)
         return 0
 
@@ -372,17 +374,15 @@ cdef class KeyIndex:
         with nogil:
             for b in range(0, n, BLOCK):
                 m = min(n - b, <Py_ssize_t>BLOCK)
-                if 2 * (ng + m) > self.cap:
-                    with gil:
-                        self.ngroups = ng
-                        self._reserve_table(m)
-                t = self.table
-                mask = <uint64_t>(self.cap - 1)
+                self.ngroups = ng
+                self._reserve_table(m)
                 if self.fast:  # the block's rows of the one column
                     cols[0].ivals = fvals + b
                     cols[0].inull = fnull + b if fnull != NULL else NULL
-                    ng = self.ngroups = self._lookup_fast(&hashes[b], m, &out[b], mask)
+                    ng = self._lookup_fast(&hashes[b], m, &out[b])
                     continue
+                t = self.table
+                mask = <uint64_t>(self.cap - 1)
                 if variable:  # a block's offsets, before its rows
                     bad_col = _bad_block(cols, ncols, b, m)
                     if bad_col >= 0:
@@ -441,23 +441,21 @@ cdef class KeyIndex:
         with nogil:
             for i in range(0, n, BLOCK):
                 m = min(BLOCK, n - i)
-                if 2 * (self.ngroups + m) > self.cap:
-                    with gil:
-                        self._reserve_table(m)
+                self._reserve_table(m)
                 xxh64_many8(&values[i], m, seed, hbuf, 0)
                 col.ivals = &values[i]
-                self.ngroups = self._lookup_fast(hbuf, m, &out[i], <uint64_t>(self.cap - 1))
+                self.ngroups = self._lookup_fast(hbuf, m, &out[i])
         col.ivals = NULL
         return self.ngroups
 
-    cdef int64_t _lookup_fast(self, const uint64_t* hashes, Py_ssize_t n, int64_t* out,
-                              uint64_t mask) noexcept nogil:
+    cdef int64_t _lookup_fast(self, const uint64_t* hashes, Py_ssize_t n, int64_t* out) noexcept nogil:
         """Group ids of ``n`` rows of the one fixed column (``ivals`` /
-        ``inull`` set) with these hashes, inserting new keys; returns the
-        number of groups."""
+        ``inull`` set) with these hashes, inserting new keys (the table
+        reserved for ``n`` more first); returns the number of groups."""
         cdef Py_ssize_t i
         cdef KeyCol* col = &self.cols[0]
         cdef int64_t* t = self.table
+        cdef uint64_t mask = <uint64_t>(self.cap - 1)
         cdef int64_t ng = self.ngroups, g, pos, key
         cdef uint64_t h
         for i in range(min(n, PF_PROBE)):  # the first rows' buckets, as the loop does for the rest

@@ -269,10 +269,7 @@ def from_storage(vals: np.ndarray, null: Optional[np.ndarray], t: pa.DataType) -
     Built from buffers, sharing the memory where ``t`` is 8 bytes wide:
     ``pa.array`` given an integer type reads every value (about 1 ns each)."""
     n = len(vals)
-    nnull = int(null.sum()) if null is not None else 0
-    validity = None
-    if nnull:
-        validity = pa.py_buffer(np.packbits(~null, bitorder="little"))
+    validity, nnull = _arrow.bitmap(None if null is None else ~null)
     if pat.is_boolean(t):
         data = pa.py_buffer(np.packbits(vals.astype(bool), bitorder="little"))
     elif pat.is_floating(t):
