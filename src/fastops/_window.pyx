@@ -635,11 +635,18 @@ cdef int _check_layout(const int64_t[::1] ops, const int64_t[::1] offs, Py_ssize
 
 
 cdef int _check_ids(const int64_t[::1] ids, int64_t top, str what, str kind) except -1:
-    """Every id (a ``kind``: group, slot) in ``[0, top)``."""
-    cdef Py_ssize_t i
-    for i in range(ids.shape[0]):
-        if not 0 <= ids[i] < top:
-            raise ValueError(f"{what}: {kind} {ids[i]} outside [0, {top})")
+    """Every id (a ``kind``: group, slot) in ``[0, top)``: one pass without
+    an exit (it vectorises), then a search for the first bad one if any."""
+    cdef Py_ssize_t i, n = ids.shape[0]
+    cdef uint64_t bad = 0
+    cdef const int64_t* p = &ids[0] if n else NULL
+    with nogil:
+        for i in range(n):
+            bad |= <uint64_t>p[i] >= <uint64_t>top
+    if bad:
+        for i in range(n):
+            if not 0 <= ids[i] < top:
+                raise ValueError(f"{what}: {kind} {ids[i]} outside [0, {top})")
     return 0
 
 
@@ -800,27 +807,46 @@ cdef int _final_plan(_Final* f, const int64_t[::1] words, const int64_t[::1] cod
     return 0
 
 
-cdef inline void _put_final(const _Final* f, const int64_t* rec, Py_ssize_t r) noexcept nogil:
-    """Row ``r`` of the plan's columns from one record."""
-    cdef Py_ssize_t c
+DEF BLK = 64  # rows per block of the kernels that finish records into result columns
+
+
+cdef inline void _put_block(const _Final* f, const int64_t** src, Py_ssize_t m, Py_ssize_t r) noexcept nogil:
+    """Rows ``r .. r + m - 1`` of the plan's columns from records ``src[0 ..
+    m - 1]``, column by column: a column's word and code are read once per
+    block, not once per row, and each inner loop is one load and one store."""
+    cdef Py_ssize_t c, i
+    cdef int64_t w, v, nn
+    cdef int64_t* col
+    cdef uint8_t* nul
     cdef double t
-    cdef int64_t v
     for c in range(f.nout):
-        if f.code[c] == 0:
-            v = rec[f.word[c]]
+        w = f.word[c]
+        col = f.cols + c * f.stride + r
+        if f.code[c] == 0 and f.stream:
+            for i in range(m):
+                store_stream(col + i, src[i][w])
+        elif f.code[c] == 0:
+            for i in range(m):
+                col[i] = src[i][w]
         else:
-            t = (<const double*>rec)[f.word[c]]
-            if t - t == 0:  # 0 unless t is inf or NaN (whose error term is NaN, not added)
-                t += (<const double*>rec)[f.word[c] + 1]
-            memcpy(&v, &t, sizeof(double))
-        if f.stream:
-            store_stream(&f.cols[c * f.stride + r], v)
-        else:
-            f.cols[c * f.stride + r] = v
+            for i in range(m):
+                t = (<const double*>src[i])[w]
+                if t - t == 0:  # 0 unless t is inf or NaN (whose error term is NaN, not added)
+                    t += (<const double*>src[i])[w + 1]
+                memcpy(&v, &t, sizeof(double))
+                if f.stream:
+                    store_stream(col + i, v)
+                else:
+                    col[i] = v
     for c in range(f.nnull):  # only nulls are written (rare: the branch is predicted)
-        if rec[f.cnt[c]] == 0:
-            f.nulls[c * f.stride + r] = 1
-            f.counts[c] += 1
+        w = f.cnt[c]
+        nul = f.nulls + c * f.stride + r
+        nn = 0
+        for i in range(m):
+            if src[i][w] == 0:
+                nul[i] = 1
+                nn += 1
+        f.counts[c] += nn
 
 
 def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_t[:, ::1] ss,
@@ -845,9 +871,10 @@ def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_
     cdef Py_ssize_t nw = max(ns, np_), w, n = 0, total = 0, room = min(out_groups.shape[0], cap - row0)
     cdef uint64_t x, sx, px
     cdef int64_t g, p, bad = -1, top = ss.shape[0]
-    cdef int64_t buf[64]
+    cdef int64_t buf[BLK * 64]  # a block of merged records
+    cdef const int64_t* src[BLK]  # a block's records to finish
     cdef Py_ssize_t ends[3]
-    cdef Py_ssize_t r
+    cdef Py_ssize_t r, r0, i, m
     cdef int side
     cdef const int64_t* op = &ops[0] if nagg else NULL
     cdef const int64_t* off = &offs[0] if nagg else NULL
@@ -881,34 +908,50 @@ def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_
                     x &= x - 1
                     n += 1
             ends[side] = n
-        # the rows, run by run (reads of both stacks are at random: prefetched 2 * PF rows ahead
-        # where a row reads a line of each, or PF_FAR where a row is only read and finished,
-        # about a third of a merge's work)
-        for r in range(ends[0]):  # suffix merged with prefix
-            if r + 2 * PF < ends[0]:
-                g = out_groups[r + 2 * PF]
-                prefetch(&ss[ptr[g], 0])  # (a pointer out of range is caught below; prefetches never fault)
-                prefetch(&acc[g, 0])
-            g = out_groups[r]
-            p = ptr[g]
-            if <uint64_t>p >= <uint64_t>top:
-                bad = g
+        # the rows, run by run, a block at a time (reads of both stacks are at random:
+        # prefetched 2 * PF rows ahead where a row reads a line of each, or PF_FAR where a row
+        # is only read and finished, about a third of a merge's work)
+        for r0 in range(0, ends[0], BLK):  # suffix merged with prefix
+            m = min(BLK, ends[0] - r0)
+            for i in range(m):
+                r = r0 + i
+                if r + 2 * PF < ends[0]:
+                    g = out_groups[r + 2 * PF]
+                    prefetch(&ss[ptr[g], 0])  # (a pointer out of range is caught below; prefetches never fault)
+                    prefetch(&acc[g, 0])
+                g = out_groups[r]
+                p = ptr[g]
+                if <uint64_t>p >= <uint64_t>top:
+                    bad = g
+                    break
+                _copy_rec(&buf[i * W], &ss[p, 0], W)
+                _merge_record(&buf[i * W], &acc[g, 0], op, off, nagg)
+                src[i] = &buf[i * W]
+            if bad >= 0:
                 break
-            _copy_rec(buf, &ss[p, 0], W)
-            _merge_record(buf, &acc[g, 0], op, off, nagg)
-            _put_final(&fin, buf, row0 + r)
-        for r in range(ends[0], ends[1] if bad < 0 else 0):  # suffix only
-            if r + PF_FAR < ends[1]:
-                prefetch(&ss[ptr[out_groups[r + PF_FAR]], 0])
-            p = ptr[out_groups[r]]
-            if <uint64_t>p >= <uint64_t>top:
-                bad = out_groups[r]
+            _put_block(&fin, src, m, row0 + r0)
+        for r0 in range(ends[0], ends[1] if bad < 0 else 0, BLK):  # suffix only
+            m = min(BLK, ends[1] - r0)
+            for i in range(m):
+                r = r0 + i
+                if r + PF_FAR < ends[1]:
+                    prefetch(&ss[ptr[out_groups[r + PF_FAR]], 0])
+                p = ptr[out_groups[r]]
+                if <uint64_t>p >= <uint64_t>top:
+                    bad = out_groups[r]
+                    break
+                src[i] = &ss[p, 0]
+            if bad >= 0:
                 break
-            _put_final(&fin, &ss[p, 0], row0 + r)
-        for r in range(ends[1], n):  # prefix only
-            if r + PF_FAR < n:
-                prefetch(&acc[out_groups[r + PF_FAR], 0])
-            _put_final(&fin, &acc[out_groups[r], 0], row0 + r)
+            _put_block(&fin, src, m, row0 + r0)
+        for r0 in range(ends[1], n if bad < 0 else 0, BLK):  # prefix only
+            m = min(BLK, n - r0)
+            for i in range(m):
+                r = r0 + i
+                if r + PF_FAR < n:
+                    prefetch(&acc[out_groups[r + PF_FAR], 0])
+                src[i] = &acc[out_groups[r], 0]
+            _put_block(&fin, src, m, row0 + r0)
         stream_fence()
     if bad >= 0:
         raise ValueError(f"dense_window: group {bad} points to row {ptr[bad]} outside the stack")
@@ -1521,10 +1564,11 @@ def gather_fields(const int64_t[:, ::1] rec, const int64_t[::1] words, const int
     slot outside ``rec`` raises ValueError as it is read (the outputs are
     then partly written)."""
     cdef bint seq = slots is None
-    cdef Py_ssize_t i, n = out.shape[1] if seq else slots.shape[0]
+    cdef Py_ssize_t i, k, r0, m, n = out.shape[1] if seq else slots.shape[0]
     cdef int64_t F = rec.shape[1], nrec = rec.shape[0], slot = 0
     cdef Py_ssize_t bad_row = -1
     cdef const int64_t* w
+    cdef const int64_t* src[BLK]
     cdef _Final fin
     if out.shape[1] != n:
         raise ValueError(f"gather_fields: outputs of {out.shape[1]} rows for {n} slots")
@@ -1535,16 +1579,22 @@ def gather_fields(const int64_t[:, ::1] rec, const int64_t[::1] words, const int
         return
     w = &rec[0, 0]
     with nogil:
-        for i in range(n):
-            slot = i
-            if not seq:
-                if i + PF < n:
-                    prefetch(w + slots[i + PF] * F)  # (prefetches of bad slots never fault)
-                slot = slots[i]
-                if <uint64_t>slot >= <uint64_t>nrec:
-                    bad_row = i
-                    break
-            _put_final(&fin, w + slot * F, i)
+        for r0 in range(0, n, BLK):
+            m = min(BLK, n - r0)
+            for k in range(m):
+                i = r0 + k
+                slot = i
+                if not seq:
+                    if i + PF < n:
+                        prefetch(w + slots[i + PF] * F)  # (prefetches of bad slots never fault)
+                    slot = slots[i]
+                    if <uint64_t>slot >= <uint64_t>nrec:
+                        bad_row = i
+                        break
+                src[k] = w + slot * F
+            if bad_row >= 0:
+                break
+            _put_block(&fin, src, m, r0)
     if bad_row >= 0:
         raise ValueError(f"gather_fields: slot {slot} outside [0, {nrec})")
 
