@@ -309,6 +309,29 @@ def test_run_kernels_reject_bad_arguments():
         window(bits, 4)
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 40), st.data())
+def test_pane_kernels_check_every_slot(top, data):
+    """A pane's slots are checked in one pass before anything is added: any
+    slot outside ``[0, top)``, down to the extremes of int64, is a
+    ValueError naming the first bad one, and a pane of good slots goes in."""
+    big = st.integers(-(2**63), 2**63 - 1)
+    slots = data.draw(st.lists(st.one_of(st.integers(0, max(top - 1, 0)), big), max_size=70))
+    n = len(slots)
+    groups = np.arange(n, dtype=np.int64)
+    rec = np.ones((top, 1), dtype=np.int64)
+    acc, bits = np.zeros((64 * (n // 64 + 1), 1), dtype=np.int64), np.zeros(n // 64 + 1, dtype=np.uint64)
+    code = np.zeros(1, dtype=np.int64)
+    bad = [s for s in slots if not 0 <= s < top]
+    if bad:
+        with pytest.raises(ValueError, match=rf"dense_add: slot {bad[0]} outside \[0, {top}\)"):
+            _window.dense_add(groups, np.array(slots, dtype=np.int64), rec, code, code, acc, bits)
+        assert not bits.any() and not acc.any()
+    else:
+        assert _window.dense_add(groups, np.array(slots, dtype=np.int64), rec, code, code, acc, bits) == n
+        assert acc[:n, 0].tolist() == [1] * n
+
+
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 3), st.floats(allow_nan=True, allow_infinity=True, width=64),
                           st.floats(-1e-3, 1e-3), st.integers(-(2**62), 2**62)), max_size=150),

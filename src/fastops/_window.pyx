@@ -636,14 +636,16 @@ cdef int _check_layout(const int64_t[::1] ops, const int64_t[::1] offs, Py_ssize
 
 cdef int _check_ids(const int64_t[::1] ids, int64_t top, str what, str kind) except -1:
     """Every id (a ``kind``: group, slot) in ``[0, top)``: one pass without
-    an exit (it vectorises), then a search for the first bad one if any."""
+    an exit or a compare (an id outside makes ``id`` or ``top - 1 - id``
+    negative, so the OR of them all has its sign bit set; SSE2 vectorises
+    that), then a search for the first bad one if any."""
     cdef Py_ssize_t i, n = ids.shape[0]
-    cdef uint64_t bad = 0
-    cdef const int64_t* p = &ids[0] if n else NULL
+    cdef uint64_t bad = 0, last = <uint64_t>(top - 1)  # (in unsigned words: no overflow)
+    cdef const uint64_t* p = <const uint64_t*>&ids[0] if n else NULL
     with nogil:
         for i in range(n):
-            bad |= <uint64_t>p[i] >= <uint64_t>top
-    if bad:
+            bad |= p[i] | (last - p[i])
+    if bad >> 63:
         for i in range(n):
             if not 0 <= ids[i] < top:
                 raise ValueError(f"{what}: {kind} {ids[i]} outside [0, {top})")
