@@ -873,10 +873,10 @@ def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_
     cdef Py_ssize_t nw = max(ns, np_), w, n = 0, total = 0, room = min(out_groups.shape[0], cap - row0)
     cdef uint64_t x, sx, px
     cdef int64_t g, p, bad = -1, top = ss.shape[0]
-    cdef int64_t buf[BLK * 64]  # a block of merged records
+    cdef int64_t buf[BLK * 8]  # a block of merged records (64 of up to 8 words, fewer if wider)
     cdef const int64_t* src[BLK]  # a block's records to finish
     cdef Py_ssize_t ends[3]
-    cdef Py_ssize_t r, r0, i, m
+    cdef Py_ssize_t r, r0, i, m, blk
     cdef int side
     cdef const int64_t* op = &ops[0] if nagg else NULL
     cdef const int64_t* off = &offs[0] if nagg else NULL
@@ -889,6 +889,7 @@ def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_
         raise ValueError(f"dense_window: first row {row0} outside {cap} columns' rows, or null columns "
                          f"of {out_null.shape[1]} rows")
     _check_layout(ops, offs, W, "dense_window")
+    blk = min(BLK, BLK * 8 // max(W, 1))
     _final_plan(&fin, words, codes, cnt_words, W, out_cols, out_null, nnull, "dense_window")
     fin.stream = True  # a sliding window's columns: megabytes the engine never reads back
     for w in range(nw):  # rows counted before any is written
@@ -913,8 +914,9 @@ def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_
         # the rows, run by run, a block at a time (reads of both stacks are at random:
         # prefetched 2 * PF rows ahead where a row reads a line of each, or PF_FAR where a row
         # is only read and finished, about a third of a merge's work)
-        for r0 in range(0, ends[0], BLK):  # suffix merged with prefix
-            m = min(BLK, ends[0] - r0)
+        r0 = 0
+        while r0 < ends[0]:  # suffix merged with prefix
+            m = min(blk, ends[0] - r0)
             for i in range(m):
                 r = r0 + i
                 if r + 2 * PF < ends[0]:
@@ -932,6 +934,7 @@ def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_
             if bad >= 0:
                 break
             _put_block(&fin, src, m, row0 + r0)
+            r0 += m
         for r0 in range(ends[0], ends[1] if bad < 0 else 0, BLK):  # suffix only
             m = min(BLK, ends[1] - r0)
             for i in range(m):
