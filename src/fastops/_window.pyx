@@ -812,34 +812,36 @@ cdef int _final_plan(_Final* f, const int64_t[::1] words, const int64_t[::1] cod
 DEF BLK = 64  # rows per block of the kernels that finish records into result columns
 
 
+cdef inline int64_t _final_word(const int64_t* rec, int64_t w, int64_t code) noexcept nogil:
+    """Result word ``w`` of a record made by ``code`` (``FINAL``): the word,
+    or a compensated sum (the word plus its error term where it is finite)."""
+    cdef double t
+    if code == 0:
+        return rec[w]
+    t = _as_double(rec[w])
+    if t - t == 0:  # 0 unless t is inf or NaN (whose error term is NaN, not added)
+        t += _as_double(rec[w + 1])
+    return _as_int(t)
+
+
 cdef inline void _put_block(const _Final* f, const int64_t** src, Py_ssize_t m, Py_ssize_t r) noexcept nogil:
     """Rows ``r .. r + m - 1`` of the plan's columns from records ``src[0 ..
     m - 1]``, column by column: a column's word and code are read once per
-    block, not once per row, and each inner loop is one load and one store."""
+    block, not once per row, and its loop is a load (two for a compensated
+    sum) and a store per row."""
     cdef Py_ssize_t c, i
-    cdef int64_t w, v, nn
+    cdef int64_t w, code, nn
     cdef int64_t* col
     cdef uint8_t* nul
-    cdef double t
     for c in range(f.nout):
-        w = f.word[c]
+        w, code = f.word[c], f.code[c]
         col = f.cols + c * f.stride + r
-        if f.code[c] == 0 and f.stream:
+        if f.stream:
             for i in range(m):
-                store_stream(col + i, src[i][w])
-        elif f.code[c] == 0:
-            for i in range(m):
-                col[i] = src[i][w]
+                store_stream(col + i, _final_word(src[i], w, code))
         else:
             for i in range(m):
-                t = (<const double*>src[i])[w]
-                if t - t == 0:  # 0 unless t is inf or NaN (whose error term is NaN, not added)
-                    t += (<const double*>src[i])[w + 1]
-                memcpy(&v, &t, sizeof(double))
-                if f.stream:
-                    store_stream(col + i, v)
-                else:
-                    col[i] = v
+                col[i] = _final_word(src[i], w, code)
     for c in range(f.nnull):  # only nulls are written (rare: the branch is predicted)
         w = f.cnt[c]
         nul = f.nulls + c * f.stride + r
