@@ -19,6 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import window_reference as ref  # noqa: E402
 from fastops import _window, agg  # noqa: E402
 from fastops.agg import Columns, ResultColumns, ResultPlan, builtin_layout, update_builtins  # noqa: E402
+from fastops.window import _stack_layout  # noqa: E402
 
 # (reference kind, column, ddof)
 AGGS = [("count_rows", None, 1), ("count", "f", 1), ("sum", "f", 1), ("sum", "i", 1), ("min", "f", 1),
@@ -175,14 +176,18 @@ def blocks(draw):
     return groups, member, split, drop, slots, f, i, ts
 
 
-@settings(max_examples=150, deadline=None)
-@given(blocks())
-def test_pane_stacks_match_reference(case):
+@settings(max_examples=200, deadline=None)
+@given(blocks(), st.booleans())
+def test_pane_stacks_match_reference(case, shared):
     """A window read off a suffix stack (built newest pane first, its oldest
-    panes dropped; each pane's groups in any order, read by slot) and a dense prefix: one row per group in either, the
-    aggregate of the rows of all its slots in the window's panes; rows come
-    as groups in both, in the suffix only, in the prefix only, each run in
-    group order."""
+    panes dropped; each pane's groups in any order, read by slot) and a dense
+    prefix: one row per group in either, the aggregate of the rows of all its
+    slots in the window's panes; rows come as groups in both, in the suffix
+    only, in the prefix only, each run in group order.
+
+    With ``shared``, the stacks keep one count for every aggregate: a kernel
+    that reads a slot whose rows hold a null (counted by ``count()``, not by
+    the others) must report it (-1), and only then."""
     groups, member, split, drop, slots, f, i, ts = case
     npanes = len(member)
     aggs = [make(*a) for a in AGGS]
@@ -193,7 +198,9 @@ def test_pane_stacks_match_reference(case):
     update_builtins(aggs, store, ops, offs, np.array(slots, dtype=np.int64),
                     [None if c is None else cols[c] for _, c, _ in AGGS], np.array(ts, dtype=np.int64),
                     npanes * groups)
-    words = store.rec.shape[1]
+    layout, to_stack = _stack_layout(ops, offs, [len(st.names) for st in states], store.rec.shape[1], shared)
+    words = int(layout[0])
+    assert (words < store.rec.shape[1]) == shared  # one count word instead of thirteen
 
     def pane(p):  # its groups in any order (a pane's chunk order), their slots, the store
         g = np.random.default_rng(p).permutation(np.flatnonzero(member[p])).astype(np.int64)
@@ -204,22 +211,27 @@ def test_pane_stacks_match_reference(case):
     rows = sum(len(pane(p)[0]) for p in range(split))
     ss = np.zeros((rows, words), dtype=np.int64)
     ss_group, ss_next = np.zeros(rows, dtype=np.int64), np.zeros(rows, dtype=np.int64)
-    ranges, end = {}, rows
+    ranges, end, added = {}, rows, []
     for p in reversed(range(split)):
         g, at, rec = pane(p)
-        _window.suffix_add(g, at, rec, ops, offs, ss, ss_group, ss_next, end - len(g), ptr, sbits)
+        added.append(_window.suffix_add(g, at, rec, layout, ss, ss_group, ss_next, end - len(g), ptr, sbits))
         ranges[p], end = (end - len(g), end), end - len(g)
     for p in range(drop):
         _window.suffix_drop(ss_group, ss_next, *ranges[p], ptr, sbits)
     acc, pbits = np.zeros((64 * nbits, words), dtype=np.int64), np.zeros(nbits, dtype=np.uint64)
     for p in range(split, npanes):
-        _window.dense_add(*pane(p), ops, offs, acc, pbits)
+        added.append(_window.dense_add(*pane(p), layout, acc, pbits))
+    read = {p * groups + g for p in range(npanes) for g in range(groups) if member[p][g]}
+    nulls = any(s2 in read and (f[r2] is None or i[r2] is None) for r2, s2 in enumerate(slots))
+    assert (-1 in added) == (shared and nulls)
+    if -1 in added:
+        return  # the stacks are then rebuilt with a count per aggregate (the other case)
     need = groups
     out_groups = np.full(need, -1, dtype=np.int64)
     plan = ResultPlan(aggs, states)
     out = ResultColumns(plan, need + 2)
-    m = _window.dense_window(sbits, ptr, ss, pbits, acc, ops, offs, plan.words, plan.codes, plan.cnt_words,
-                             out_groups, out.cols, out.nulls, out.nnull, 2)
+    m = _window.dense_window(sbits, ptr, ss, pbits, acc, layout, to_stack[plan.words], plan.codes,
+                             to_stack[plan.cnt_words], out_groups, out.cols, out.nulls, out.nnull, 2)
     out.cols, out.nulls = out.cols[:, 2:], out.nulls[:, 2:]
     results = plan.results(out, m)
 
@@ -267,31 +279,47 @@ def test_run_kernels_reject_bad_arguments():
     at = np.array([0, 1], dtype=np.int64)  # their slots
     r = np.ones((2, 3), dtype=np.int64)  # non-zero: a record added shows in acc
     code, word = np.array([0], dtype=np.int64), np.array([0], dtype=np.int64)
+    lay, _ = _stack_layout(code, word, [1], 3, False)  # a count at word 0 of 3
     bits, acc, ptr = np.zeros(1, dtype=np.uint64), np.zeros((64, 3), dtype=np.int64), np.zeros(64, dtype=np.int64)
-    with pytest.raises(ValueError, match="unknown code"):
-        _window.dense_add(g, at, r, np.array([42], dtype=np.int64), word, acc, bits)
-    with pytest.raises(ValueError, match="accumulator rows of 2"):
-        _window.dense_add(g, at, r, code, word, np.zeros((64, 2), dtype=np.int64), bits)
+
+    def layout(op=(), cnt=(), val=(), cw=(0,), src=(0, 1, 2), eq=()):
+        head = [len(src), len(op), len(cw), len(eq) // 2]
+        return np.array(head + list(src) + list(op) + list(cnt) + list(val) + list(cw) + list(eq), dtype=np.int64)
+    assert layout().tolist() == lay.tolist()
+    with pytest.raises(ValueError, match="unknown code 42"):
+        _window.dense_add(g, at, r, layout(op=[42], cnt=[0], val=[1]), acc, bits)
+    with pytest.raises(ValueError, match="values from word 2 on outside stack records of 3"):
+        _window.dense_add(g, at, r, layout(op=[1], cnt=[0], val=[2]), acc, bits)  # a sum's 2 words
+    with pytest.raises(ValueError, match="count word 3 outside"):
+        _window.dense_add(g, at, r, layout(cw=[3]), acc, bits)
+    with pytest.raises(ValueError, match="reads store word 3 of records of 3"):
+        _window.dense_add(g, at, r, layout(src=[0, 1, 3]), acc, bits)
+    with pytest.raises(ValueError, match="reads store word -1"):
+        _window.suffix_add(g, at, r, layout(eq=[0, -1]), r.copy(), g.copy(), g.copy(), 0, ptr, bits)
+    with pytest.raises(ValueError, match="does not add up"):
+        _window.dense_add(g, at, r, lay[:-1], acc, bits)
+    with pytest.raises(ValueError, match="a stack layout of 3 words for stack records of 2"):
+        _window.dense_add(g, at, r, lay, np.zeros((64, 2), dtype=np.int64), bits)
     with pytest.raises(ValueError, match="group 70 outside"):
-        _window.dense_add(np.array([70], dtype=np.int64), at[:1], r, code, word, acc, bits)
+        _window.dense_add(np.array([70], dtype=np.int64), at[:1], r, lay, acc, bits)
     with pytest.raises(ValueError, match="1 slots for 2 groups"):
-        _window.dense_add(g, at[:1], r, code, word, acc, bits)
+        _window.dense_add(g, at[:1], r, lay, acc, bits)
     for bad in (2, -1):
         with pytest.raises(ValueError, match=rf"dense_add: slot {bad} outside \[0, 2\)"):
-            _window.dense_add(g, np.array([0, bad], dtype=np.int64), r, code, word, acc, bits)
+            _window.dense_add(g, np.array([0, bad], dtype=np.int64), r, lay, acc, bits)
         with pytest.raises(ValueError, match=rf"suffix_add: slot {bad} outside \[0, 2\)"):
-            _window.suffix_add(g, np.array([bad, 1], dtype=np.int64), r, code, word, r.copy(), g.copy(),
+            _window.suffix_add(g, np.array([bad, 1], dtype=np.int64), r, lay, r.copy(), g.copy(),
                                g.copy(), 0, ptr, bits)
     assert not bits.any() and not acc.any()  # nothing added before a bad slot was found
     with pytest.raises(ValueError, match="outside the stack"):
-        _window.suffix_add(g, at, r, code, word, r.copy(), g.copy(), g.copy(), 1, ptr, bits)
+        _window.suffix_add(g, at, r, lay, r.copy(), g.copy(), g.copy(), 1, ptr, bits)
     with pytest.raises(ValueError, match="outside the stack"):
         _window.suffix_drop(g, g, 1, 3, ptr, bits)
-    _window.dense_add(g, at, r, code, word, acc, bits)  # groups 1 and 2 in the prefix
+    _window.dense_add(g, at, r, lay, acc, bits)  # groups 1 and 2 in the prefix
 
     def window(sb, out_rows, plan=(word, code, word), cols=1, nulls=1, rec=r, accumulator=acc):
         words, codes, cnt_words = plan
-        return _window.dense_window(sb, ptr, rec, bits, accumulator, code, word, words, codes, cnt_words,
+        return _window.dense_window(sb, ptr, rec, bits, accumulator, lay, words, codes, cnt_words,
                                     np.empty(out_rows, dtype=np.int64), np.empty((cols, out_rows), dtype=np.int64),
                                     np.empty((nulls, out_rows), dtype=np.uint8), np.empty(1, dtype=np.int64))
     with pytest.raises(ValueError, match="outputs hold 1 rows, 2 are set"):
@@ -322,13 +350,14 @@ def test_pane_kernels_check_every_slot(top, data):
     rec = np.ones((top, 1), dtype=np.int64)
     acc, bits = np.zeros((64 * (n // 64 + 1), 1), dtype=np.int64), np.zeros(n // 64 + 1, dtype=np.uint64)
     code = np.zeros(1, dtype=np.int64)
+    layout, _ = _stack_layout(code, code, [1], 1, True)  # (one aggregate: nothing to share)
     bad = [s for s in slots if not 0 <= s < top]
     if bad:
         with pytest.raises(ValueError, match=rf"dense_add: slot {bad[0]} outside \[0, {top}\)"):
-            _window.dense_add(groups, np.array(slots, dtype=np.int64), rec, code, code, acc, bits)
+            _window.dense_add(groups, np.array(slots, dtype=np.int64), rec, layout, acc, bits)
         assert not bits.any() and not acc.any()
     else:
-        assert _window.dense_add(groups, np.array(slots, dtype=np.int64), rec, code, code, acc, bits) == n
+        assert _window.dense_add(groups, np.array(slots, dtype=np.int64), rec, layout, acc, bits) == n
         assert acc[:n, 0].tolist() == [1] * n
 
 

@@ -52,20 +52,20 @@ def pane_slots(hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # const int64[::
                ) -> int: ...  # -1: outputs too short
 def dense_add(groups: np.ndarray,   # const int64[::1] distinct, any order (a pane's)
               slots: np.ndarray,    # const int64[::1] their slots in rec
-              rec: np.ndarray,      # const int64[:, ::1] the record store (acc's width)
-              ops: np.ndarray, offs: np.ndarray,  # const int64[::1] merge codes and words
-              acc: np.ndarray,      # int64[:, ::1] one record per group id, modified
+              rec: np.ndarray,      # const int64[:, ::1] the record store
+              layout: np.ndarray,   # const int64[::1] the stack layout (window._stack_layout)
+              acc: np.ndarray,      # int64[:, ::1] one record per group id (the layout's width), modified
               bits: np.ndarray,     # uint64[::1] groups held in acc, modified
-              ) -> int: ...  # groups new to acc
+              ) -> int: ...  # groups new to acc; -1: a record read breaks the layout
 def suffix_add(groups: np.ndarray, slots: np.ndarray, rec: np.ndarray,  # a pane older than those added
-               ops: np.ndarray, offs: np.ndarray,
+               layout: np.ndarray,
                ss: np.ndarray,        # int64[:, ::1] stack records, modified
                ss_group: np.ndarray,  # int64[::1], modified
                ss_next: np.ndarray,   # int64[::1] the group's record in the next newer pane, modified
                start: int,            # first stack row of this pane
                ptr: np.ndarray,       # int64[::1] each group's current stack record, modified
                bits: np.ndarray,      # uint64[::1] groups in the stack, modified
-               ) -> int: ...  # groups new to the stack
+               ) -> int: ...  # groups new to the stack; -1: a record read breaks the layout
 def suffix_drop(ss_group: np.ndarray, ss_next: np.ndarray,  # const int64[::1]
                 lo: int, hi: int,     # stack rows of the oldest pane
                 ptr: np.ndarray, bits: np.ndarray,  # modified
@@ -73,8 +73,8 @@ def suffix_drop(ss_group: np.ndarray, ss_next: np.ndarray,  # const int64[::1]
 FINAL: dict[str, int]  # how a result word is made of a record: "word" as it is, "sum_f64" plus its error term
 def dense_window(sbits: np.ndarray, ptr: np.ndarray, ss: np.ndarray,  # the suffix stack
                  pbits: np.ndarray, acc: np.ndarray,  # the prefix
-                 ops: np.ndarray, offs: np.ndarray,
-                 words: np.ndarray, codes: np.ndarray,  # const int64[::1] the result plan (see gather_fields)
+                 layout: np.ndarray,      # const int64[::1] the stack layout of both
+                 words: np.ndarray, codes: np.ndarray,  # const int64[::1] the result plan, in its words
                  cnt_words: np.ndarray,
                  out_groups: np.ndarray,  # int64[::1], modified
                  out_cols: np.ndarray,    # int64[:, ::1] (len(words), rows), modified

@@ -624,16 +624,6 @@ cdef inline void _set_bit(uint64_t* bits, int64_t g) noexcept nogil:
     bits[g >> 6] |= (<uint64_t>1) << (g & 63)
 
 
-cdef int _check_layout(const int64_t[::1] ops, const int64_t[::1] offs, Py_ssize_t W, str what) except -1:
-    cdef Py_ssize_t k
-    if offs.shape[0] != ops.shape[0]:
-        raise ValueError(f"{what}: {ops.shape[0]} merge codes but {offs.shape[0]} word offsets")
-    for k in range(ops.shape[0]):
-        if not (0 <= ops[k] <= 9 and 0 <= offs[k] and offs[k] + _op_words(ops[k]) <= W):
-            raise ValueError(f"{what}: unknown code {ops[k]} or its words from {offs[k]} on outside {W} words")
-    return 0
-
-
 cdef int _check_ids(const int64_t[::1] ids, int64_t top, str what, str kind) except -1:
     """Every id (a ``kind``: group, slot) in ``[0, top)``: one pass without
     an exit or a compare (an id outside makes ``id`` or ``top - 1 - id``
@@ -653,30 +643,126 @@ cdef int _check_ids(const int64_t[::1] ids, int64_t top, str what, str kind) exc
 
 
 cdef int _check_pane(const int64_t[::1] groups, const int64_t[::1] slots, const int64_t[:, ::1] rec,
-                     Py_ssize_t W, const int64_t[::1] ops, const int64_t[::1] offs, int64_t max_group,
-                     str what, str into) except -1:
-    """The arguments of a pane (its groups and their slots in ``rec``) added
-    ``into`` rows of ``W`` words."""
-    if slots.shape[0] != groups.shape[0] or rec.shape[1] != W:
-        raise ValueError(f"{what}: {slots.shape[0]} slots for {groups.shape[0]} groups, records of "
-                         f"{rec.shape[1]} words for {into} rows of {W}")
-    _check_layout(ops, offs, W, what)
+                     int64_t max_group, str what) except -1:
+    """The arguments of a pane: its groups and their slots in ``rec``."""
+    if slots.shape[0] != groups.shape[0]:
+        raise ValueError(f"{what}: {slots.shape[0]} slots for {groups.shape[0]} groups")
     _check_ids(groups, max_group, what, "group")
     _check_ids(slots, rec.shape[0], what, "slot")
     return 0
 
 
+# ---------------------------------------------------------------- stack layouts
+# The stacks of sliding windows (dense_add, suffix_add, dense_window) hold
+# copies of the store's records, merged, in a layout of their own: one count
+# word may stand for the counts of several aggregates where every record read
+# has them equal (count() beside aggregates of a column without nulls or
+# NaN), which makes a record of count, sum and max 4 words (half a cache
+# line) instead of 6 (padded to 8). The kernels check that equality on every
+# record they read and report a record that breaks it. A layout is one int64
+# array (``window._stack_layout`` builds it):
+#   [W, nvals, ncnt, neq,
+#    src[W]      stack word j is a copy of store word src[j]
+#    op[nvals]   the aggregates with values (OPS code > 0): merge code,
+#    cnt[nvals]  the stack word of their count,
+#    val[nvals]  the stack word of their first value,
+#    cw[ncnt]    the count words (each merged by addition),
+#    eq[2neq]]   pairs of store words every record read must hold equal
+
+cdef struct _Stack:  # a layout, copied into the kernel's frame: no store through a record
+    Py_ssize_t W, nvals, ncnt, neq  # pointer can change it, so the compiler keeps it in registers
+    int64_t src[64]
+    int op[32]
+    int64_t cnt[32]
+    int64_t val[32]
+    int64_t cw[64]
+    int64_t eq[128]
+
+
+cdef int _stack_plan(_Stack* s, const int64_t[::1] layout, Py_ssize_t store_w, Py_ssize_t W,
+                     str what) except -1:
+    """Check a stack layout against stack records of ``W`` words (and store
+    records of ``store_w``, or none if -1); fill ``s``."""
+    cdef Py_ssize_t n = layout.shape[0], k
+    cdef const int64_t* a = &layout[0] if n else NULL
+    if n < 4 or not (1 <= a[0] <= 64 and 0 <= a[1] <= 32 and 0 <= a[2] <= 64 and 0 <= a[3] <= 64) or \
+            n != 4 + a[0] + 3 * a[1] + a[2] + 2 * a[3]:
+        raise ValueError(f"{what}: a stack layout of {n} words that does not add up (see _window.pyx)")
+    if a[0] != W:
+        raise ValueError(f"{what}: a stack layout of {a[0]} words for stack records of {W}")
+    s.W, s.nvals, s.ncnt, s.neq = a[0], a[1], a[2], a[3]
+    a += 4
+    for k in range(s.W):
+        s.src[k] = a[k]
+    a += s.W
+    for k in range(s.nvals):
+        s.op[k], s.cnt[k], s.val[k] = <int>a[k], a[s.nvals + k], a[2 * s.nvals + k]
+    a += 3 * s.nvals
+    for k in range(s.ncnt):
+        s.cw[k] = a[k]
+    a += s.ncnt
+    for k in range(2 * s.neq):
+        s.eq[k] = a[k]
+    for k in range(s.W + 2 * s.neq if store_w >= 0 else 0):
+        if not 0 <= (s.src[k] if k < s.W else s.eq[k - s.W]) < store_w:
+            raise ValueError(f"{what}: a stack layout reads store word "
+                             f"{s.src[k] if k < s.W else s.eq[k - s.W]} of records of {store_w}")
+    for k in range(s.nvals):
+        if not (1 <= s.op[k] <= 9 and 0 <= s.cnt[k] < W and 0 <= s.val[k] and s.val[k] + _op_words(s.op[k]) - 1 <= W):
+            raise ValueError(f"{what}: unknown code {s.op[k]}, or its count word {s.cnt[k]} or values "
+                             f"from word {s.val[k]} on outside stack records of {W} words")
+    for k in range(s.ncnt):
+        if not 0 <= s.cw[k] < W:
+            raise ValueError(f"{what}: count word {s.cw[k]} outside stack records of {W} words")
+    return 0
+
+
+cdef inline uint64_t _stack_load(int64_t* t, const int64_t* r, const _Stack* s) noexcept nogil:
+    """Store record ``r`` in the stack layout, into ``t``; returns 0 if the
+    counts the layout shares are equal in ``r`` (non-zero if not)."""
+    cdef Py_ssize_t j
+    cdef uint64_t diff = 0
+    if s.W == 4:  # the usual narrow widths as word moves (see _copy_rec)
+        t[0] = r[s.src[0]]; t[1] = r[s.src[1]]; t[2] = r[s.src[2]]; t[3] = r[s.src[3]]
+    elif s.W == 8:
+        t[0] = r[s.src[0]]; t[1] = r[s.src[1]]; t[2] = r[s.src[2]]; t[3] = r[s.src[3]]
+        t[4] = r[s.src[4]]; t[5] = r[s.src[5]]; t[6] = r[s.src[6]]; t[7] = r[s.src[7]]
+    else:
+        for j in range(s.W):
+            t[j] = r[s.src[j]]
+    for j in range(s.neq):
+        diff |= <uint64_t>(r[s.eq[2 * j]] ^ r[s.eq[2 * j + 1]])
+    return diff
+
+
+cdef inline void _stack_merge(int64_t* a, const int64_t* b, const _Stack* s) noexcept nogil:
+    """Stack record ``b`` merged into ``a``: each aggregate's values (skipped
+    where ``b`` has none), then the counts."""
+    cdef Py_ssize_t k
+    cdef int64_t c, na, nb
+    for k in range(s.nvals):
+        c = s.cnt[k]
+        if b[c] != 0:
+            _merge_vals(s.op[k], a[c], b[c], a + s.val[k], b + s.val[k])
+    for k in range(s.ncnt):
+        a[s.cw[k]] += b[s.cw[k]]
+
+
 def dense_add(const int64_t[::1] groups, const int64_t[::1] slots, const int64_t[:, ::1] rec,
-              const int64_t[::1] ops, const int64_t[::1] offs, int64_t[:, ::1] acc, uint64_t[::1] bits) -> int:
+              const int64_t[::1] layout, int64_t[:, ::1] acc, uint64_t[::1] bits) -> int:
     """Add a pane to a dense accumulator (a prefix of panes): ``acc[g] <-
-    acc[g] (+) rec[slots[i]]`` for ``g = groups[i]`` (distinct), aggregate
-    ``k`` merged by code ``ops[k]`` at word ``offs[k]``; a group whose bit in
-    ``bits`` is clear gets the record copied and its bit set. Returns the
-    groups new to the accumulator."""
-    cdef Py_ssize_t i, n = groups.shape[0], W = acc.shape[1], nagg = ops.shape[0]
+    acc[g] (+) rec[slots[i]]`` for ``g = groups[i]`` (distinct), the store's
+    records read in the stack ``layout``; a group whose bit in ``bits`` is
+    clear gets the record copied and its bit set. Returns the groups new to
+    the accumulator, or -1 if a record read breaks the layout (counts it
+    shares differ): the accumulator is then to be rebuilt in another."""
+    cdef Py_ssize_t i, n = groups.shape[0]
     cdef int64_t g, added = 0
-    _check_pane(groups, slots, rec, W, ops, offs, min(acc.shape[0], bits.shape[0] * 64), "dense_add",
-                "accumulator")
+    cdef uint64_t diff = 0
+    cdef int64_t t[64]
+    cdef _Stack st
+    _stack_plan(&st, layout, rec.shape[1], acc.shape[1], "dense_add")
+    _check_pane(groups, slots, rec, min(acc.shape[0], bits.shape[0] * 64), "dense_add")
     if n == 0:
         return 0
     with nogil:
@@ -686,31 +772,35 @@ def dense_add(const int64_t[::1] groups, const int64_t[::1] slots, const int64_t
                 prefetch(&rec[slots[i + 2 * PF], 0])
             g = groups[i]
             if _bit(&bits[0], g):
-                _merge_record(&acc[g, 0], &rec[slots[i], 0], &ops[0] if nagg else NULL,
-                              &offs[0] if nagg else NULL, nagg)
+                diff |= _stack_load(t, &rec[slots[i], 0], &st)
+                _stack_merge(&acc[g, 0], t, &st)
             else:
-                _copy_rec(&acc[g, 0], &rec[slots[i], 0], W)
+                diff |= _stack_load(&acc[g, 0], &rec[slots[i], 0], &st)
                 _set_bit(&bits[0], g)
                 added += 1
-    return added
+    return -1 if diff else added
 
 
 def suffix_add(const int64_t[::1] groups, const int64_t[::1] slots, const int64_t[:, ::1] rec,
-               const int64_t[::1] ops, const int64_t[::1] offs, int64_t[:, ::1] ss, int64_t[::1] ss_group,
+               const int64_t[::1] layout, int64_t[:, ::1] ss, int64_t[::1] ss_group,
                int64_t[::1] ss_next, Py_ssize_t start, int64_t[::1] ptr, uint64_t[::1] bits) -> int:
     """Add a pane (its groups, distinct, and their slots in ``rec``) older
     than every pane added so far to a suffix stack.
 
     Group ``g = groups[i]`` gets ``ss[start + i] = rec[slots[i]] (+)
-    ss[ptr[g]]`` (its suffix over the newer panes, if its bit is set),
-    linked to that record by ``ss_next`` (``-1``: none); ``ptr[g]`` then
-    points to it and the bit is set. Returns the groups new to the stack."""
-    cdef Py_ssize_t i, n = groups.shape[0], W = ss.shape[1], nagg = ops.shape[0], idx
+    ss[ptr[g]]`` (its suffix over the newer panes, if its bit is set; the
+    store's record read in the stack ``layout``), linked to that record by
+    ``ss_next`` (``-1``: none); ``ptr[g]`` then points to it and the bit is
+    set. Returns the groups new to the stack, or -1 if a record read breaks
+    the layout (see ``dense_add``)."""
+    cdef Py_ssize_t i, n = groups.shape[0], idx
     cdef int64_t g, nx, added = 0
+    cdef uint64_t diff = 0
+    cdef _Stack st
     if start < 0 or start + n > min(ss.shape[0], ss_group.shape[0], ss_next.shape[0]):
         raise ValueError(f"suffix_add: rows [{start}, {start + n}) outside the stack")
-    _check_pane(groups, slots, rec, W, ops, offs, min(ptr.shape[0], bits.shape[0] * 64), "suffix_add",
-                "stack")
+    _stack_plan(&st, layout, rec.shape[1], ss.shape[1], "suffix_add")
+    _check_pane(groups, slots, rec, min(ptr.shape[0], bits.shape[0] * 64), "suffix_add")
     if n == 0:
         return 0
     with nogil:
@@ -723,19 +813,18 @@ def suffix_add(const int64_t[::1] groups, const int64_t[::1] slots, const int64_
                     prefetch(&ss[ptr[groups[i + PF]], 0])
             g = groups[i]
             idx = start + i
-            _copy_rec(&ss[idx, 0], &rec[slots[i], 0], W)
+            diff |= _stack_load(&ss[idx, 0], &rec[slots[i], 0], &st)
             ss_group[idx] = g
             if _bit(&bits[0], g):
                 nx = ptr[g]
-                _merge_record(&ss[idx, 0], &ss[nx, 0], &ops[0] if nagg else NULL,
-                              &offs[0] if nagg else NULL, nagg)
+                _stack_merge(&ss[idx, 0], &ss[nx, 0], &st)
             else:
                 nx = -1
                 _set_bit(&bits[0], g)
                 added += 1
             ss_next[idx] = nx
             ptr[g] = idx
-    return added
+    return -1 if diff else added
 
 
 def suffix_drop(const int64_t[::1] ss_group, const int64_t[::1] ss_next, Py_ssize_t lo, Py_ssize_t hi,
@@ -854,14 +943,15 @@ cdef inline void _put_block(const _Final* f, const int64_t** src, Py_ssize_t m, 
 
 
 def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_t[:, ::1] ss,
-                 const uint64_t[::1] pbits, const int64_t[:, ::1] acc, const int64_t[::1] ops,
-                 const int64_t[::1] offs, const int64_t[::1] words, const int64_t[::1] codes,
+                 const uint64_t[::1] pbits, const int64_t[:, ::1] acc, const int64_t[::1] layout,
+                 const int64_t[::1] words, const int64_t[::1] codes,
                  const int64_t[::1] cnt_words, int64_t[::1] out_groups, int64_t[:, ::1] out_cols,
                  uint8_t[:, ::1] out_null, int64_t[::1] nnull, Py_ssize_t row0=0) -> int:
     """One window's rows, as result columns: for every group set in ``sbits``
     or ``pbits``, its suffix record ``ss[ptr[g]]`` merged with its prefix
-    record ``acc[g]`` (either alone where the other bit is clear), finished
-    by the plan ``words`` / ``codes`` / ``cnt_words`` (``gather_fields``)
+    record ``acc[g]`` (either alone where the other bit is clear; both in the
+    stack ``layout``), finished by the plan ``words`` / ``codes`` /
+    ``cnt_words`` (``gather_fields``, in words of that layout)
     into ``out_cols[c, row0 + r]`` and ``out_null[v, row0 + r]`` (zeroed by
     the caller; nulls set and counted into ``nnull[v]``); its group goes to
     ``out_groups[r]``. A bitmap
@@ -870,7 +960,7 @@ def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_
     loop without a branch on which side a group is in). Returns the rows.
     A suffix pointer outside ``ss`` raises ValueError as it is read (the
     outputs, scratch of the caller's, are then partly written)."""
-    cdef Py_ssize_t W = ss.shape[1] if sbits.shape[0] else acc.shape[1], nagg = ops.shape[0]
+    cdef Py_ssize_t W = ss.shape[1] if sbits.shape[0] else acc.shape[1]
     cdef Py_ssize_t cap = out_cols.shape[1], ns = sbits.shape[0], np_ = pbits.shape[0]
     cdef Py_ssize_t nw = max(ns, np_), w, n = 0, total = 0, room = min(out_groups.shape[0], cap - row0)
     cdef uint64_t x, sx, px
@@ -880,8 +970,7 @@ def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_
     cdef Py_ssize_t ends[3]
     cdef Py_ssize_t r, r0, i, m, blk
     cdef int side
-    cdef const int64_t* op = &ops[0] if nagg else NULL
-    cdef const int64_t* off = &offs[0] if nagg else NULL
+    cdef _Stack st
     cdef _Final fin
     if W > 64 or (ns and (ss.shape[1] != W or ptr.shape[0] < ns * 64)) or \
             (np_ and (acc.shape[1] != W or acc.shape[0] < np_ * 64)):
@@ -890,8 +979,8 @@ def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_
     if not 0 <= row0 <= cap or out_null.shape[1] != cap:
         raise ValueError(f"dense_window: first row {row0} outside {cap} columns' rows, or null columns "
                          f"of {out_null.shape[1]} rows")
-    _check_layout(ops, offs, W, "dense_window")
-    blk = min(BLK, BLK * 8 // max(W, 1))
+    _stack_plan(&st, layout, -1, W, "dense_window")
+    blk = min(BLK, BLK * 8 // W)
     _final_plan(&fin, words, codes, cnt_words, W, out_cols, out_null, nnull, "dense_window")
     fin.stream = True  # a sliding window's columns: megabytes the engine never reads back
     for w in range(nw):  # rows counted before any is written
@@ -931,7 +1020,7 @@ def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_
                     bad = g
                     break
                 _copy_rec(&buf[i * W], &ss[p, 0], W)
-                _merge_record(&buf[i * W], &acc[g, 0], op, off, nagg)
+                _stack_merge(&buf[i * W], &acc[g, 0], &st)
                 src[i] = &buf[i * W]
             if bad >= 0:
                 break
@@ -1420,78 +1509,55 @@ def agg_update(const int64_t[::1] slots, const int64_t[::1] ts, const int64_t[::
 # ``srec`` may be the same array (merging slots of one state) or not (merging
 # slots into a separate, zeroed record per output row).
 
-cdef inline void _merge_sum_f64(int64_t* a, const int64_t* b) noexcept nogil:
+# A merge is split in two: the values (``_merge_vals``, given both counts) and
+# the count (an addition). Records of the store keep each aggregate's count
+# beside its values (``_merge_one``); a suffix stack's records may share one
+# count among several aggregates (``_stack_merge``).
+
+cdef inline void _merge_vals(int op, int64_t na, int64_t nb, int64_t* a, const int64_t* b) noexcept nogil:
+    """Values ``b`` (of ``nb`` rows) merged into ``a`` (of ``na``), the words
+    after an aggregate's count (``OPS`` code ``op`` > 0); counts untouched."""
     cdef double* fa = <double*>a
     cdef const double* fb = <const double*>b
-    if a[0] == 0:
-        fa[1] = fb[1]
-        fa[2] = fb[2]
-    else:
-        _two_sum(&fa[1], &fa[2], fb[1])
-        fa[2] += fb[2]
-    a[0] += b[0]
-
-
-cdef inline void _merge_sum_i64(int64_t* a, const int64_t* b) noexcept nogil:
-    if a[0] == 0:
-        a[1] = b[1]
-    else:
-        a[1] = <int64_t>(<uint64_t>a[1] + <uint64_t>b[1])
-    a[0] += b[0]
-
-
-cdef inline void _merge_welford(int64_t* a, const int64_t* b) noexcept nogil:
-    """Chan et al.'s pairwise combination of (count, mean, M2)."""
-    cdef double* fa = <double*>a
-    cdef const double* fb = <const double*>b
-    cdef double na, nb, nt, delta
-    if a[0] == 0:
-        fa[1] = fb[1]
-        fa[2] = fb[2]
-        a[0] = b[0]
-        return
-    na = <double>a[0]
-    nb = <double>b[0]
-    nt = na + nb
-    delta = fb[1] - fa[1]
-    fa[1] += delta * (nb / nt)
-    fa[2] += fb[2] + delta * delta * (na * nb / nt)
-    a[0] += b[0]
-
-
-cdef inline void _merge_firstlast(int64_t* a, const int64_t* b, bint is_last) noexcept nogil:
-    """``b`` counts as the later rows on ties; values are raw 8-byte words."""
-    cdef bint take = (a[0] == 0) | ((b[2] >= a[2]) if is_last else (b[2] < a[2]))
-    a[1] = _pick(take, b[1], a[1])
-    a[2] = _pick(take, b[2], a[2])
-    a[0] += b[0]
+    cdef double dna, dnb, nt, delta
+    cdef bint take
+    if op == 1 or op == 7:
+        if na == 0:
+            a[0] = b[0]
+            a[1] = b[1]
+        elif op == 1:
+            _two_sum(&fa[0], &fa[1], fb[0])
+            fa[1] += fb[1]
+        else:  # Chan et al.'s pairwise combination of (mean, M2)
+            dna = <double>na
+            dnb = <double>nb
+            nt = dna + dnb
+            delta = fb[0] - fa[0]
+            fa[0] += delta * (dnb / nt)
+            fa[1] += fb[1] + delta * delta * (dna * dnb / nt)
+    elif op == 2:
+        a[0] = b[0] if na == 0 else <int64_t>(<uint64_t>a[0] + <uint64_t>b[0])
+    elif op <= 6:  # min / max by selects: which side wins is unpredictable
+        if op == 3:
+            take = b[0] > a[0]
+        elif op == 4:
+            take = b[0] < a[0]
+        elif op == 5:
+            take = fb[0] > fa[0]
+        else:
+            take = fb[0] < fa[0]
+        a[0] = _pick(take | (na == 0), b[0], a[0])
+    else:  # first / last: ``b`` counts as the later rows on ties; values are raw words
+        take = (na == 0) | ((b[1] >= a[1]) if op == 9 else (b[1] < a[1]))
+        a[0] = _pick(take, b[0], a[0])
+        a[1] = _pick(take, b[1], a[1])
 
 
 cdef inline void _merge_one(int op, int64_t* a, const int64_t* b) noexcept nogil:
-    cdef bint take
-    if op == 0:
-        a[0] += b[0]
-    elif op == 1:
-        _merge_sum_f64(a, b)
-    elif op == 2:
-        _merge_sum_i64(a, b)
-    elif op <= 6:  # min / max by selects: which side wins is unpredictable
-        if op == 3:
-            take = b[1] > a[1]
-        elif op == 4:
-            take = b[1] < a[1]
-        elif op == 5:
-            take = (<const double*>b)[1] > (<double*>a)[1]
-        else:
-            take = (<const double*>b)[1] < (<double*>a)[1]
-        a[1] = _pick(take | (a[0] == 0), b[1], a[1])
-        a[0] += b[0]
-    elif op == 7:
-        _merge_welford(a, b)
-    elif op == 8:
-        _merge_firstlast(a, b, False)
-    else:
-        _merge_firstlast(a, b, True)
+    """Record ``b`` of one aggregate (count first) merged into ``a``."""
+    if op != 0:
+        _merge_vals(op, a[0], b[0], a + 1, b + 1)
+    a[0] += b[0]
 
 
 def merge_records(int op, const int64_t[::1] dst, const int64_t[::1] src, int64_t[:, ::1] drec,

@@ -69,7 +69,7 @@ import pyarrow.types as pat
 
 from fastops import _arrow, _window
 from fastops.agg import (BuiltinAggregate, Columns, ResultColumns, ResultPlan, SlotAggregate, _Records,
-                         builtin_layout, for_input, update_builtins)
+                         builtin_layout, for_input, record_width, update_builtins)
 from fastops.durations import parse_duration
 from fastops.keys import KeyTable
 from fastops.watermarks import MIN_WATERMARK, to_ms
@@ -237,6 +237,50 @@ class State:
 
 
 
+def _stack_layout(ops: np.ndarray, offs: np.ndarray, nwords: list[int], width: int, shared: bool
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """The layout of the sliding-window stacks' records (see ``_window.pyx``,
+    "stack layouts") for aggregates with merge codes ``ops`` at words
+    ``offs`` of store records of ``width`` words, ``nwords`` words each, and
+    where each store word goes.
+
+    With ``shared``, and where it makes records narrower, one count word
+    stands for every aggregate's count (the kernels check that they agree
+    in each record read); else each aggregate keeps its own, as in the store.
+    Returns ``(layout, to_stack)``: ``to_stack[w]``, the stack word of store
+    word ``w`` (-1: none)."""
+    vals = [k for k, op in enumerate(ops.tolist()) if op != 0]
+    narrow = record_width(1 + sum(nwords[k] - 1 for k in vals))
+    to_stack = np.full(width, -1, dtype=np.int64)
+    if shared and narrow < width:
+        src, val = [int(offs[0])], []
+        for k in vals:
+            val.append(len(src))
+            src += range(offs[k] + 1, offs[k] + nwords[k])
+        to_stack[src] = np.arange(len(src))
+        to_stack[offs] = 0
+        src += [0] * (narrow - len(src))  # padding: any word
+        cnt, cw = [0] * len(vals), [0]
+        eq = [w for k in range(1, len(ops)) for w in (offs[0], offs[k])]
+    else:
+        src, val, cnt, cw, eq = list(range(width)), [offs[k] + 1 for k in vals], [offs[k] for k in vals], list(offs), []
+        to_stack[:] = np.arange(width)
+    head = [len(src), len(vals), len(cw), len(eq) // 2]
+    layout = np.array(head + src + [ops[k] for k in vals] + cnt + val + cw + eq, dtype=np.int64)
+    return layout, to_stack
+
+
+class _CountsDiffer(Exception):
+    """A stack kernel read a record whose shared counts differ."""
+
+
+def _added(n: int) -> int:
+    """A stack kernel's groups added (see ``_window.dense_add``)."""
+    if n < 0:
+        raise _CountsDiffer
+    return n
+
+
 class _PaneStacks:
     """Sliding windows (``k`` > 1 panes) of built-in aggregates, emitted from
     two stacks of aggregated panes, held by group id.
@@ -266,18 +310,36 @@ class _PaneStacks:
 
     Derived state: the stacks hold merged copies, so purges do not touch
     them, but a row that lands in a pane already read (``hi`` or before)
-    makes them stale, and they are dropped (``clear``). Records keep the store's
-    padded width in pool memory (64-byte aligned): none straddles two cache
-    lines, which saves a third of the lines read at random for 6 words."""
+    makes them stale, and they are dropped (``clear``).
 
-    def __init__(self, k: int, width: int):
-        self.k, self.width = k, width
-        self.acc = np.empty((0, width), dtype=np.int64)  # prefix record of each group
+    Records are the store's in a layout of the stacks' own
+    (``_stack_layout``): one count for all aggregates while every record read
+    has their counts equal (no nulls, no NaN skipped by min / max), which
+    makes count, sum and max 4 words, half a cache line, instead of 6 padded
+    to 8; the first record that breaks it rebuilds both stacks with a count
+    per aggregate. Widths are padded to a power of two in pool memory
+    (64-byte aligned), so no record straddles two cache lines."""
+
+    def __init__(self, k: int, ops: np.ndarray, offs: np.ndarray, nwords: list[int], width: int,
+                 plan: ResultPlan):
+        self.k = k
+        self._store = ops, offs, nwords, width, plan
         self.pbits = np.zeros(0, dtype=np.uint64)        # groups in the prefix
         self.ptr = np.empty(0, dtype=np.int64)           # each group's current suffix record
         self.sbits = np.zeros(0, dtype=np.uint64)        # groups in the current suffix
+        self._use_layout(shared=True)
         self.ss_bufs = [np.empty(0, dtype=np.int64)] * 3  # room for ss, ss_group and ss_next
         self.clear()
+
+    def _use_layout(self, shared: bool) -> None:
+        """Records in the layout ``_stack_layout`` gives (one count for all
+        aggregates if ``shared``); the result plan in its words."""
+        ops, offs, nwords, width, plan = self._store
+        self.layout, to_stack = _stack_layout(ops, offs, nwords, width, shared)
+        self.shared = bool(self.layout[3])  # counts checked equal: the layout shares some
+        self.width = int(self.layout[0])
+        self.words, self.codes, self.cnt_words = to_stack[plan.words], plan.codes, to_stack[plan.cnt_words]
+        self.acc = _arrow.grown(np.empty((0, self.width), dtype=np.int64), len(self.ptr))  # prefix record of each group
 
     def clear(self) -> None:
         self.hi: Optional[int] = None  # the newest pane read
@@ -306,8 +368,19 @@ class _PaneStacks:
             self.acc = _arrow.grown(self.acc, len(self.ptr))
 
     def prepare(self, wa: "WindowAggregator", s: int) -> int:
-        """Bring both stacks to window ``[s, s + k)``; returns an upper bound of its rows."""
+        """Bring both stacks to window ``[s, s + k)``; returns an upper bound of its rows.
+        A record whose counts differ where the layout shares them (a null or
+        NaN that one aggregate skipped and another counted) rebuilds both
+        stacks with a count per aggregate, from then on."""
         self._fit(wa._keys.num_groups)
+        try:
+            return self._prepare(wa, s)
+        except _CountsDiffer:
+            self._use_layout(shared=False)
+            self.clear()
+            return self._prepare(wa, s)
+
+    def _prepare(self, wa: "WindowAggregator", s: int) -> int:
         k = self.k
         e = s + k - 1
         b = (e // k) * k
@@ -321,11 +394,9 @@ class _PaneStacks:
     def emit(self, wa: "WindowAggregator", out_groups: np.ndarray, out: ResultColumns, row0: int) -> int:
         """The prepared window's rows as result columns from ``row0`` on (see ``dense_window``)."""
         sbits = self.sbits if self.with_suffix else self.sbits[:0]
-        plan = wa._final
-        nnull = np.empty(len(plan.cnt_words), dtype=np.int64)
-        n = _window.dense_window(sbits, self.ptr, self.ss, self.pbits, self.acc, wa._ops, wa._offs,
-                                 plan.words, plan.codes, plan.cnt_words, out_groups, out.cols, out.nulls,
-                                 nnull, row0)
+        nnull = np.empty(len(self.cnt_words), dtype=np.int64)
+        n = _window.dense_window(sbits, self.ptr, self.ss, self.pbits, self.acc, self.layout, self.words,
+                                 self.codes, self.cnt_words, out_groups, out.cols, out.nulls, nnull, row0)
         out.nnull += nnull
         return n
 
@@ -337,8 +408,8 @@ class _PaneStacks:
                 del self.read[q]
         for q in wa._panes_between(self.prefix_upto + 1, e + 1):
             groups, slots = self.read[q] = wa._pane_rows(q)
-            self.prefix_groups += _window.dense_add(groups, slots, wa._records.rec, wa._ops, wa._offs, self.acc,
-                                                    self.pbits)
+            self.prefix_groups += _added(_window.dense_add(groups, slots, wa._records.rec, self.layout,
+                                                           self.acc, self.pbits))
         self.prefix_upto = e
 
     def _suffix(self, wa: "WindowAggregator", b0: int, s: int) -> None:
@@ -355,9 +426,9 @@ class _PaneStacks:
             self.suffix_groups, self.suffix_panes, end = 0, [], rows
             for q, (groups, slots) in zip(reversed(panes), reversed(runs)):
                 start = end - len(groups)  # rows in pane order, filled newest first
-                self.suffix_groups += _window.suffix_add(groups, slots, wa._records.rec, wa._ops, wa._offs,
-                                                         self.ss, self.ss_group, self.ss_next, start, self.ptr,
-                                                         self.sbits)
+                self.suffix_groups += _added(_window.suffix_add(groups, slots, wa._records.rec, self.layout,
+                                                                self.ss, self.ss_group, self.ss_next, start,
+                                                                self.ptr, self.sbits))
                 self.suffix_panes.insert(0, (q, start, end))
                 end = start
             self.suffix_block, self.suffix_from = b0, s
@@ -553,7 +624,8 @@ class WindowAggregator:
         self._final = ResultPlan([self._agg_list[i] for i in self._builtin], states)
         if self._mode == "pane" and self._k > 1 and len(self._builtin) == len(self._agg_list):
             # built-ins only: plug-ins merge (row, slot) pairs
-            self._stacks = _PaneStacks(self._k, self._records.rec.shape[1])
+            self._stacks = _PaneStacks(self._k, self._ops, self._offs, [len(st.names) for st in states],
+                                       self._records.rec.shape[1], self._final)
 
     def _check_columns(self, names: Sequence[str]) -> None:
         if self.time is not None and self.time not in names:
