@@ -317,8 +317,9 @@ class _PaneStacks:
     has their counts equal (no nulls, no NaN skipped by min / max), which
     makes count, sum and max 4 words, half a cache line, instead of 6 padded
     to 8; the first record that breaks it rebuilds both stacks with a count
-    per aggregate. Widths are padded to a power of two in pool memory
-    (64-byte aligned), so no record straddles two cache lines."""
+    per aggregate, until the next block. Widths are padded to a power of two
+    in pool memory (64-byte aligned), so no record straddles two cache
+    lines."""
 
     def __init__(self, k: int, ops: np.ndarray, offs: np.ndarray, nwords: list[int], width: int,
                  plan: ResultPlan):
@@ -337,6 +338,7 @@ class _PaneStacks:
         ops, offs, nwords, width, plan = self._store
         self.layout, to_stack = _stack_layout(ops, offs, nwords, width, shared)
         self.shared = bool(self.layout[3])  # counts checked equal: the layout shares some
+        self.retry = False  # one count to be tried again at the next block
         self.width = int(self.layout[0])
         self.words, self.codes, self.cnt_words = to_stack[plan.words], plan.codes, to_stack[plan.cnt_words]
         self.acc = _arrow.grown(np.empty((0, self.width), dtype=np.int64), len(self.ptr))  # prefix record of each group
@@ -371,12 +373,17 @@ class _PaneStacks:
         """Bring both stacks to window ``[s, s + k)``; returns an upper bound of its rows.
         A record whose counts differ where the layout shares them (a null or
         NaN that one aggregate skipped and another counted) rebuilds both
-        stacks with a count per aggregate, from then on."""
+        stacks with a count per aggregate, until the next block: both are
+        rebuilt there anyway, so one count is tried again."""
         self._fit(wa._keys.num_groups)
+        if self.retry and (s + self.k - 1) // self.k * self.k != self.prefix_block:
+            self._use_layout(shared=True)
+            self.prefix_block = self.suffix_block = None  # (the panes' lists stay: they hold no records)
         try:
             return self._prepare(wa, s)
         except _CountsDiffer:
             self._use_layout(shared=False)
+            self.retry = True
             self.clear()
             return self._prepare(wa, s)
 
