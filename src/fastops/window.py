@@ -337,7 +337,6 @@ class _PaneStacks:
         aggregates if ``shared``); the result plan in its words."""
         ops, offs, nwords, width, plan = self._store
         self.layout, to_stack = _stack_layout(ops, offs, nwords, width, shared)
-        self.shared = bool(self.layout[3])  # counts checked equal: the layout shares some
         self.retry = False  # one count to be tried again at the next block
         self.width = int(self.layout[0])
         self.words, self.codes, self.cnt_words = to_stack[plan.words], plan.codes, to_stack[plan.cnt_words]
@@ -376,7 +375,7 @@ class _PaneStacks:
         stacks with a count per aggregate, until the next block: both are
         rebuilt there anyway, so one count is tried again."""
         self._fit(wa._keys.num_groups)
-        if self.retry and (s + self.k - 1) // self.k * self.k != self.prefix_block:
+        if self.retry and self._block(s) != self.prefix_block:
             self._use_layout(shared=True)
             self.prefix_block = self.suffix_block = None  # (the panes' lists stay: they hold no records)
         try:
@@ -387,10 +386,14 @@ class _PaneStacks:
             self.clear()
             return self._prepare(wa, s)
 
+    def _block(self, s: int) -> int:
+        """The first pane of the block that holds window ``[s, s + k)``'s newest pane."""
+        return (s + self.k - 1) // self.k * self.k
+
     def _prepare(self, wa: "WindowAggregator", s: int) -> int:
         k = self.k
         e = s + k - 1
-        b = (e // k) * k
+        b = self._block(s)
         self._prefix(wa, b, e)
         self.with_suffix = s < b
         if self.with_suffix:
