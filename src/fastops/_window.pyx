@@ -743,6 +743,69 @@ cdef inline void _stack_merge(int64_t* a, const int64_t* b, const _Stack* s) noe
         a[s.cw[k]] += b[s.cw[k]]
 
 
+cdef struct _Narrow:  # the usual layout with one count (``_narrow``): 4 words, the count at word 0,
+    int64_t s0, s1, s2, s3  # one or two aggregates with values (op1 0: one), at most two pairs of
+    int64_t e0, e1, e2, e3  # counts to check (unused: word 0 twice). The kernels' loops take it by
+    int64_t v0, v1          # value, so its words stay in registers where ``_Stack``'s are read from
+    int op0, op1            # the frame on every record (dense_add: 8.4 against 9.4 ns per record)
+
+
+ctypedef fused _Layout:  # the loops of the stack kernels, compiled for each
+    _Stack
+    _Narrow
+
+
+cdef bint _narrow(_Narrow* n, const _Stack* s) noexcept nogil:
+    """Fill ``n`` from ``s`` if ``s`` is of its shape."""
+    cdef Py_ssize_t k
+    if s.W != 4 or s.ncnt != 1 or s.cw[0] != 0 or not 1 <= s.nvals <= 2 or s.neq > 2:
+        return False
+    for k in range(s.nvals):
+        if s.cnt[k] != 0:
+            return False
+    n.s0, n.s1, n.s2, n.s3 = s.src[0], s.src[1], s.src[2], s.src[3]
+    n.e0 = n.e1 = n.e2 = n.e3 = 0
+    if s.neq > 0:
+        n.e0, n.e1 = s.eq[0], s.eq[1]
+    if s.neq > 1:
+        n.e2, n.e3 = s.eq[2], s.eq[3]
+    n.op0, n.v0 = s.op[0], s.val[0]
+    n.op1, n.v1 = 0, 0
+    if s.nvals > 1:
+        n.op1, n.v1 = s.op[1], s.val[1]
+    return True
+
+
+cdef inline Py_ssize_t _width(const _Layout* s) noexcept nogil:
+    if _Layout is _Narrow:
+        return 4
+    else:
+        return s.W
+
+
+cdef inline uint64_t _load(int64_t* t, const int64_t* r, const _Layout* s) noexcept nogil:
+    """``_stack_load`` in either layout."""
+    if _Layout is _Narrow:
+        t[0] = r[s.s0]; t[1] = r[s.s1]; t[2] = r[s.s2]; t[3] = r[s.s3]
+        return <uint64_t>(r[s.e0] ^ r[s.e1]) | <uint64_t>(r[s.e2] ^ r[s.e3])
+    else:
+        return _stack_load(t, r, s)
+
+
+cdef inline void _merge(int64_t* a, const int64_t* b, const _Layout* s) noexcept nogil:
+    """``_stack_merge`` in either layout."""
+    cdef int64_t na, nb
+    if _Layout is _Narrow:
+        na, nb = a[0], b[0]
+        if nb != 0:
+            _merge_vals(s.op0, na, nb, a + s.v0, b + s.v0)
+            if s.op1 != 0:
+                _merge_vals(s.op1, na, nb, a + s.v1, b + s.v1)
+            a[0] = na + nb
+    else:
+        _stack_merge(a, b, s)
+
+
 def dense_add(const int64_t[::1] groups, const int64_t[::1] slots, const int64_t[:, ::1] rec,
               const int64_t[::1] layout, int64_t[:, ::1] acc, uint64_t[::1] bits) -> int:
     """Add a pane to a dense accumulator (a prefix of panes): ``acc[g] <-
@@ -751,28 +814,41 @@ def dense_add(const int64_t[::1] groups, const int64_t[::1] slots, const int64_t
     clear gets the record copied and its bit set. Returns the groups new to
     the accumulator, or -1 if a record read breaks the layout (counts it
     shares differ): the accumulator is then to be rebuilt in another."""
-    cdef Py_ssize_t i, n = groups.shape[0]
-    cdef int64_t g, added = 0
-    cdef uint64_t diff = 0
-    cdef int64_t t[64]
+    cdef Py_ssize_t n = groups.shape[0]
+    cdef int64_t added
     cdef _Stack st
+    cdef _Narrow nr
     _stack_plan(&st, layout, rec.shape[1], acc.shape[1], "dense_add")
     _check_pane(groups, slots, rec, min(acc.shape[0], bits.shape[0] * 64), "dense_add")
     if n == 0:
         return 0
     with nogil:
-        for i in range(n):
-            if i + 2 * PF < n:  # both reads are at random (slots run in chunks): prefetched, a
-                prefetch(&acc[groups[i + 2 * PF], 0])  # line of each, 2 * PF rows ahead
-                prefetch(&rec[slots[i + 2 * PF], 0])
-            g = groups[i]
-            if _bit(&bits[0], g):
-                diff |= _stack_load(t, &rec[slots[i], 0], &st)
-                _stack_merge(&acc[g, 0], t, &st)
-            else:
-                diff |= _stack_load(&acc[g, 0], &rec[slots[i], 0], &st)
-                _set_bit(&bits[0], g)
-                added += 1
+        if _narrow(&nr, &st):
+            added = _dense_add(nr, &groups[0], &slots[0], n, &rec[0, 0], rec.shape[1], &acc[0, 0], &bits[0])
+        else:
+            added = _dense_add(st, &groups[0], &slots[0], n, &rec[0, 0], rec.shape[1], &acc[0, 0], &bits[0])
+    return added
+
+
+cdef int64_t _dense_add(_Layout s, const int64_t* groups, const int64_t* slots, Py_ssize_t n,
+                        const int64_t* rec, Py_ssize_t rw, int64_t* acc, uint64_t* bits) noexcept nogil:
+    """``dense_add``'s loop over checked arguments (``rw``: words per store record)."""
+    cdef Py_ssize_t i, W = _width(&s)
+    cdef int64_t g, added = 0
+    cdef uint64_t diff = 0
+    cdef int64_t t[64]
+    for i in range(n):
+        if i + 2 * PF < n:  # both reads are at random (slots run in chunks): prefetched, a
+            prefetch(acc + groups[i + 2 * PF] * W)  # line of each, 2 * PF rows ahead
+            prefetch(rec + slots[i + 2 * PF] * rw)
+        g = groups[i]
+        if _bit(bits, g):
+            diff |= _load(t, rec + slots[i] * rw, &s)
+            _merge(acc + g * W, t, &s)
+        else:
+            diff |= _load(acc + g * W, rec + slots[i] * rw, &s)
+            _set_bit(bits, g)
+            added += 1
     return -1 if diff else added
 
 
@@ -788,10 +864,10 @@ def suffix_add(const int64_t[::1] groups, const int64_t[::1] slots, const int64_
     ``ss_next`` (``-1``: none); ``ptr[g]`` then points to it and the bit is
     set. Returns the groups new to the stack, or -1 if a record read breaks
     the layout (see ``dense_add``)."""
-    cdef Py_ssize_t i, n = groups.shape[0], idx
-    cdef int64_t g, nx, added = 0
-    cdef uint64_t diff = 0
+    cdef Py_ssize_t n = groups.shape[0]
+    cdef int64_t added
     cdef _Stack st
+    cdef _Narrow nr
     if start < 0 or start + n > min(ss.shape[0], ss_group.shape[0], ss_next.shape[0]):
         raise ValueError(f"suffix_add: rows [{start}, {start + n}) outside the stack")
     _stack_plan(&st, layout, rec.shape[1], ss.shape[1], "suffix_add")
@@ -799,26 +875,42 @@ def suffix_add(const int64_t[::1] groups, const int64_t[::1] slots, const int64_
     if n == 0:
         return 0
     with nogil:
-        for i in range(n):
-            if i + 2 * PF < n:  # the pointer to the group's newer record, read PF rows later
-                prefetch(&ptr[groups[i + 2 * PF]])
-            if i + PF < n:  # the pane's record and the group's newer one, both at random
-                prefetch(&rec[slots[i + PF], 0])
-                if _bit(&bits[0], groups[i + PF]):
-                    prefetch(&ss[ptr[groups[i + PF]], 0])
-            g = groups[i]
-            idx = start + i
-            diff |= _stack_load(&ss[idx, 0], &rec[slots[i], 0], &st)
-            ss_group[idx] = g
-            if _bit(&bits[0], g):
-                nx = ptr[g]
-                _stack_merge(&ss[idx, 0], &ss[nx, 0], &st)
-            else:
-                nx = -1
-                _set_bit(&bits[0], g)
-                added += 1
-            ss_next[idx] = nx
-            ptr[g] = idx
+        if _narrow(&nr, &st):
+            added = _suffix_add(nr, &groups[0], &slots[0], n, &rec[0, 0], rec.shape[1], &ss[0, 0],
+                                &ss_group[0], &ss_next[0], start, &ptr[0], &bits[0])
+        else:
+            added = _suffix_add(st, &groups[0], &slots[0], n, &rec[0, 0], rec.shape[1], &ss[0, 0],
+                                &ss_group[0], &ss_next[0], start, &ptr[0], &bits[0])
+    return added
+
+
+cdef int64_t _suffix_add(_Layout s, const int64_t* groups, const int64_t* slots, Py_ssize_t n,
+                         const int64_t* rec, Py_ssize_t rw, int64_t* ss, int64_t* ss_group,
+                         int64_t* ss_next, Py_ssize_t start, int64_t* ptr, uint64_t* bits) noexcept nogil:
+    """``suffix_add``'s loop over checked arguments (``rw``: words per store record)."""
+    cdef Py_ssize_t i, idx, W = _width(&s)
+    cdef int64_t g, nx, added = 0
+    cdef uint64_t diff = 0
+    for i in range(n):
+        if i + 2 * PF < n:  # the pointer to the group's newer record, read PF rows later
+            prefetch(&ptr[groups[i + 2 * PF]])
+        if i + PF < n:  # the pane's record and the group's newer one, both at random
+            prefetch(rec + slots[i + PF] * rw)
+            if _bit(bits, groups[i + PF]):
+                prefetch(ss + ptr[groups[i + PF]] * W)
+        g = groups[i]
+        idx = start + i
+        diff |= _load(ss + idx * W, rec + slots[i] * rw, &s)
+        ss_group[idx] = g
+        if _bit(bits, g):
+            nx = ptr[g]
+            _merge(ss + idx * W, ss + nx * W, &s)
+        else:
+            nx = -1
+            _set_bit(bits, g)
+            added += 1
+        ss_next[idx] = nx
+        ptr[g] = idx
     return -1 if diff else added
 
 
@@ -957,15 +1049,11 @@ def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_
     outputs, scratch of the caller's, are then partly written)."""
     cdef Py_ssize_t W = ss.shape[1] if sbits.shape[0] else acc.shape[1]
     cdef Py_ssize_t cap = out_cols.shape[1], ns = sbits.shape[0], np_ = pbits.shape[0]
-    cdef Py_ssize_t nw = max(ns, np_), w, n = 0, total = 0, room = min(out_groups.shape[0], cap - row0)
-    cdef uint64_t x, sx, px
-    cdef int64_t g, p, bad = -1, top = ss.shape[0]
-    cdef int64_t buf[BLK * 8]  # a block of merged records (64 of up to 8 words, fewer if wider)
-    cdef const int64_t* src[BLK]  # a block's records to finish
-    cdef Py_ssize_t ends[3]
-    cdef Py_ssize_t r, r0, i, m, blk
-    cdef int side
+    cdef Py_ssize_t nw = max(ns, np_), w, total = 0, room = min(out_groups.shape[0], cap - row0)
+    cdef uint64_t sx, px
+    cdef int64_t bad = -1
     cdef _Stack st
+    cdef _Narrow nr
     cdef _Final fin
     if W > 64 or (ns and (ss.shape[1] != W or ptr.shape[0] < ns * 64)) or \
             (np_ and (acc.shape[1] != W or acc.shape[0] < np_ * 64)):
@@ -975,7 +1063,6 @@ def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_
         raise ValueError(f"dense_window: first row {row0} outside {cap} columns' rows, or null columns "
                          f"of {out_null.shape[1]} rows")
     _stack_plan(&st, layout, -1, W, "dense_window")
-    blk = min(BLK, BLK * 8 // W)
     _final_plan(&fin, words, codes, cnt_words, W, out_cols, out_null, nnull, "dense_window")
     fin.stream = True  # a sliding window's columns: megabytes the engine never reads back
     for w in range(nw):  # rows counted before any is written
@@ -987,66 +1074,87 @@ def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_
     if total == 0:
         return 0
     with nogil:
-        for side in range(3):  # the groups, side by side: 0 both, 1 suffix only, 2 prefix only
-            for w in range(nw):
-                sx = sbits[w] if w < ns else 0
-                px = pbits[w] if w < np_ else 0
-                x = (sx & px) if side == 0 else ((sx & ~px) if side == 1 else (px & ~sx))
-                while x:
-                    out_groups[n] = (w << 6) | ctz64(x)
-                    x &= x - 1
-                    n += 1
-            ends[side] = n
-        # the rows, run by run, a block at a time (reads of both stacks are at random:
-        # prefetched 2 * PF rows ahead where a row reads a line of each, or PF_FAR where a row
-        # is only read and finished, about a third of a merge's work)
-        r0 = 0
-        while r0 < ends[0]:  # suffix merged with prefix
-            m = min(blk, ends[0] - r0)
-            for i in range(m):
-                r = r0 + i
-                if r + 2 * PF < ends[0]:
-                    g = out_groups[r + 2 * PF]
-                    prefetch(&ss[ptr[g], 0])  # (a pointer out of range is caught below; prefetches never fault)
-                    prefetch(&acc[g, 0])
-                g = out_groups[r]
-                p = ptr[g]
-                if <uint64_t>p >= <uint64_t>top:
-                    bad = g
-                    break
-                _copy_rec(&buf[i * W], &ss[p, 0], W)
-                _stack_merge(&buf[i * W], &acc[g, 0], &st)
-                src[i] = &buf[i * W]
-            if bad >= 0:
-                break
-            _put_block(&fin, src, m, row0 + r0)
-            r0 += m
-        for r0 in range(ends[0], ends[1] if bad < 0 else 0, BLK):  # suffix only
-            m = min(BLK, ends[1] - r0)
-            for i in range(m):
-                r = r0 + i
-                if r + PF_FAR < ends[1]:
-                    prefetch(&ss[ptr[out_groups[r + PF_FAR]], 0])
-                p = ptr[out_groups[r]]
-                if <uint64_t>p >= <uint64_t>top:
-                    bad = out_groups[r]
-                    break
-                src[i] = &ss[p, 0]
-            if bad >= 0:
-                break
-            _put_block(&fin, src, m, row0 + r0)
-        for r0 in range(ends[1], n if bad < 0 else 0, BLK):  # prefix only
-            m = min(BLK, n - r0)
-            for i in range(m):
-                r = r0 + i
-                if r + PF_FAR < n:
-                    prefetch(&acc[out_groups[r + PF_FAR], 0])
-                src[i] = &acc[out_groups[r], 0]
-            _put_block(&fin, src, m, row0 + r0)
-        stream_fence()
+        if _narrow(&nr, &st):
+            bad = _window_rows(nr, &fin, sbits, ptr, ss, pbits, acc, out_groups, row0)
+        else:
+            bad = _window_rows(st, &fin, sbits, ptr, ss, pbits, acc, out_groups, row0)
     if bad >= 0:
         raise ValueError(f"dense_window: group {bad} points to row {ptr[bad]} outside the stack")
-    return n
+    return total
+
+
+cdef int64_t _window_rows(_Layout s, const _Final* fin, const uint64_t[::1] sbits, const int64_t[::1] ptr,
+                         const int64_t[:, ::1] ss, const uint64_t[::1] pbits, const int64_t[:, ::1] acc,
+                         int64_t[::1] out_groups, Py_ssize_t row0) noexcept nogil:
+    """``dense_window``'s rows over checked arguments; returns -1, or a group
+    whose suffix pointer is outside ``ss`` (rows before it written)."""
+    cdef Py_ssize_t W = _width(&s), blk = min(BLK, BLK * 8 // W)
+    cdef Py_ssize_t ns = sbits.shape[0], np_ = pbits.shape[0], nw = max(ns, np_), w, n = 0
+    cdef uint64_t x, sx, px
+    cdef int64_t g, p, bad = -1, top = ss.shape[0]
+    cdef int64_t buf[BLK * 8]  # a block of merged records (64 of up to 8 words, fewer if wider)
+    cdef const int64_t* src[BLK]  # a block's records to finish
+    cdef Py_ssize_t ends[3]
+    cdef Py_ssize_t r, r0, i, m
+    cdef int side
+    for side in range(3):  # the groups, side by side: 0 both, 1 suffix only, 2 prefix only
+        for w in range(nw):
+            sx = sbits[w] if w < ns else 0
+            px = pbits[w] if w < np_ else 0
+            x = (sx & px) if side == 0 else ((sx & ~px) if side == 1 else (px & ~sx))
+            while x:
+                out_groups[n] = (w << 6) | ctz64(x)
+                x &= x - 1
+                n += 1
+        ends[side] = n
+    # the rows, run by run, a block at a time (reads of both stacks are at random:
+    # prefetched 2 * PF rows ahead where a row reads a line of each, or PF_FAR where a row
+    # is only read and finished, about a third of a merge's work)
+    r0 = 0
+    while r0 < ends[0]:  # suffix merged with prefix
+        m = min(blk, ends[0] - r0)
+        for i in range(m):
+            r = r0 + i
+            if r + 2 * PF < ends[0]:
+                g = out_groups[r + 2 * PF]
+                prefetch(&ss[ptr[g], 0])  # (a pointer out of range is caught below; prefetches never fault)
+                prefetch(&acc[g, 0])
+            g = out_groups[r]
+            p = ptr[g]
+            if <uint64_t>p >= <uint64_t>top:
+                bad = g
+                break
+            _copy_rec(&buf[i * W], &ss[p, 0], W)
+            _merge(&buf[i * W], &acc[g, 0], &s)
+            src[i] = &buf[i * W]
+        if bad >= 0:
+            break
+        _put_block(fin, src, m, row0 + r0)
+        r0 += m
+    for r0 in range(ends[0], ends[1] if bad < 0 else 0, BLK):  # suffix only
+        m = min(BLK, ends[1] - r0)
+        for i in range(m):
+            r = r0 + i
+            if r + PF_FAR < ends[1]:
+                prefetch(&ss[ptr[out_groups[r + PF_FAR]], 0])
+            p = ptr[out_groups[r]]
+            if <uint64_t>p >= <uint64_t>top:
+                bad = out_groups[r]
+                break
+            src[i] = &ss[p, 0]
+        if bad >= 0:
+            break
+        _put_block(fin, src, m, row0 + r0)
+    for r0 in range(ends[1], n if bad < 0 else 0, BLK):  # prefix only
+        m = min(BLK, n - r0)
+        for i in range(m):
+            r = r0 + i
+            if r + PF_FAR < n:
+                prefetch(&acc[out_groups[r + PF_FAR], 0])
+            src[i] = &acc[out_groups[r], 0]
+        _put_block(fin, src, m, row0 + r0)
+    stream_fence()
+    return bad
 
 
 def pairs_plan(const int64_t[::1] rows, const int64_t[::1] src, int64_t nrows, int64_t top,
