@@ -1018,14 +1018,19 @@ cdef inline void _put_block(const _Final* f, const int64_t** src, Py_ssize_t m, 
         else:
             for i in range(m):
                 col[i] = _final_word(src[i], w, code)
+    nn = 0
     for c in range(f.nnull):  # only nulls are written (rare: the branch is predicted)
         w = f.cnt[c]
         nul = f.nulls + c * f.stride + r
-        nn = 0
-        for i in range(m):
-            if src[i][w] == 0:
-                nul[i] = 1
-                nn += 1
+        if c > 0 and w == f.cnt[c - 1]:  # the column before's nulls (one count for several
+            if nn:                        # aggregates: a pass fewer; W2 dense_window ~10% less)
+                memcpy(nul, nul - f.stride, <size_t>m)
+        else:
+            nn = 0
+            for i in range(m):
+                if src[i][w] == 0:
+                    nul[i] = 1
+                    nn += 1
         f.counts[c] += nn
 
 
