@@ -747,7 +747,7 @@ cdef struct _Narrow:  # the usual layout with one count (``_narrow``): 4 words, 
     int64_t s0, s1, s2, s3  # one or two aggregates with values (op1 0: one), at most two pairs of
     int64_t e0, e1, e2, e3  # counts to check (unused: word 0 twice). The kernels' loops take it by
     int64_t v0, v1          # value, so its words stay in registers where ``_Stack``'s are read from
-    int op0, op1            # the frame on every record (dense_add: 8.4 against 9.4 ns per record)
+    int op0, op1            # the frame on every record (9.0 against 10.3 ns per record in dense_add)
 
 
 ctypedef fused _Layout:  # the loops of the stack kernels, compiled for each
