@@ -176,9 +176,9 @@ def blocks(draw):
     return groups, member, split, drop, slots, f, i, ts
 
 
-# sets of aggregates for the stacks: all (wide records), and sets whose records with one
-# count are 4 words (the kernels' narrow loops: one or two aggregates with values)
-# (aggregates, width of their records with one count: 1 + their value words, rounded up)
+# (aggregates, width of their stack records with one count: 1 + their value words, rounded
+# up; None where one count would not make them narrower): all 13 (wide records), six sets of
+# 4 words (the kernels' narrow loops: one or two aggregates with values), and others
 STACK_AGGS = [(AGGS, 18), ([AGGS[0], AGGS[2], AGGS[5]], 4), ([AGGS[0], AGGS[1], AGGS[2]], 4),
               ([AGGS[0], AGGS[11], AGGS[6]], 4), ([AGGS[2], AGGS[5]], 4), ([AGGS[0], AGGS[9], AGGS[6]], 4),
               ([AGGS[8], AGGS[7]], 4), ([AGGS[0], AGGS[6]], 2), ([AGGS[6], AGGS[7]], None), ([AGGS[9]], None)]
@@ -193,9 +193,10 @@ def test_pane_stacks_match_reference(case, shared, aggs_width):
     slots in the window's panes; rows come as groups in both, in the suffix
     only, in the prefix only, each run in group order.
 
-    With ``shared``, the stacks keep one count for every aggregate: a kernel
-    that reads a slot whose rows hold a null (counted by ``count()``, not by
-    the others) must report it (-1), and only then."""
+    With ``shared``, the stacks keep one count for every aggregate where
+    that makes records narrower: a kernel that reads a slot holding a row
+    counted by some aggregates and not others (a null in one's column, or
+    ``count()`` beside a column's null) must report it (-1), and only then."""
     groups, member, split, drop, slots, f, i, ts = case
     aggs_in, width = aggs_width
     npanes = len(member)

@@ -669,10 +669,10 @@ cdef int _check_pane(const int64_t[::1] groups, const int64_t[::1] slots, const 
 #    cw[ncnt]    the count words (each merged by addition),
 #    eq[2neq]]   pairs of store words every record read must hold equal
 
-cdef struct _Stack:  # a layout, copied into the kernel's frame: the records the kernels write
-    Py_ssize_t W, nvals, ncnt, neq  # through pointers cannot be it, so its words stay in registers
-    int64_t src[64]                 # (a plan of pointers into the layout array was 0.5 ns per
-    int op[32]                      # record slower in dense_add and suffix_add)
+cdef struct _Stack:  # a layout, copied into the kernel's frame (a plan of pointers into the
+    Py_ssize_t W, nvals, ncnt, neq  # layout array was 0.5 ns per record slower in dense_add and
+    int64_t src[64]                 # suffix_add); the usual narrow one runs as ``_Narrow``
+    int op[32]
     int64_t cnt[32]
     int64_t val[32]
     int64_t cw[64]
@@ -720,11 +720,8 @@ cdef inline uint64_t _stack_load(int64_t* t, const int64_t* r, const _Stack* s) 
     counts the layout shares are equal in ``r`` (non-zero if not)."""
     cdef Py_ssize_t j
     cdef uint64_t diff = 0
-    if s.W == 4:  # the usual narrow record, word by word (the loop was 0.3 ns per record slower)
-        t[0] = r[s.src[0]]; t[1] = r[s.src[1]]; t[2] = r[s.src[2]]; t[3] = r[s.src[3]]
-    else:
-        for j in range(s.W):
-            t[j] = r[s.src[j]]
+    for j in range(s.W):  # (the usual narrow record is loaded word by word by ``_load``)
+        t[j] = r[s.src[j]]
     for j in range(s.neq):
         diff |= <uint64_t>(r[s.eq[2 * j]] ^ r[s.eq[2 * j + 1]])
     return diff
