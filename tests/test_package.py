@@ -69,3 +69,23 @@ def test_public_api():
     for name in ("hash64", "null_hash", "partition", "partition_ids", "key_group_range",
                  "moved_fraction"):
         assert name in fastops.__all__ and callable(getattr(fastops, name))
+
+
+def test_dir_shows_the_public_api_only():
+    names = dir(fastops)
+    # helper imports of the package's own module do not leak into its namespace
+    for helper in ("sys", "os", "annotations", "_WINDOWS_ALL"):
+        assert helper not in names and not hasattr(fastops, helper), helper
+    assert [n for n in names if n.startswith("_") and n != "__version__"] == []
+    assert set(fastops.__all__) <= set(names)
+    assert names == sorted(names)
+    for name in names:   # everything listed resolves
+        assert getattr(fastops, name) is not None, name
+    for name in ("TableEnvironment", "StreamEnvironment", "Tumbling", "table", "windows"):
+        assert name in names
+
+
+def test_star_import_gives_all():
+    ns: dict = {}
+    exec("from fastops import *", ns)
+    assert set(ns) - {"__builtins__"} == set(fastops.__all__)

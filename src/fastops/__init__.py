@@ -1,9 +1,7 @@
 """fastops: stream processing over Apache Arrow with compiled Cython kernels."""
-from __future__ import annotations
+import sys as _sys
 
-import sys
-
-if sys.byteorder != "little":  # hashes are defined on little-endian bytes
+if _sys.byteorder != "little":  # hashes are defined on little-endian bytes
     raise ImportError("fastops supports little-endian platforms only")
 
 try:
@@ -26,9 +24,6 @@ from fastops.keys import KeyTable
 from fastops.watermarks import BoundedOutOfOrderness, MonotonousTimestamps
 from fastops.window import WindowAggregator
 from fastops.windows import GlobalWindow, Session, Sliding, Tumbling
-
-_WINDOWS_ALL = ["Tumbling", "Sliding", "Session", "GlobalWindow", "WindowAggregator", "agg",
-               "parse_duration", "BoundedOutOfOrderness", "MonotonousTimestamps", "KeyTable"]
 # --- end windows ---
 
 # --- sketches ---
@@ -68,5 +63,23 @@ __all__ = [
     "udtf",
     "lit",
     "sketches",
-    *_WINDOWS_ALL,
+    "Tumbling",
+    "Sliding",
+    "Session",
+    "GlobalWindow",
+    "WindowAggregator",
+    "agg",
+    "parse_duration",
+    "BoundedOutOfOrderness",
+    "MonotonousTimestamps",
+    "KeyTable",
 ]
+
+# Subpackages users import from (fastops.table, fastops.windows, ...): listed by dir(), not
+# star-imported.
+_PUBLIC_MODULES = ("connectors", "operators", "table", "windows")
+
+
+def __dir__() -> list[str]:
+    """The public API only: not the helper modules the imports above load as attributes."""
+    return sorted({*__all__, *_PUBLIC_MODULES})
