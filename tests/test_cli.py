@@ -3,10 +3,12 @@ status 2, ``run``, ``demo`` and ``bench`` (on a tiny bench directory)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -283,3 +285,64 @@ def test_bench_report_reads_every_shape_of_the_repo_scripts():
         {"workload": "W1", "engine": "DuckDB (1 thread)", "events_per_s": 2e6}]})
     assert got[0].name == "sql: W1 (fastops SQL)" and got[0].ratio == pytest.approx(2.0)
     assert br.normalise("x", ["not", "a", "dict"]) == []
+
+
+def _one_line_error(args, capsys) -> tuple[int, str]:
+    code = cli.main(args)
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    return code, err
+
+
+@pytest.mark.parametrize("spec, fragments", [
+    ("nope.parquet", ["no such file or directory: 'nope.parquet'", "relative to"]),
+    ("no_dir/x.parquet", ["no such file or directory: 'no_dir/x.parquet'"]),
+    ("{tmp}/nope.parquet", ["no such file or directory", "nope.parquet"]),
+    ("nope*.parquet", ["no file matches 'nope*.parquet'"]),
+    ("empty", ["directory 'empty' holds no data files"]),
+    ("text.parquet", ["'text.parquet' is not a Parquet file", "magic bytes"]),
+    ("mixed", ["is not a Parquet file", "bad.parquet"]),
+])
+def test_sql_table_file_errors_say_what_is_wrong(spec, fragments, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "text.parquet").write_text("id,name\n1,a\n")
+    (tmp_path / "mixed").mkdir()
+    pq.write_table(pa.table({"a": [1, 2]}), tmp_path / "mixed" / "a.parquet")
+    (tmp_path / "mixed" / "bad.parquet").write_text("not parquet at all")
+    code, err = _one_line_error(["sql", "SELECT * FROM t", "--table",
+                                 "t=" + spec.format(tmp=tmp_path)], capsys)
+    assert code == 2
+    assert err.startswith("fastops sql: error: --table t=")
+    for fragment in fragments:
+        assert fragment in err, err
+
+
+def test_sql_table_file_without_read_permission(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "secret.parquet"
+    pq.write_table(pa.table({"a": [1]}), path)
+    real_access = os.access   # root reads any file: deny this one as a non-root user is denied
+    monkeypatch.setattr(os, "access",
+                        lambda p, mode, **kw: False if os.fspath(p) == str(path) else real_access(p, mode, **kw))
+    code, err = _one_line_error(["sql", "SELECT * FROM t", "--table", f"t={path}"], capsys)
+    assert code == 2 and f"permission denied: {str(path)!r}" in err
+
+
+def test_sql_table_directory_and_glob_still_read(tmp_path, capsys):
+    (tmp_path / "d").mkdir()
+    pq.write_table(pa.table({"a": [1, 2]}), tmp_path / "d" / "p1.parquet")
+    pq.write_table(pa.table({"a": [3]}), tmp_path / "d" / "p2.parquet")
+    for spec in (tmp_path / "d", tmp_path / "d" / "p*.parquet"):
+        assert cli.main(["sql", "SELECT SUM(a) AS s FROM t", "--table", f"t={spec}"]) == 0
+        out = capsys.readouterr().out
+        assert "| 6 |" in out and "1 row" in out, out
+
+
+@pytest.mark.parametrize("make, fragment", [
+    (lambda d: "nope.py", "no such file or directory: 'nope.py'"),
+    (lambda d: (d / "jobs").mkdir() or "jobs", "'jobs' is a directory, not a Python job file"),
+])
+def test_run_file_errors_say_what_is_wrong(make, fragment, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code, err = _one_line_error(["run", make(tmp_path)], capsys)
+    assert code == 2 and err.startswith("fastops run: error:") and fragment in err, err

@@ -164,6 +164,49 @@ def _fail(prog: str, message: str, code: int = 1) -> int:
     return code
 
 
+def _unreadable(path: str) -> Optional[str]:
+    """Why ``path`` cannot be read, as a short sentence (None when it can)."""
+    if not os.path.exists(path):
+        where = "" if os.path.isabs(path) else f" (relative to {os.getcwd()})"
+        return f"no such file or directory: {path!r}{where}"
+    if not os.access(path, os.R_OK):
+        return f"permission denied: {path!r}"
+    return None
+
+
+def _read_parquet_arg(path: str) -> "pa.Table":  # noqa: F821
+    """A ``--table`` path (a file, a directory or a glob) read as one Arrow table.
+
+    Raises FileNotFoundError, PermissionError or ValueError with a sentence naming
+    the file at fault (pyarrow's own errors name a path and little else)."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    from fastops.connectors.sources import _expand
+
+    if not any(ch in path for ch in "*?["):
+        problem = _unreadable(path)
+        if problem:
+            raise (PermissionError if os.path.exists(path) else FileNotFoundError)(problem)
+    files = _expand(path)  # a glob matching nothing is a FileNotFoundError naming it
+    if not files:
+        raise FileNotFoundError(f"directory {path!r} holds no data files")
+    for f in files:
+        if not os.access(f, os.R_OK):
+            raise PermissionError(f"permission denied: {f!r}")
+    try:
+        return ds.dataset(files, format="parquet").to_table()
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        for f in files:  # name the file at fault, with the first sentence of the reason
+            try:
+                pq.read_metadata(f)
+            except (pa.ArrowException, OSError, ValueError) as bad:
+                reason = str(bad).split(". ")[0].strip()
+                raise ValueError(f"{f!r} is not a Parquet file ({reason})") from None
+        raise ValueError(f"cannot read {path!r} as one Parquet table: {exc}") from None
+
+
 # ------------------------------------------------------------------ commands
 
 def _demo(args: argparse.Namespace) -> int:
@@ -243,8 +286,11 @@ def _run(args: argparse.Namespace) -> int:
     import traceback
 
     path = args.file
-    if not os.path.isfile(path):
-        return _fail("fastops run", f"no such file: {path!r}", 2)
+    problem = _unreadable(path)
+    if problem is None and os.path.isdir(path):
+        problem = f"{path!r} is a directory, not a Python job file"
+    if problem:
+        return _fail("fastops run", problem, 2)
     old_argv, old_path = sys.argv, list(sys.path)
     sys.argv = [path, *args.args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
@@ -272,20 +318,13 @@ def _sql(args: argparse.Namespace) -> int:
     if not hasattr(fastops, "TableEnvironment"):
         return _fail("fastops sql", "needs the SQL face (fastops.TableEnvironment), which this "
                      "build of fastops does not have")
-    import pyarrow.dataset as ds
-
     from fastops.demo import format_grid
 
     tenv = fastops.TableEnvironment(mode="batch")
-    import glob
-
     for name, path in args.table:
         try:
-            files = sorted(glob.glob(path)) if any(ch in path for ch in "*?[") else path
-            if not files:
-                raise FileNotFoundError(f"no file matches {path!r}")
-            data = ds.dataset(files, format="parquet").to_table()
-        except (FileNotFoundError, OSError, ValueError) as exc:
+            data = _read_parquet_arg(path)
+        except (OSError, ValueError) as exc:
             return _fail("fastops sql", f"--table {name}={path}: {exc}".replace("\n", " "), 2)
         tenv.create_temporary_view(name, tenv.from_arrow(data))
     try:
