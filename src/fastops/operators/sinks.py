@@ -9,13 +9,23 @@ to that checkpoint visible once the checkpoint is complete. On recovery,
 between the manifest and the commit) and ``abort()`` drops everything else
 that was never committed. So output is exactly-once after a crash.
 
+A sink also knows which epochs it committed (``committed_after``): when
+recovery restores a checkpoint older than the sink's last committed epoch
+(newer checkpoints were damaged), ``roll_back`` takes the later epochs'
+output away before the replay writes those rows again, so output is never
+doubled.
+
 A new connector (a database, a broker) implements ``begin`` / ``write`` /
-``pre_commit`` / ``commit`` / ``abort`` / ``recover``.
+``pre_commit`` / ``commit`` / ``abort`` / ``recover`` and, to be safe when
+recovery falls back more than one checkpoint, ``committed_after`` /
+``roll_back``.
 """
 from __future__ import annotations
 
 import glob
 import os
+import re
+import shutil
 import sys
 import threading
 from typing import Any, Callable, Optional, TextIO
@@ -76,6 +86,21 @@ class TransactionalSink(Sink):
     def commit_handles(self, handles: list) -> None:
         raise NotImplementedError
 
+    def finished(self) -> None:
+        """The job ended and every epoch is committed."""
+
+    # Called on a sink made for the job (not opened) before it runs, for all
+    # parallel instances at once; checkpoint_id 0 means "from the start".
+    def committed_after(self, checkpoint_id: int) -> list[str]:
+        """Committed output of epochs after ``checkpoint_id``: what a run
+        restored from that checkpoint would write again."""
+        return []
+
+    def roll_back(self, checkpoint_id: int) -> list[str]:
+        """Take away the committed output of epochs after ``checkpoint_id``
+        (before a replay from that checkpoint); returns what was moved where."""
+        return []
+
     def snapshot_barrier(self, checkpoint_id: int) -> Any:
         """Called by the task when barrier ``checkpoint_id`` passes."""
         handle = self.pre_commit(checkpoint_id)
@@ -119,6 +144,14 @@ class CollectResult:
             self.committed.clear()
             self.sealed.clear()
 
+    def epochs_after(self, checkpoint_id: int) -> list[int]:
+        with self._lock:
+            return sorted({e for _, e, _ in self.committed if e > checkpoint_id})
+
+    def drop_after(self, checkpoint_id: int) -> None:
+        with self._lock:
+            self.committed = [c for c in self.committed if c[1] <= checkpoint_id]
+
     def table(self) -> pa.Table:
         with self._lock:
             batches = [b for _, _, bs in sorted(self.committed, key=lambda c: (c[0], c[1])) for b in bs]
@@ -161,6 +194,14 @@ class CollectSink(TransactionalSink):
     def abort(self) -> None:
         self.result.abort(self.ctx.task_index)
 
+    def committed_after(self, checkpoint_id: int) -> list[str]:
+        return [f"{self.name}: rows of epoch {e}" for e in self.result.epochs_after(checkpoint_id)]
+
+    def roll_back(self, checkpoint_id: int) -> list[str]:
+        dropped = self.committed_after(checkpoint_id)
+        self.result.drop_after(checkpoint_id)
+        return [f"{d} (dropped)" for d in dropped]
+
 
 class FunctionSink(Sink):
     """Calls ``fn(batch)`` for every batch (at-least-once after a restart)."""
@@ -198,12 +239,19 @@ class FileSink(TransactionalSink):
     ``directory/part-TTTTT-EEEEEE.ext`` (atomic rename) only when the checkpoint
     that seals them completes (or the job ends). Readers such as
     ``pyarrow.dataset`` skip ``_``-prefixed folders, so pending rows are never seen.
+
+    The epoch in a file's name is the checkpoint that sealed it. A restore from
+    checkpoint N moves committed files of later epochs into
+    ``directory/_rolled_back_after_chk-N/``; a start from no checkpoint into a
+    directory that holds committed files is refused unless ``overwrite=True``
+    (which deletes them).
     """
 
-    def __init__(self, directory: str, fmt: str, name: Optional[str] = None):
+    def __init__(self, directory: str, fmt: str, name: Optional[str] = None, overwrite: bool = False):
         if fmt not in ("parquet", "ipc"):
             raise ValueError(f"unknown file format {fmt!r}")
         self.directory = os.fspath(directory)
+        self.overwrite = overwrite
         self.fmt = fmt
         self.ext = "parquet" if fmt == "parquet" else "arrow"
         self.name = name or f"sink_to_{fmt}"
@@ -270,6 +318,51 @@ class FileSink(TransactionalSink):
             os.remove(path)
         with self._lock:
             self._sealed = []
+
+    def finished(self) -> None:
+        try:
+            os.rmdir(self.pending_dir)  # only when empty: another task may still hold files
+        except OSError:
+            pass
+
+    def _committed(self) -> list[tuple[int, str]]:
+        """(epoch, file name) of every committed file in the directory."""
+        pattern = re.compile(r"part-\d{5}-(\d{6})\." + re.escape(self.ext) + "$")
+        try:
+            names = os.listdir(self.directory)
+        except FileNotFoundError:
+            return []
+        found = [(int(m.group(1)), n) for n in names if (m := pattern.match(n))]
+        return sorted(found)
+
+    def committed_after(self, checkpoint_id: int) -> list[str]:
+        return [os.path.join(self.directory, n) for e, n in self._committed() if e > checkpoint_id]
+
+    def roll_back(self, checkpoint_id: int) -> list[str]:
+        later = [n for e, n in self._committed() if e > checkpoint_id]
+        if not later:
+            return []
+        if checkpoint_id == 0:
+            if not self.overwrite:
+                raise ValueError(
+                    f"{self.name}: {self.directory!r} already holds {len(later)} committed file(s) "
+                    f"({', '.join(later[:3])}{', ...' if len(later) > 3 else ''}) and the job starts "
+                    "from no checkpoint, so it would write their rows again. Restore the checkpoint "
+                    "that covers them (restore='latest' with its checkpoint_dir), write to an empty "
+                    f"directory, or pass overwrite=True to {self.name}(...) to delete them")
+            for n in later:
+                os.remove(os.path.join(self.directory, n))
+            fsync_dir(self.directory)
+            return [f"{os.path.join(self.directory, n)} (deleted: overwrite=True)" for n in later]
+        aside = os.path.join(self.directory, f"_rolled_back_after_chk-{checkpoint_id:06d}")
+        os.makedirs(aside, exist_ok=True)
+        moved = []
+        for n in later:
+            os.replace(os.path.join(self.directory, n), os.path.join(aside, n))
+            moved.append(f"{os.path.join(self.directory, n)} -> {os.path.join(aside, n)}")
+        fsync_dir(aside)
+        fsync_dir(self.directory)
+        return moved
 
     def close(self) -> list:
         return []

@@ -11,13 +11,17 @@ On disk (``checkpoint_dir/chk-000007/``): one file per operator state (the
 operator's bytes, Arrow IPC for the built-in ones) and ``_manifest.json``,
 written last through a temporary file, fsync and rename. The manifest lists
 every file with its size and XXH64 checksum, the source positions, the sink
-transaction handles and the job graph fingerprint. A checkpoint whose
-manifest is missing, unreadable or does not match its files is never used:
-recovery falls back to the previous complete one.
+transaction handles, the job graph (and its fingerprint), and a checksum of
+its own content. A checkpoint whose manifest is missing, unreadable, altered
+or does not match its files is never used: recovery falls back to the
+previous complete one and logs a warning (logger ``fastops``) naming the
+checkpoint skipped and why.
 """
 from __future__ import annotations
 
+import errno as _errno
 import json
+import logging
 import os
 import shutil
 import threading
@@ -27,14 +31,47 @@ from typing import Any, Optional
 
 from fastops._files import fsync_dir, write_durably
 from fastops.hashing import hash_bytes
+from fastops.runtime.errors import JobFailed
 
 MANIFEST = "_manifest.json"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MODES = ("exactly_once", "at_least_once")
+
+log = logging.getLogger("fastops")
 
 
 def _checksum(data: bytes) -> str:
     return format(hash_bytes(data), "016x")
+
+
+def _manifest_checksum(manifest: dict) -> str:
+    """Checksum of a manifest's content (every field but the checksum itself)."""
+    body = {k: v for k, v in manifest.items() if k != "checksum"}
+    return _checksum(json.dumps(body, sort_keys=True).encode())
+
+
+class CheckpointStorageError(JobFailed):
+    """Writing a checkpoint failed (disk full, permissions...): names the
+    storage path and the OS error; the partial checkpoint is removed."""
+
+    def __init__(self, checkpoint_id: int, path: str, cause: OSError):
+        self.operator = self.task = "checkpoint storage"
+        self.batch = None
+        self.path = path
+        self.errno = cause.errno
+        code = _errno.errorcode.get(cause.errno, "?") if cause.errno is not None else "?"
+        RuntimeError.__init__(
+            self, f"checkpoint storage: writing checkpoint {checkpoint_id} to {path!r} failed: "
+                  f"[Errno {cause.errno} {code}] {cause.strerror or cause} "
+                  f"(file {cause.filename!r}); the partial checkpoint was removed")
+
+
+@dataclass
+class SkippedCheckpoint:
+    """A checkpoint that recovery could not use, and why."""
+
+    path: str
+    reason: str
 
 
 @dataclass
@@ -64,6 +101,7 @@ class Manifest:
     fingerprint: str
     finished: bool
     tasks: dict  # "chain/task" -> {"position", "operators": [file | None], "sinks": {...}}
+    graph: Any = None  # the job graph it was taken from (PhysicalPlan.describe_graph)
 
     def operator_state(self, task_key: str, op_index: int) -> Optional[bytes]:
         entry = self.tasks[task_key]["operators"][op_index]
@@ -91,9 +129,18 @@ class CheckpointStorage:
         return sorted(out)
 
     def write(self, checkpoint_id: int, fingerprint: str, snapshots: dict[str, TaskSnapshot],
-              finished: bool = False) -> int:
-        """Write checkpoint ``checkpoint_id`` atomically; returns its state bytes."""
+              finished: bool = False, graph: Any = None) -> int:
+        """Write checkpoint ``checkpoint_id`` atomically; returns its state bytes.
+        ``graph`` describes the job (see ``PhysicalPlan.describe_graph``)."""
         path = os.path.join(self.directory, f"chk-{checkpoint_id:06d}")
+        try:
+            return self._write(path, checkpoint_id, fingerprint, snapshots, finished, graph)
+        except OSError as exc:
+            shutil.rmtree(path, ignore_errors=True)  # never leave a partial chk-N behind
+            raise CheckpointStorageError(checkpoint_id, path, exc) from exc
+
+    def _write(self, path: str, checkpoint_id: int, fingerprint: str,
+               snapshots: dict[str, TaskSnapshot], finished: bool, graph: Any) -> int:
         if os.path.exists(path):
             shutil.rmtree(path)
         os.makedirs(path)
@@ -112,8 +159,9 @@ class CheckpointStorage:
             tasks[key] = {"position": snap.position, "operators": ops,
                           "sinks": {str(k): v for k, v in snap.sinks.items()}}
         manifest = {"format": FORMAT_VERSION, "checkpoint_id": checkpoint_id,
-                    "fingerprint": fingerprint, "finished": finished,
+                    "fingerprint": fingerprint, "graph": graph, "finished": finished,
                     "created": time.time(), "tasks": tasks}
+        manifest["checksum"] = _manifest_checksum(manifest)
         tmp = os.path.join(path, MANIFEST + ".tmp")
         write_durably(tmp, json.dumps(manifest).encode())
         os.replace(tmp, os.path.join(path, MANIFEST))
@@ -141,6 +189,9 @@ class CheckpointStorage:
             raise ValueError(f"checkpoint {path!r}: unreadable manifest: {exc}") from None
         if not isinstance(raw, dict) or raw.get("format") != FORMAT_VERSION:
             raise ValueError(f"checkpoint {path!r}: unknown manifest format")
+        if raw.get("checksum") != _manifest_checksum(raw):
+            raise ValueError(f"checkpoint {path!r}: the manifest does not match its checksum "
+                             "(altered or damaged)")
         for key, entry in raw["tasks"].items():
             for op in entry["operators"]:
                 if op is None:
@@ -154,15 +205,19 @@ class CheckpointStorage:
                 if len(data) != op["size"] or _checksum(data) != op["xxh64"]:
                     raise ValueError(f"checkpoint {path!r}: state file {op['file']!r} is corrupt "
                                      f"({len(data)} bytes, expected {op['size']})")
-        return Manifest(raw["checkpoint_id"], path, raw["fingerprint"], bool(raw["finished"]), raw["tasks"])
+        return Manifest(raw["checkpoint_id"], path, raw["fingerprint"], bool(raw["finished"]),
+                        raw["tasks"], raw.get("graph"))
 
-    def latest(self) -> Optional[Manifest]:
-        """The newest checkpoint that verifies; broken ones are skipped."""
+    def latest(self, skipped: Optional[list] = None) -> Optional[Manifest]:
+        """The newest checkpoint that verifies. Each broken one is skipped with a
+        warning (logger ``fastops``) and appended to ``skipped``."""
         for _, path in reversed(self._dirs()):
             try:
                 return self.load(path)
-            except ValueError:
-                continue
+            except ValueError as exc:
+                log.warning("skipping checkpoint %s: %s", path, exc)
+                if skipped is not None:
+                    skipped.append(SkippedCheckpoint(path, str(exc)))
         return None
 
     def last_id(self) -> int:
@@ -174,10 +229,12 @@ class Coordinator:
     """Triggers checkpoints, collects acknowledgements, writes and commits."""
 
     def __init__(self, storage: Optional[CheckpointStorage], interval_s: Optional[float],
-                 fingerprint: str, first_id: int, sinks: list, sources: list, expected: set[str]):
+                 fingerprint: str, first_id: int, sinks: list, sources: list, expected: set[str],
+                 graph: Any = None):
         self.storage = storage
         self.interval_s = interval_s
         self.fingerprint = fingerprint
+        self.graph = graph
         self.next_id = first_id
         self.sinks = sinks  # TransactionalSink instances
         self.sources = sources  # SourceTask instances
@@ -213,7 +270,7 @@ class Coordinator:
             if cp is None or set(self.acks) != self.expected:
                 return
             acks, self.acks, self.pending = self.acks, {}, None
-        size = self.storage.write(cp, self.fingerprint, acks)
+        size = self.storage.write(cp, self.fingerprint, acks, graph=self.graph)
         self.stats.append(CheckpointStats(cp, time.perf_counter() - self.triggered_at,
                                           max((a.alignment_s for a in acks.values()), default=0.0), size))
         for sink in self.sinks:
@@ -225,9 +282,11 @@ class Coordinator:
         self.next_id += 1
         if self.storage is not None:
             snaps = {k: TaskSnapshot(position=None, operators=[], sinks=h) for k, h in self.final_handles.items()}
-            self.storage.write(final, self.fingerprint, snaps, finished=True)
+            self.storage.write(final, self.fingerprint, snaps, finished=True, graph=self.graph)
         for sink in self.sinks:
             sink.commit(final)
+        for sink in self.sinks:
+            sink.finished()
 
     # -- called by task threads ------------------------------------------------
     def ack(self, task_key: str, checkpoint_id: int, snapshot: TaskSnapshot) -> None:

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from fastops.runtime.channels import Cancelled
-from fastops.runtime.checkpoint import CheckpointStats, CheckpointStorage, Coordinator, Manifest
+from fastops.runtime.checkpoint import (CheckpointStats, CheckpointStorage, CheckpointStorageError,
+                                        Coordinator, Manifest)
 from fastops.runtime.errors import JobFailed, user_traceback
 from fastops.runtime.metrics import TaskMetrics
 from fastops.runtime.plan import PhysicalPlan
@@ -34,6 +35,15 @@ class JobResult:
     restore_s: float = 0.0
     restarts: int = 0
     rows_replayed: int = 0  # rows read again after in-process restarts
+    skipped_checkpoints: list = field(default_factory=list)  # SkippedCheckpoint: unusable, passed over
+    rolled_back: list = field(default_factory=list)  # committed output taken away before a replay
+
+    def __repr__(self) -> str:
+        restored = f", restored_from={self.restored_from}" if self.restored_from is not None else ""
+        skipped = f", skipped_checkpoints={len(self.skipped_checkpoints)}" if self.skipped_checkpoints else ""
+        return (f"JobResult({self.job_name!r}, rows_in={self.rows_in}, rows_out={self.rows_out}, "
+                f"duration_s={self.duration_s:.3f}, checkpoints={len(self.checkpoints)}{restored}"
+                f"{skipped}, restarts={self.restarts}, outputs={len(self.outputs)})")
 
     def summary(self) -> str:
         lines = [f"job {self.job_name!r}: {self.rows_in} rows in, {self.rows_out} rows out, "
@@ -49,6 +59,8 @@ class JobResult:
 
 
 def _failure(task: Optional[Task], exc: BaseException) -> JobFailed:
+    if isinstance(exc, CheckpointStorageError):  # the storage failed, not the task that was running
+        return exc
     name = task.name if task is not None else "job"
     if isinstance(exc, OperatorError):
         cause = user_traceback(exc.cause)
@@ -81,6 +93,8 @@ class Executor:
         self.progress_interval_s = progress_interval_s
         self._last_progress = 0.0
         self.last_tasks: list[Task] = []  # of the latest attempt, also when it failed
+        self.restored: Optional[Manifest] = None
+        self.coordinator: Optional[Coordinator] = None
 
     def _report(self, tasks: list[Task], force: bool = False) -> None:
         if self.progress is None:
@@ -107,12 +121,15 @@ class Executor:
         positions = {k: v["position"] for k, v in restore.tasks.items()} if restore else None
         tasks = plan.instantiate(cancel, self.channel_capacity if self.threads else None, positions)
         self.last_tasks = tasks
+        self.restored = restore  # this attempt's starting checkpoint (a progress bar reads it)
         first_id = max(storage.last_id() if storage else 0, restore.checkpoint_id if restore else 0) + 1
         from fastops.operators.sinks import TransactionalSink
 
         sinks = [op for t in tasks for op in t.chain.operators if isinstance(op, TransactionalSink)]
         coordinator = Coordinator(storage, interval_s, plan.fingerprint(), first_id, sinks,
-                                  [t for t in tasks if isinstance(t, SourceTask)], {t.key for t in tasks})
+                                  [t for t in tasks if isinstance(t, SourceTask)], {t.key for t in tasks},
+                                  plan.describe_graph())
+        self.coordinator = coordinator  # its completed checkpoints (a progress bar reads them)
         t0 = time.perf_counter()
         current: Optional[Task] = None
         try:

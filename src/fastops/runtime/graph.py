@@ -41,6 +41,7 @@ class Node:
     source: Any = None  # a connectors.Source for source nodes
     inputs: list[Edge] = field(default_factory=list)
     is_sink: bool = False
+    config: Any = None  # JSON-able operator configuration: part of the job's fingerprint
     id: int = field(default_factory=lambda: next(_ids))
 
     @property
@@ -49,6 +50,15 @@ class Node:
 
     def label(self) -> str:
         return f"{self.name}#{self.id}"
+
+
+def identity(fn: Any) -> str:
+    """A user function's identity for the job fingerprint: where it is defined
+    (module and qualified name); its code is not compared."""
+    target = getattr(fn, "func", fn)  # functools.partial
+    module = getattr(target, "__module__", None) or type(target).__module__
+    name = getattr(target, "__qualname__", None) or type(target).__qualname__
+    return f"{module}.{name}"
 
 
 def reachable(sinks: list[Node]) -> list[Node]:

@@ -2,15 +2,47 @@
 channels between them, and ``explain()``."""
 from __future__ import annotations
 
+import difflib
+import json
 import threading
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
+from fastops.hashing import hash_bytes
 from fastops.operators.base import OperatorContext
 from fastops.runtime.channels import InputGate
 from fastops.runtime.graph import Edge, Node, reachable
 from fastops.runtime.metrics import TaskMetrics
 from fastops.runtime.tasks import Chain, OperatorTask, OutputWriter, SourceTask, Task
+
+
+def graph_fingerprint(graph: Any) -> str:
+    """A short hash of ``PhysicalPlan.describe_graph()``."""
+    return format(hash_bytes(json.dumps(graph, sort_keys=True).encode()), "016x")
+
+
+def graph_difference(old: Any, new: Any) -> str:
+    """What differs between two described graphs, in words: operators added
+    or removed (matched by name, in order), then the changed fields of those
+    that stayed (configuration, parallelism, schema, inputs); the first few."""
+    if not isinstance(old, list):
+        return "the checkpoint does not describe its job graph"
+    lines = []
+    names = difflib.SequenceMatcher(a=[op.get("operator") for op in old],
+                                    b=[op.get("operator") for op in new], autojunk=False)
+    for tag, i1, i2, j1, j2 in names.get_opcodes():
+        if tag != "equal":
+            lines += [f"operator {op.get('operator')!r} removed" for op in old[i1:i2]]
+            lines += [f"operator {op.get('operator')!r} added" for op in new[j1:j2]]
+            continue
+        for a, b in zip(old[i1:i2], new[j1:j2]):
+            fields = [k for k in ("config", "parallelism", "schema", "inputs") if a.get(k) != b.get(k)]
+            if fields:
+                changes = "; ".join(f"{k} {a.get(k)!r} in the checkpoint, {b.get(k)!r} now" for k in fields)
+                lines.append(f"operator {a.get('operator')!r}: {changes}")
+    if not lines:
+        return "the same operators (a fingerprint of another format)"
+    return "; ".join(lines[:4]) + ("; ..." if len(lines) > 4 else "")
 
 
 @dataclass(eq=False)
@@ -99,21 +131,26 @@ class PhysicalPlan:
                 lines.append(f"    <- {how} exchange from Task {src.index + 1} ({e.upstream.name})")
         return "\n".join(lines)
 
+    def describe_graph(self) -> list:
+        """The job graph as JSON-able data: per operator its task, name,
+        configuration, parallelism, source schema and inputs. Checkpoints store
+        it, so a mismatch on restore can name what changed."""
+        out = []
+        for c in self.chains:
+            for n in c.nodes:
+                s = n.source.schema() if n.is_source else None
+                out.append({
+                    "task": c.index + 1, "operator": n.name, "config": n.config,
+                    "parallelism": c.parallelism,
+                    "schema": None if s is None else ", ".join(f"{f.name}: {f.type}" for f in s),
+                    "inputs": [[e.partitioning, list(e.keys), e.tag, e.input_index,
+                                self.chain_of[e.upstream.id].index + 1] for e in n.inputs]})
+        return json.loads(json.dumps(out, default=str))  # configs as their JSON text
+
     def fingerprint(self) -> str:
-        """Identifies the job graph: operators, parallelism, exchanges and keys."""
-        import json
-
-        from fastops.hashing import hash_bytes
-
-        def schema(c: ChainSpec) -> str:
-            s = c.head.source.schema() if c.head.is_source else None
-            return "" if s is None else ", ".join(f"{f.name}: {f.type}" for f in s)
-
-        desc = [[[n.name for n in c.nodes], c.parallelism, schema(c),
-                 [[e.partitioning, list(e.keys), e.tag, e.input_index, self.chain_of[e.upstream.id].index]
-                  for e in c.head.inputs]] for c in self.chains]
-        data = json.dumps(desc).encode()
-        return format(hash_bytes(data), "016x")
+        """Identifies the job graph: operators and their configuration,
+        parallelism, exchanges, keys and source schemas."""
+        return graph_fingerprint(self.describe_graph())
 
     def describe(self) -> list:
         return [f"Task {c.index + 1}: {c.name()} (parallelism {c.parallelism})" for c in self.chains]

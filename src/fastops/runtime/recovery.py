@@ -1,0 +1,66 @@
+"""What recovery does before a job (re)starts: pick the checkpoint, check that
+it belongs to this job, and make the sinks' committed output agree with it.
+
+Falling back past a damaged checkpoint is never silent: each one skipped is
+logged (logger ``fastops``) and reported in ``JobResult.skipped_checkpoints``.
+Restoring a checkpoint older than a sink's last committed epoch rolls that
+sink's later output back (file sinks move it into a ``_rolled_back_after_chk-N``
+folder) with a warning naming it, so the replay cannot double it; starting from
+no checkpoint while a sink holds committed output is refused unless that sink
+was asked to overwrite.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional
+
+from fastops.runtime.checkpoint import CheckpointStorage, Manifest
+from fastops.runtime.graph import Node
+from fastops.runtime.plan import PhysicalPlan, graph_difference
+
+log = logging.getLogger("fastops")
+
+
+def restore_point(storage: Optional[CheckpointStorage], restore: Any, plan: PhysicalPlan,
+                  skipped: list) -> Optional[Manifest]:
+    """The checkpoint to resume from (``restore``: "latest", a path, or None /
+    False for a fresh start); ValueError if it was taken from another job."""
+    if restore is None or restore is False:
+        return None
+    if storage is None:
+        if restore == "latest":
+            return None
+        raise ValueError("restore needs a checkpoint_dir on the StreamEnvironment")
+    manifest = storage.latest(skipped) if restore == "latest" else storage.load(str(restore))
+    if manifest is not None:
+        check_same_job(manifest, plan)
+    return manifest
+
+
+def check_same_job(manifest: Manifest, plan: PhysicalPlan) -> None:
+    if manifest.fingerprint == plan.fingerprint():
+        return
+    state = "the final checkpoint of a finished run" if manifest.finished else "checkpoint"
+    raise ValueError(
+        f"{state} {manifest.path!r} was taken from a different job graph: "
+        f"{graph_difference(manifest.graph, plan.describe_graph())}. Refusing to restore it: "
+        "run the job it was taken from, use another checkpoint_dir, or start afresh with "
+        "restore=None")
+
+
+def reconcile_sinks(sinks: list[Node], manifest: Optional[Manifest]) -> list[str]:
+    """Roll back the sinks' committed output of epochs after ``manifest``
+    (everything, for a fresh start); returns what moved, each also logged."""
+    checkpoint_id = manifest.checkpoint_id if manifest is not None else 0
+    moved: list[str] = []
+    for node in sinks:
+        sink = node.factory() if node.factory is not None else None
+        if not getattr(sink, "transactional", False):
+            continue
+        for what in sink.roll_back(checkpoint_id):
+            moved.append(what)
+    if moved:
+        since = f"checkpoint {checkpoint_id}" if checkpoint_id else "the start (no checkpoint)"
+        log.warning("recovery replays from %s, so the output committed after it was rolled back "
+                    "(it would be written again): %s", since, "; ".join(moved))
+    return moved
