@@ -235,7 +235,7 @@ def _demo(args: argparse.Namespace) -> int:
     try:
         if args.sql:
             print("running the three SQL queries (rewards, leaderboard, per minute) ...", flush=True)
-            res = d.run_demo_sql(cfg)
+            res = d.run_demo_sql(cfg, progress=not args.no_progress)
         else:
             res = d.run_demo(cfg, progress=not args.no_progress)
     except JobFailed as exc:

@@ -106,6 +106,7 @@ class StreamEnvironment:
         self.restart_delay_s = parse_duration(restart_delay) / 1000.0 if restart_delay else 0.0
         self._sinks: list[Node] = []
         self.last_result: Optional[JobResult] = None
+        self._collect_jobs = 0  # jobs collect() ran at once (for execute()'s "no sink" error)
 
     # -- sources ---------------------------------------------------------------
     def from_source(self, source: _sources.Source, parallelism: Optional[int] = None) -> "DataStream":
@@ -213,6 +214,8 @@ class StreamEnvironment:
         attempt = 0
         replayed = 0
         executor = Executor(self.threads, self.channel_capacity, progress)
+        if hasattr(progress, "attach"):  # a fastops.progress.Progress bar: sources, restore point
+            progress.attach(plan, executor)
         while True:
             try:
                 run = executor.run(plan, job_name, storage, interval, self.mode == "exactly_once", manifest)
@@ -242,16 +245,33 @@ class StreamEnvironment:
         return result
 
     def execute(self, job_name: str = "fastops job", restore: Any = "latest",
-                progress: Optional[Callable[[list], Any]] = None) -> JobResult:
+                progress: Union[bool, Callable[[list], Any], None] = None) -> JobResult:
         """Run every sink added so far; they are then cleared (as in Flink).
 
         With a ``checkpoint_dir``, ``restore="latest"`` resumes from the newest
         complete checkpoint there (if any), a path resumes from that checkpoint,
-        ``None`` starts afresh. ``progress(metrics)`` is called a few times a
-        second with the live ``TaskMetrics`` of every task.
+        ``None`` starts afresh. ``progress=True`` draws a live bar on stderr
+        (rows of the total, rows/s, watermark, checkpoints; see
+        ``fastops.progress.Progress``); a callable ``progress(metrics)`` is
+        called a few times a second with the live ``TaskMetrics`` of every task.
         """
         sinks, self._sinks = self._sinks, []
-        return self._run(sinks, job_name, restore, progress)
+        if not sinks and self._collect_jobs:
+            raise ValueError(
+                f"the job has no sink: collect() runs its job at once and returns the rows, and "
+                f"{self._collect_jobs} collect() job(s) already ran on this environment, so nothing "
+                "is left for execute(). For several outputs of one job, add a sink per output "
+                "and read them after execute(): a = s1.sink_to_table('a'); b = s2.sink_to_table('b'); "
+                "env.execute(); a.table(), b.table()")
+        if progress is True:
+            from fastops.progress import Progress
+
+            bar = Progress(label=job_name)
+            try:
+                return self._run(sinks, job_name, restore, bar)
+            finally:
+                bar.close()
+        return self._run(sinks, job_name, restore, progress or None)
 
 
 class DataStream:
@@ -392,10 +412,18 @@ class DataStream:
         return node
 
     def collect(self, job_name: str = "collect") -> pa.Table:
-        """Run the job that feeds this stream and return its rows as a pyarrow Table."""
+        """Run the job that feeds this stream now, and return its rows as a pyarrow Table.
+
+        ``collect()`` is a job of its own: it runs at once (like ``execute()``),
+        reads the sources from the start and includes only this stream's
+        branch; sinks added with ``sink_to_*`` are not part of it. For several
+        outputs of one job use ``sink_to_table(...)`` on each stream, then
+        ``env.execute()``, then ``.table()`` on each result.
+        """
         result = _sinks.CollectResult()
         node = self._sink("collect", lambda: _sinks.CollectSink(result), register=False)
         node.collect_result = result  # type: ignore[attr-defined]
+        self.env._collect_jobs += 1
         self.env._run([node], job_name)
         return result.table()
 

@@ -46,7 +46,7 @@ resumed (``--checkpoint-dir``).
 from __future__ import annotations
 
 import os
-import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
@@ -55,6 +55,7 @@ import numpy as np
 import pyarrow as pa
 
 from fastops import _arrow, agg
+from fastops import progress as _progress
 from fastops.connectors.sources import END, Reader, Source
 from fastops.operators.base import Operator
 from fastops.windows import Sliding, Tumbling
@@ -201,8 +202,10 @@ def generate_events(cfg: DemoConfig) -> pa.Table:
 
 
 class _EventReader(Reader):
-    def __init__(self, cfg: DemoConfig, index: int, parallelism: int, position: int):
+    def __init__(self, cfg: DemoConfig, index: int, parallelism: int, position: int,
+                 on_batch: Optional[Callable[[int, pa.RecordBatch], None]] = None):
         self.cfg = cfg
+        self.on_batch = on_batch
         self.index = index
         self.parallelism = parallelism
         self.done = int(position or 0)  # batches this split has produced
@@ -216,6 +219,8 @@ class _EventReader(Reader):
             return END
         batch = generate_batch(self.cfg, b)
         self.done += 1
+        if self.on_batch is not None:
+            self.on_batch(self.index, batch)
         if self.rate:
             if self.t0 is None:
                 self.t0 = time.perf_counter()
@@ -231,13 +236,15 @@ class _EventReader(Reader):
 
 class PlayerEventSource(Source):
     """The generator as a replayable, splittable source: split ``i`` of ``p``
-    produces batches ``i, i + p, ...``; its position is how many it produced."""
+    produces batches ``i, i + p, ...``; its position is how many it produced.
+    ``on_batch(split, batch)`` is called with every batch read (optional)."""
 
     name = "player_events"
     replayable = True
 
-    def __init__(self, cfg: DemoConfig):
+    def __init__(self, cfg: DemoConfig, on_batch: Optional[Callable[[int, pa.RecordBatch], None]] = None):
         self.cfg = cfg
+        self.on_batch = on_batch
 
     def splits(self) -> int:
         return max(1, self.cfg.num_batches)
@@ -246,7 +253,20 @@ class PlayerEventSource(Source):
         return SCHEMA
 
     def open(self, index: int, parallelism: int, position: Any = None) -> Reader:
-        return _EventReader(self.cfg, index, parallelism, position or 0)
+        return _EventReader(self.cfg, index, parallelism, position or 0, self.on_batch)
+
+    def total_rows(self) -> int:
+        """Rows in all (for progress bars)."""
+        return self.cfg.events
+
+    def rows_at(self, index: int, parallelism: int, position: Any) -> int:
+        """Rows split ``index`` of ``parallelism`` had produced at ``position``
+        (batches ``index, index + parallelism, ...``: all full but the last)."""
+        done = int(position or 0)
+        if not done:
+            return 0
+        last = index + (done - 1) * parallelism  # the last batch it produced
+        return (done - 1) * self.cfg.batch_size + min(self.cfg.batch_size, self.cfg.events - last * self.cfg.batch_size)
 
 
 # ------------------------------------------------------------------ operators
@@ -531,80 +551,14 @@ def format_grid(table: pa.Table, max_rows: Optional[int] = 20) -> str:
     return text
 
 
-def _fmt_ts(ms: Optional[int]) -> str:
-    if ms is None or ms < -2**62 or ms > 2**62:
-        return "-"
-    return time.strftime("%H:%M:%S", time.gmtime(ms / 1000.0))
+class Progress(_progress.Progress):
+    """The demo's bar: :class:`fastops.progress.Progress` labelled "reward
+    engine", counting the rows of the ``player_events`` source tasks (also
+    when used without a plan, as a bare ``progress(metrics)`` callback)."""
 
-
-class Progress:
-    """Rows/s and the watermark, fed by ``env.execute(progress=...)``: rich if
-    importable, else tqdm, else one plain line rewritten in place."""
-
-    def __init__(self, total: int, stream: Any = None, enabled: bool = True):
-        self.total = total
-        self.stream = stream if stream is not None else sys.stderr
-        self.enabled = enabled
-        self.t0 = time.perf_counter()
-        self.kind = "plain"
-        self.bar: Any = None
-        self._last_plain = 0.0
-        if not enabled:
-            return
-        try:
-            import rich.progress as rp
-
-            self.bar = rp.Progress(rp.TextColumn("[bold]reward engine"), rp.BarColumn(),
-                                   rp.TaskProgressColumn(), rp.TextColumn("{task.fields[info]}"),
-                                   rp.TimeElapsedColumn(), transient=False,
-                                   console=__import__("rich.console").console.Console(file=self.stream))
-            self.task = self.bar.add_task("run", total=total, info="")
-            self.bar.start()
-            self.kind = "rich"
-            return
-        except ImportError:
-            pass
-        try:
-            import tqdm
-
-            self.bar = tqdm.tqdm(total=total, unit="ev", unit_scale=True, file=self.stream,
-                                 desc="reward engine", leave=True)
-            self.kind = "tqdm"
-        except ImportError:
-            pass
-
-    def __call__(self, metrics: list) -> None:
-        if not self.enabled:
-            return
-        rows = sum(m.rows_in for m in metrics if m.task.startswith("player_events"))
-        wms = [m.watermark for m in metrics if m.watermark is not None]
-        wm = min(wms) if wms else None
-        dt = max(time.perf_counter() - self.t0, 1e-9)
-        info = f"{rows / dt / 1e6:6.2f} M rows/s  watermark {_fmt_ts(wm)}"
-        if self.kind == "rich":
-            self.bar.update(self.task, completed=rows, info=info)
-        elif self.kind == "tqdm":
-            self.bar.n = rows
-            self.bar.set_postfix_str(info, refresh=True)
-        else:
-            now = time.perf_counter()
-            if now - self._last_plain < 0.5 and rows < self.total:
-                return
-            self._last_plain = now
-            pct = 100.0 * rows / self.total if self.total else 100.0
-            self.stream.write(f"\rreward engine {pct:5.1f}%  {rows:,} rows  {info}")
-            self.stream.flush()
-
-    def close(self) -> None:
-        if not self.enabled:
-            return
-        if self.kind == "rich":
-            self.bar.stop()
-        elif self.kind == "tqdm":
-            self.bar.close()
-        else:
-            self.stream.write("\n")
-            self.stream.flush()
+    def __init__(self, total: Optional[int] = None, stream: Any = None, enabled: bool = True,
+                 label: str = "reward engine"):
+        super().__init__(total, stream, enabled, label, sources=(PlayerEventSource.name,))
 
 
 # ------------------------------------------------------------------ running
@@ -653,7 +607,7 @@ def run_demo(cfg: DemoConfig, progress: bool = True, stream: Any = None) -> Demo
     if cfg.output:
         for name, s in streams.items():
             s.sink_to_parquet(os.path.join(cfg.output, name))
-    bar = Progress(cfg.events, stream, enabled=progress)
+    bar = Progress(cfg.events, stream, enabled=progress)  # counts rows a restored checkpoint covers
     try:
         job = env.execute("reward engine", progress=bar)
     finally:
@@ -782,10 +736,41 @@ class _SqlJob:
         self.metrics = {f"{k} ({i + 1})": m for i, j in enumerate(self.jobs) for k, m in j.metrics.items()}
 
 
-def run_demo_sql(cfg: DemoConfig) -> DemoResult:
+class _SqlProgress:
+    """Feeds the bar of the SQL form from the sources' reads (a query's
+    ``execute()`` takes no progress callback): rows of every query, and the
+    watermark the sources' splits imply (``min`` of their ``max(ts)`` minus
+    the bound, minus 1)."""
+
+    def __init__(self, bar: Progress, cfg: DemoConfig):
+        self.bar = bar
+        self.splits = min(cfg.parallelism, cfg.num_batches)
+        self.bound = cfg.out_of_orderness_ms
+        self.lock = threading.Lock()
+        self.rows = 0
+        self.max_ts: dict[int, int] = {}
+        self.note = ""
+
+    def next_query(self, note: str) -> None:
+        with self.lock:
+            self.max_ts, self.note = {}, note
+
+    def __call__(self, split: int, batch: pa.RecordBatch) -> None:
+        ts = batch.column("ts").to_numpy()
+        with self.lock:
+            self.rows += batch.num_rows
+            if len(ts):
+                self.max_ts[split] = max(self.max_ts.get(split, int(ts.max())), int(ts.max()))
+            wm = (min(self.max_ts.values()) - self.bound - 1 if len(self.max_ts) == self.splits else None)
+            rows, note = self.rows, self.note
+        self.bar.update(rows, wm, note=note)
+
+
+def run_demo_sql(cfg: DemoConfig, progress: bool = False, stream: Any = None) -> DemoResult:
     """The same rules through the SQL face: one query (one job) per result
     table, each over the same generated stream. Late rows are not visible
-    in SQL; their number is the events not counted in any minute."""
+    in SQL; their number is the events not counted in any minute. With
+    ``progress`` one bar counts the rows of the three queries."""
     import fastops as fo
 
     if not sql_available():
@@ -794,21 +779,37 @@ def run_demo_sql(cfg: DemoConfig) -> DemoResult:
         raise ValueError("--checkpoint-dir and --output apply to the DataStream form; drop --sql to use them")
     t_env = fo.TableEnvironment(parallelism=cfg.parallelism)
     tables, jobs = {}, []
-    for name, query in sql_queries(cfg).items():
-        env = fo.StreamEnvironment(parallelism=cfg.parallelism, threads=cfg.threads)
-        events = (env.from_source(PlayerEventSource(cfg), cfg.parallelism)
-                  .with_watermark("ts", max_out_of_orderness=cfg.out_of_orderness_ms))
-        for edge in events.node.inputs:  # from_data_stream walks edges by a ``node`` attribute
-            if not hasattr(edge, "node"):
-                object.__setattr__(edge, "node", edge.upstream)
-        t_env.create_temporary_view("events", t_env.from_data_stream(events))
-        result = t_env.sql_query(query).execute()
-        t_env.drop_temporary_view("events")
-        tables[name] = result.to_arrow()
-        jobs.append(result.job_result)
+    queries = sql_queries(cfg)
+    bar = Progress(cfg.events * len(queries), stream, enabled=progress, label="reward engine (SQL)")
+    feed = _SqlProgress(bar, cfg)
+    try:
+        for i, (name, query) in enumerate(queries.items()):
+            feed.next_query(f"query {i + 1}/{len(queries)}: {name}")
+            tables[name], job = _run_query(t_env, cfg, query, feed)
+            jobs.append(job)
+    finally:
+        bar.close()
     rewards = _sorted(tables["rewards"], [("window_start", "ascending"), ("player_id", "ascending")])
     board = _top_n(tables["leaderboard"], cfg.top_n)
     per_minute = _sorted(tables["per_minute"], [("window_start", "ascending")])
     counted = int(pa.compute.sum(per_minute.column("events")).as_py() or 0)
     late = pa.table({"late_rows": pa.array(np.zeros(max(cfg.events - counted, 0), np.int8))})
     return DemoResult(rewards, board, per_minute, late, _SqlJob(jobs), cfg, "SQL")
+
+
+def _run_query(t_env: Any, cfg: DemoConfig, query: str, feed: Optional[_SqlProgress]) -> tuple[pa.Table, Any]:
+    """One SQL query over a fresh generated stream: (its rows, its JobResult)."""
+    import fastops as fo
+
+    env = fo.StreamEnvironment(parallelism=cfg.parallelism, threads=cfg.threads)
+    events = (env.from_source(PlayerEventSource(cfg, feed), cfg.parallelism)
+              .with_watermark("ts", max_out_of_orderness=cfg.out_of_orderness_ms))
+    for edge in events.node.inputs:  # from_data_stream walks edges by a ``node`` attribute
+        if not hasattr(edge, "node"):
+            object.__setattr__(edge, "node", edge.upstream)
+    t_env.create_temporary_view("events", t_env.from_data_stream(events))
+    try:
+        result = t_env.sql_query(query).execute()
+    finally:
+        t_env.drop_temporary_view("events")
+    return result.to_arrow(), result.job_result

@@ -1,0 +1,284 @@
+"""A live progress bar for a running job.
+
+One line: rows read (of the total when the sources know it), rows per
+second, the watermark and the checkpoints completed. ``env.execute(progress=True)``
+draws it on stderr, and ``fastops demo`` uses the same bar. It is drawn by
+rich when rich is importable, else by tqdm, else as one plain line rewritten
+in place.
+
+The total is known for collections, pandas and Arrow tables, Parquet files
+(from their metadata) and Arrow IPC files; a source of another kind may say
+by a ``total_rows()`` method. Without a total the bar is open-ended: a count.
+After a restore the bar starts at the rows the checkpoint already covers (a
+source's ``rows_at(index, parallelism, position)`` says how many rows one
+split had read at a position; the built-in sources know), so a resumed job
+ends at 100 % like one that ran in one go.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Any, Optional, Sequence
+
+__all__ = ["Progress", "source_total_rows", "source_rows_at"]
+
+_FAR = 2**62  # watermarks beyond this are the start / end markers, not times
+
+
+def _fragment_rows(fragment: Any) -> int:
+    """Rows of one file fragment: Parquet row groups from the metadata, else counted."""
+    groups = getattr(fragment, "row_groups", None)
+    if groups:
+        return sum(rg.num_rows for rg in groups)
+    return fragment.count_rows()
+
+
+def source_total_rows(source: Any) -> Optional[int]:
+    """Rows ``source`` will produce in all, or None when that is not known
+    without reading it (CSV files, generators, iterators)."""
+    from fastops.connectors.sources import FileSource, TableSource
+
+    own = getattr(source, "total_rows", None)
+    if callable(own):
+        return own()
+    if isinstance(source, TableSource):
+        return source.table.num_rows
+    if isinstance(source, FileSource) and source.name in ("from_parquet", "from_ipc"):
+        return sum(_fragment_rows(f) for f in source.fragments)
+    return None
+
+
+def source_rows_at(source: Any, index: int, parallelism: int, position: Any) -> Optional[int]:
+    """Rows split ``index`` of ``parallelism`` had read at ``position`` (a
+    position from a checkpoint), or None when the source cannot tell."""
+    from fastops.connectors.sources import FileSource, TableSource
+
+    own = getattr(source, "rows_at", None)
+    if callable(own):
+        return own(index, parallelism, position)
+    if position is None:
+        return 0
+    if isinstance(source, TableSource):  # position: batches of this split read
+        return sum(b.num_rows for b in source.batches[index::parallelism][:int(position)])
+    if isinstance(source, FileSource):  # position: (fragment, rows read of it)
+        frag, rows = position
+        return sum(_fragment_rows(f) for f in source.fragments[index::parallelism][:frag]) + rows
+    return None
+
+
+def _fmt_ts(ms: Optional[int]) -> str:
+    if ms is None or ms < -_FAR:
+        return "-"
+    if ms > _FAR:
+        return "end"
+    return time.strftime("%H:%M:%S", time.gmtime(ms / 1000.0))
+
+
+def _fmt_rate(rows_per_s: float) -> str:
+    if rows_per_s >= 1e6:
+        return f"{rows_per_s / 1e6:.2f} M rows/s"
+    if rows_per_s >= 1e3:
+        return f"{rows_per_s / 1e3:.1f} k rows/s"
+    return f"{rows_per_s:.0f} rows/s"
+
+
+class Progress:
+    """A progress bar fed with the live metrics of a job's tasks.
+
+    Parameters
+    ----------
+    total
+        Rows the sources will read in all; ``None`` asks the sources when the
+        bar is attached to a job (and stays open-ended if they do not know).
+    stream
+        Where to draw (default ``sys.stderr``).
+    enabled
+        ``False`` draws nothing (the bar still counts).
+    label
+        The text in front of the bar.
+    sources
+        Name prefixes of the source tasks, for a bar used without
+        :meth:`attach` (an attached bar knows them from the plan).
+
+    Notes
+    -----
+    ``StreamEnvironment.execute(progress=bar)`` attaches the bar to the job
+    (its plan and executor) and calls ``bar(metrics)`` a few times a second
+    with every task's ``TaskMetrics``; :meth:`update` draws given numbers
+    directly. Call :meth:`close` at the end (``execute(progress=True)`` does).
+
+    Examples
+    --------
+    >>> import io
+    >>> bar = Progress(total=10, stream=io.StringIO(), label="job")
+    >>> bar.update(10, watermark=0)
+    >>> bar.rows
+    10
+    >>> bar.close()
+    """
+
+    def __init__(self, total: Optional[int] = None, stream: Any = None, enabled: bool = True,
+                 label: str = "job", sources: Optional[Sequence[str]] = None):
+        self.total = total
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = enabled
+        self.label = label
+        self.sources = tuple(sources) if sources else None
+        self.rows = 0
+        self.kind = "plain"
+        self.bar: Any = None
+        self._lock = threading.Lock()
+        self._t0 = time.perf_counter()
+        self._rows0: Optional[int] = None  # rows at the first update (restored ones)
+        self._last_plain = 0.0
+        self._plain_width = 0
+        self._undrawn: Optional[tuple] = None  # the latest state a rate limit skipped
+        self._plan: Any = None
+        self._executor: Any = None
+        self._restored: tuple[Any, int] = (None, 0)  # (manifest, rows it covers)
+        self._started = False
+        self._closed = False
+        if enabled:
+            self._pick_backend()
+
+    # -- drawing backends ----------------------------------------------------------
+    def _pick_backend(self) -> None:
+        try:
+            import rich.console
+            import rich.progress as rp
+
+            tty = bool(getattr(self.stream, "isatty", lambda: False)())
+            console = rich.console.Console(file=self.stream, width=None if tty else 160)
+            self.bar = rp.Progress(rp.TextColumn(f"[bold]{self.label}"), rp.BarColumn(bar_width=30),
+                                   rp.TaskProgressColumn(), rp.TextColumn("{task.fields[info]}"),
+                                   rp.TimeElapsedColumn(), transient=False, console=console)
+            self.kind = "rich"
+            return
+        except ImportError:
+            pass
+        try:
+            import tqdm
+
+            self.bar = tqdm.tqdm(total=self.total, unit="rows", unit_scale=True, file=self.stream,
+                                 desc=self.label, leave=True)
+            self.kind = "tqdm"
+        except ImportError:
+            pass
+
+    # -- fed by the job ------------------------------------------------------------
+    def attach(self, plan: Any, executor: Any) -> None:
+        """Called by ``StreamEnvironment`` before the job runs: the source
+        tasks and their total come from ``plan``; the restored checkpoint and
+        the checkpoints completed from ``executor``."""
+        self._plan = plan
+        self._executor = executor
+        heads = [c for c in plan.chains if c.head.is_source]
+        self.sources = tuple(f"{c.name()}[" for c in heads)
+        if self.total is None:
+            sizes = [source_total_rows(c.head.source) for c in heads]
+            self.total = sum(sizes) if None not in sizes else None  # type: ignore[arg-type]
+
+    def _restored_rows(self) -> int:
+        """Rows the checkpoint the current attempt started from already covers."""
+        manifest = getattr(self._executor, "restored", None)
+        if manifest is self._restored[0]:
+            return self._restored[1]
+        rows = 0
+        if manifest is not None and self._plan is not None:
+            if manifest.finished:
+                rows = self.total or 0
+            else:
+                for c in self._plan.chains:
+                    if not c.head.is_source:
+                        continue
+                    for i in range(c.parallelism):
+                        pos = manifest.tasks.get(f"{c.index}/{i}", {}).get("position")
+                        pos = tuple(pos) if isinstance(pos, list) else pos  # JSON turned tuples into lists
+                        rows += source_rows_at(c.head.source, i, c.parallelism, pos) or 0
+        self._restored = (manifest, rows)
+        return rows
+
+    def __call__(self, metrics: list) -> None:
+        """The executor's callback: ``metrics`` holds every task's live ``TaskMetrics``."""
+        if self.sources is not None:
+            rows = sum(m.rows_in for m in metrics if m.task.startswith(self.sources))
+        else:  # no plan: the busiest task's input is the best guess
+            rows = max((m.rows_in for m in metrics), default=0)
+        rows += self._restored_rows()
+        wms = [m.watermark for m in metrics if m.watermark is not None]
+        coordinator = getattr(self._executor, "coordinator", None)
+        checkpoints = (len(coordinator.stats) if coordinator is not None
+                       and getattr(coordinator, "storage", None) is not None else None)
+        self.update(rows, min(wms) if wms else None, checkpoints)
+
+    # -- drawing -------------------------------------------------------------------
+    def update(self, rows: int, watermark: Optional[int] = None, checkpoints: Optional[int] = None,
+               note: str = "") -> None:
+        """Draw ``rows`` read so far, the watermark (ms) and the checkpoints
+        completed (``None`` leaves either out). Safe to call from any thread."""
+        with self._lock:
+            self.rows = rows
+            if self._rows0 is None:
+                self._rows0 = rows
+            if not self.enabled or self._closed:
+                return
+            self._draw(rows, self._info(rows, watermark, checkpoints, note))
+
+    def _info(self, rows: int, watermark: Optional[int], checkpoints: Optional[int], note: str) -> str:
+        dt = max(time.perf_counter() - self._t0, 1e-9)
+        parts = [f"{rows:,}/{self.total:,} rows" if self.total else f"{rows:,} rows",
+                 _fmt_rate((rows - (self._rows0 or 0)) / dt)]
+        if watermark is not None:
+            parts.append(f"watermark {_fmt_ts(watermark)}")
+        if checkpoints is not None:
+            parts.append(f"checkpoints {checkpoints}")
+        if note:
+            parts.append(note)
+        return "  ".join(parts)
+
+    def _draw(self, rows: int, info: str) -> None:
+        if self.kind == "rich":
+            if not self._started:
+                self.task = self.bar.add_task("run", total=self.total, info="")
+                self.bar.start()
+                self._started = True
+            self.bar.update(self.task, total=self.total, completed=rows, info=info)
+        elif self.kind == "tqdm":
+            self.bar.total = self.total
+            self.bar.n = rows
+            self.bar.set_postfix_str(info, refresh=True)
+        else:
+            now = time.perf_counter()
+            if now - self._last_plain < 0.5 and (self.total is None or rows < self.total):
+                self._undrawn = (rows, info)
+                return
+            self._last_plain, self._undrawn = now, None
+            head = f"{self.label} {100.0 * rows / self.total:5.1f}%" if self.total else self.label
+            line = f"{head}  {info}"
+            self.stream.write("\r" + line.ljust(self._plain_width))
+            self._plain_width = len(line)
+            self.stream.flush()
+        self._started = True
+
+    def close(self) -> None:
+        """Draw the last state (a restored finished job never reported any) and end the line."""
+        if self._closed:
+            return
+        if self._plan is not None and not self._started:
+            self([])
+        with self._lock:
+            self._closed = True
+            if not self.enabled:
+                return
+            if self.kind == "plain" and self._undrawn is not None:
+                self._last_plain = 0.0  # past the rate limit: draw the last state
+                self._draw(*self._undrawn)
+            if self.kind == "rich":
+                if self._started:
+                    self.bar.stop()
+            elif self.kind == "tqdm":
+                self.bar.close()
+            elif self._started:
+                self.stream.write("\n")
+                self.stream.flush()
