@@ -19,7 +19,7 @@ from fastops import agg
 from fastops.windows import Sliding, Tumbling
 
 
-def build(env: fo.StreamEnvironment, src: str, out: str, slow: float) -> None:
+def build(env: fo.StreamEnvironment, src: str, out: str, slow: float, overwrite: bool = False) -> None:
     seen = [0]
     lock = threading.Lock()
 
@@ -37,9 +37,10 @@ def build(env: fo.StreamEnvironment, src: str, out: str, slow: float) -> None:
     aggs = {"n": agg.count(), "total": agg.sum("value")}
     if hasattr(agg, "approx_distinct"):
         aggs["kinds"] = agg.approx_distinct("kind")
-    keyed.window(Tumbling("1s")).aggregate(**aggs).sink_to_parquet(os.path.join(out, "tumbling"))
+    keyed.window(Tumbling("1s")).aggregate(**aggs).sink_to_parquet(os.path.join(out, "tumbling"),
+                                                                        overwrite=overwrite)
     events.key_by("user").window(Sliding("4s", "1s")).aggregate(
-        n=agg.count(), top=agg.max("value")).sink_to_parquet(os.path.join(out, "sliding"))
+        n=agg.count(), top=agg.max("value")).sink_to_parquet(os.path.join(out, "sliding"), overwrite=overwrite)
 
 
 def main() -> None:
@@ -52,11 +53,12 @@ def main() -> None:
     p.add_argument("--parallelism", type=int, default=2)
     p.add_argument("--no-checkpoints", action="store_true")
     p.add_argument("--fail-at", type=int, default=-1, help="raise in the pacing map at this batch")
+    p.add_argument("--overwrite", action="store_true", help="sinks may delete committed output")
     a = p.parse_args()
     env = fo.StreamEnvironment(
         parallelism=a.parallelism, threads=True, mode=a.mode,
         checkpoint_dir=None if a.no_checkpoints else a.checkpoints, checkpoint_interval="50ms")
-    build(env, a.src, a.out, a.slow)
+    build(env, a.src, a.out, a.slow, a.overwrite)
     result = env.execute("checkpointed job")
     print(f"restored_from={result.restored_from} checkpoints={len(result.checkpoints)}", flush=True)
 
