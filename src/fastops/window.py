@@ -68,12 +68,12 @@ import pyarrow as pa
 import pyarrow.types as pat
 
 from fastops import _arrow, _window
-from fastops.agg import (BuiltinAggregate, Columns, ResultColumns, ResultPlan, SlotAggregate, _Records,
-                         builtin_layout, for_input, record_width, update_builtins)
+from fastops.agg import (BuiltinAggregate, Columns, ResultColumns, ResultPlan, SlotAggregate, SumOverflowError,
+                         _Records, builtin_layout, for_input, record_width, sum_overflow, update_builtins)
 from fastops.durations import parse_duration
 from fastops.keys import KeyTable
 from fastops.watermarks import MIN_WATERMARK, to_ms
-from fastops.windows import (TIME_LIMIT, GlobalWindow, Session, Sliding, Tumbling, as_window,
+from fastops.windows import (TIME_LIMIT, GlobalWindow, Session, Sliding, Tumbling, as_window, bound_type,
                               check_event_times, event_time_range)
 
 __all__ = ["WindowAggregator", "State", "MissingColumnError"]
@@ -98,10 +98,10 @@ def _clamp(v: int) -> int:
     return max(-_FAR, min(_FAR, v))
 
 
-def _timestamps(ms: np.ndarray) -> pa.Array:
-    """int64 ms as a timestamp[ms] array, sharing the memory."""
+def _timestamps(ms: np.ndarray, type: pa.DataType = _TS) -> pa.Array:
+    """int64 ms as a timestamp[ms] array (of ``type``: its time zone), sharing the memory."""
     ms = np.ascontiguousarray(ms, dtype=np.int64)
-    return pa.Array.from_buffers(_TS, len(ms), [None, pa.py_buffer(ms)])
+    return pa.Array.from_buffers(type, len(ms), [None, pa.py_buffer(ms)])
 
 
 def _plugin_type(t: Optional[pa.DataType]) -> Optional[pa.DataType]:
@@ -512,11 +512,13 @@ class WindowAggregator:
         self._held_rows = 0
         self._held_tmin = 0  # the earliest event time held (while any is)
         self._out_schema: Optional[pa.Schema] = None
+        self._bounds = _TS  # window bounds and late rows' watermark: the time column's zone (see _bind)
         self._empty_out: Optional[tuple[pa.Schema, pa.RecordBatch]] = None
         self._wm = MIN_WATERMARK
         self._late: list[pa.RecordBatch] = []
         self.rows_in = 0
         self.rows_late = 0
+        self._overflowed: Optional[SumOverflowError] = None  # an int sum overflowed: the state is unusable
         self._init_tables()
         if schema is not None:
             self._bind(schema)
@@ -579,6 +581,7 @@ class WindowAggregator:
         if self.time is not None:
             to_ms(pa.array([], type=schema.field(self.time).type), self.time)  # type check only
             types[self.time] = schema.field(self.time).type
+            self._bounds = bound_type(types[self.time])
         for b in self.by:
             types[b] = schema.field(b).type
         # the aggregates that run (``self.aggs`` stays as given: it is the config), and the
@@ -614,7 +617,7 @@ class WindowAggregator:
         self._share_states()
         fields = []
         if self._windowed:
-            fields += [pa.field("window_start", _TS), pa.field("window_end", _TS)]
+            fields += [pa.field("window_start", self._bounds), pa.field("window_end", self._bounds)]
         fields += [pa.field(b, self._keys.types[i]) for i, b in enumerate(self.by)]
         for name, a, t in zip(self.aggs, self._agg_list, seen):
             fields.append(pa.field(name, a.output_type(t)))
@@ -688,6 +691,7 @@ class WindowAggregator:
             return
         if not isinstance(batch, pa.RecordBatch):
             raise TypeError(f"process expects a pyarrow RecordBatch or Table, got {type(batch).__name__}")
+        self._check_usable()
         schema = batch.schema
         if self._input_types is None:
             self._bind(schema)
@@ -731,9 +735,40 @@ class WindowAggregator:
                 names=batch.schema.names)
         self._aggregate(batch, np.ascontiguousarray(to_ms(batch.column(self.time), self.time)), self._held_tmin)
 
+    def _check_usable(self) -> None:
+        if self._overflowed is not None:
+            raise SumOverflowError(f"the aggregator cannot go on after an earlier error: {self._overflowed}")
+
+    def _overflow(self, exc: SumOverflowError, where: str, value_index: bool = False) -> SumOverflowError:
+        """``exc`` again, naming the aggregate (``exc.aggregate``, or index
+        ``exc.aggregates[0]`` among the built-ins, or with ``value_index``
+        among the built-ins with values: a stack layout's), its column, its
+        output name and ``where``; the aggregator refuses further work."""
+        a = getattr(exc, "aggregate", None)
+        if a is None and exc.aggregates:
+            k = exc.aggregates[0]
+            if value_index:
+                k = [i for i, op in enumerate(self._ops.tolist()) if op != 0][k]
+            a = self._agg_list[self._builtin[k]]
+        if a is not None:
+            name = next((n for n, b in zip(self.aggs, self._agg_list) if b is a), None)
+            exc = sum_overflow(a, name, where)
+        self._overflowed = exc
+        return exc
+
+    def _window_text(self, j: int) -> str:
+        start = self._offset + j * self._slide
+        return f"in window [{np.datetime64(start, 'ms')}, {np.datetime64(start + self._size, 'ms')})"
+
     def _aggregate(self, batch: pa.RecordBatch, ts: np.ndarray, tmin: Optional[int] = None) -> None:
         """Add the rows of a checked batch (event times ``ts``, their minimum
         ``tmin``: None only for windows without panes) to the state."""
+        try:
+            self._add_rows(batch, ts, tmin)
+        except SumOverflowError as exc:
+            raise self._overflow(exc, "while adding a batch") from None
+
+    def _add_rows(self, batch: pa.RecordBatch, ts: np.ndarray, tmin: Optional[int]) -> None:
         n = batch.num_rows
         if self.by:
             gids = self._keys.lookup_or_insert([batch.column(b) for b in self.by])
@@ -922,7 +957,7 @@ class WindowAggregator:
         rows = batch.filter(pa.array(mask))
         m = rows.num_rows
         reason_col = pa.DictionaryArray.from_arrays(pa.array(np.zeros(m, dtype=np.int32)), pa.array([reason]))
-        wm_col = pa.array(np.full(m, self._wm, dtype=np.int64), type=_TS)
+        wm_col = pa.array(np.full(m, self._wm, dtype=np.int64), type=self._bounds)
         names = [n for n in rows.schema.names if n not in ("reason", "watermark")]
         cols = [rows.column(n) for n in names]
         self._late.append(pa.RecordBatch.from_arrays(cols + [reason_col.cast(pa.string()), wm_col],
@@ -948,7 +983,7 @@ class WindowAggregator:
         aggregate results already computed."""
         cols = []
         if self._windowed:
-            cols += [_timestamps(starts), _timestamps(ends)]
+            cols += [_timestamps(starts, self._bounds), _timestamps(ends, self._bounds)]
         cols += self._keys.keys(groups) if self.by else []
         if isinstance(slots, list):
             cols += slots
@@ -966,6 +1001,7 @@ class WindowAggregator:
             raise ValueError(f"watermark {t} does not fit in int64")
         if t < self._wm:
             return self._empty()
+        self._check_usable()
         old = self._wm
         if self._mode == "pane":
             fired, purged = (self._j_fired(old), self._j_fired(t)), (self._j_purged(old), self._j_purged(t))
@@ -1067,11 +1103,14 @@ class WindowAggregator:
             if refire:
                 refire_panes.update(panes.tolist())
             self._ensure_emit(total_rows + max(nlive, 1), nlive, merged=not direct)
-            nrows, npairs = _window.pane_emit(self._hg, self._hq, self._hv, self._s_group, self._s_next,
-                                              self._s_flags, panes, refire, self._mark, self._ops,
-                                              self._offs, rec, self._merged.rec, total_rows,
-                                              self._emit_groups, self._emit_row, self._emit_src,
-                                              not direct, want_pairs)
+            try:
+                nrows, npairs = _window.pane_emit(self._hg, self._hq, self._hv, self._s_group, self._s_next,
+                                                  self._s_flags, panes, refire, self._mark, self._ops,
+                                                  self._offs, rec, self._merged.rec, total_rows,
+                                                  self._emit_groups, self._emit_row, self._emit_src,
+                                                  not direct, want_pairs)
+            except SumOverflowError as exc:
+                raise self._overflow(exc, self._window_text(j)) from None
             if nrows == 0:
                 continue
             if want_pairs:
@@ -1120,13 +1159,16 @@ class WindowAggregator:
         plan = self._final
         out = plan.columns(self._merged.rec[:nrows])  # the rows emitted so far (refires)
         for i, j in enumerate(fast):
-            need = stacks.prepare(self, j * self._ks)
-            if i == 0 or nrows + need > out.capacity:
-                # room for this window and, at its size, the rest (one allocation in the usual case)
-                cap = nrows + need * (len(fast) - i)
-                out = out.grown(nrows, cap)
-                self._emit_groups = _arrow.grown(self._emit_groups, cap)
-            n = stacks.emit(self, self._emit_groups[nrows:], out, nrows)
+            try:
+                need = stacks.prepare(self, j * self._ks)
+                if i == 0 or nrows + need > out.capacity:
+                    # room for this window and, at its size, the rest (one allocation in the usual case)
+                    cap = nrows + need * (len(fast) - i)
+                    out = out.grown(nrows, cap)
+                    self._emit_groups = _arrow.grown(self._emit_groups, cap)
+                n = stacks.emit(self, self._emit_groups[nrows:], out, nrows)
+            except SumOverflowError as exc:  # (merges of panes: the stacks number aggregates with values)
+                raise self._overflow(exc, self._window_text(j), value_index=True) from None
             if n:
                 starts.append(self._offset + j * self._slide)
                 counts.append(n)
@@ -1154,6 +1196,7 @@ class WindowAggregator:
     def flush(self) -> pa.RecordBatch:
         """End of stream: emit every open window (watermark = max int64); for a
         global aggregate, every group."""
+        self._check_usable()
         if self._mode == "global":
             if self._out_schema is None or self._keys.num_groups == 0:
                 return self._empty()
@@ -1171,6 +1214,7 @@ class WindowAggregator:
         """Global aggregate: current values of the groups changed since the last call."""
         if self._mode != "global":
             raise TypeError("take_updates is for a running aggregate (no window); use advance_watermark")
+        self._check_usable()
         if self._out_schema is None:
             return self._empty()
         groups = np.flatnonzero(self._touched[: self._keys.num_groups]).astype(np.int64)
@@ -1236,6 +1280,7 @@ class WindowAggregator:
                              f"as {_window.PANE_LAYOUT!r}: take the snapshot with this version")
         self._init_tables()
         self._held, self._held_rows = [], 0
+        self._overflowed = None
         self._keys = KeyTable.restore(state.keys)
         if state.meta.get("bound"):
             self._input_types = None

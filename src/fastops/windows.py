@@ -17,6 +17,11 @@ Event times must keep their windows' bounds within ``+-2**62`` ms (about 146
 million years; :func:`event_time_range`), so that no bound overflows int64.
 
 Durations go through :func:`fastops.durations.parse_duration`.
+
+Window bounds are ``timestamp[ms]``, in the time zone of the event-time
+column when it has one (:func:`bound_type`): a zone-aware column gives
+zone-aware bounds, the same instants (windows are aligned in UTC, as Flink
+aligns ``TIMESTAMP_LTZ`` windows; shift them with ``offset``).
 """
 from __future__ import annotations
 
@@ -25,6 +30,8 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.types as pat
 
 from fastops.durations import parse_duration, parse_positive_duration
 from fastops.watermarks import first_outside
@@ -36,6 +43,18 @@ def _set(obj: Any, name: str, value: Any) -> None:
 
 TIME_LIMIT = 2**62  # ms: every window bound the kernels compute lies in [-TIME_LIMIT, TIME_LIMIT]
 _MAX_SPAN = TIME_LIMIT // 2  # ms, about 73 million years: event times keep room (see event_time_range)
+
+
+def bound_type(time_type: Optional[pa.DataType]) -> pa.DataType:
+    """The type of window bounds over an event-time column of ``time_type``:
+    ``timestamp[ms]`` with the column's time zone (none for integer, date or
+    zone-naive columns).
+
+    >>> bound_type(pa.timestamp("us", tz="Europe/Berlin"))
+    TimestampType(timestamp[ms, tz=Europe/Berlin])
+    """
+    tz = time_type.tz if time_type is not None and pat.is_timestamp(time_type) else None
+    return pa.timestamp("ms", tz=tz)
 
 
 def _span(value: Any, what: str) -> int:

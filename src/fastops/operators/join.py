@@ -67,6 +67,8 @@ class WindowJoinOperator(Operator):
         return out
 
     def on_watermark(self, t_ms: int) -> list:
+        from fastops.windows import bound_type
+
         self.watermark = max(self.watermark, t_ms)
         size = self.window.size
         ready = sorted(s for s in self.buffers if s + size <= t_ms)
@@ -83,8 +85,9 @@ class WindowJoinOperator(Operator):
             if joined.num_rows == 0:
                 continue
             n = joined.num_rows
-            ws = pa.array(np.full(n, start, dtype=np.int64), pa.timestamp("ms"))
-            we = pa.array(np.full(n, start + size, dtype=np.int64), pa.timestamp("ms"))
+            bt = bound_type(left.schema.field(self.times[0]).type)  # the left time column's zone
+            ws = pa.array(np.full(n, start, dtype=np.int64), bt)
+            we = pa.array(np.full(n, start + size, dtype=np.int64), bt)
             joined = joined.combine_chunks()
             cols = [ws, we] + [joined.column(i).combine_chunks() for i in range(joined.num_columns)]
             names = ["window_start", "window_end"] + joined.schema.names

@@ -539,13 +539,16 @@ class WindowAssign(Operator):
         return assign_windows(self.kind, ts, self.size, self.slide, self.offset, self.time_column)
 
     def process(self, batch: pa.RecordBatch) -> list:
+        from fastops.windows import bound_type
+
         if batch.num_rows == 0:
             return []
         rows, start, end = self.assign(_ms(batch, self.time_column))
         out = batch.take(pa.array(rows)) if len(rows) != batch.num_rows or self.kind != "tumble" else batch
-        out = out.append_column("window_start", pa.array(start, _TS))
-        out = out.append_column("window_end", pa.array(end, _TS))
-        out = out.append_column("window_time", pa.array(end - 1, _TS))
+        bt = bound_type(batch.schema.field(self.time_column).type)  # the time column's zone
+        out = out.append_column("window_start", pa.array(start, bt))
+        out = out.append_column("window_end", pa.array(end, bt))
+        out = out.append_column("window_time", pa.array(end - 1, bt))
         return [out]
 
 

@@ -45,6 +45,7 @@ from fastops._arrow import is_binary_like
 from fastops.table.changelog import OP_COLUMN
 from fastops.table.expressions import (AggCall, Call, Col, Expr, ExpressionError, Interval, Lit, broadcast)
 from fastops.table.types import to_sql
+from fastops.windows import bound_type
 
 __all__ = ["PlanNode", "Scan", "Project", "Filter", "Aggregate", "Distinct", "Join", "Union", "Sort", "WindowTVF",
            "Lateral", "WindowDef", "join_of", "split_equi_join", "compile_plan", "explain_plan", "PlanError", "SqlError"]
@@ -216,8 +217,9 @@ class WindowTVF(PlanNode):
             raise PlanError("a window TVF over an updating table is not supported")
         self.inputs = [child]
         self.window = window
-        self.schema = pa.schema(list(child.schema) + [pa.field("window_start", _TS), pa.field("window_end", _TS),
-                                                      pa.field("window_time", _TS)])
+        bt = bound_type(t)  # the time column's zone (TIMESTAMP_LTZ stays LTZ)
+        self.schema = pa.schema(list(child.schema) + [pa.field("window_start", bt), pa.field("window_end", bt),
+                                                      pa.field("window_time", bt)])
         self.time_col = "window_time"
 
     def label(self) -> str:
@@ -296,7 +298,8 @@ class Aggregate(PlanNode):
                 raise PlanError(f"GROUP BY column {k!r} not found (columns: {child.schema.names})")
         fields = []
         if window is not None:
-            fields += [pa.field("window_start", _TS), pa.field("window_end", _TS)]
+            t = child.schema.field(window.time_col).type if window.time_col in child.schema.names else None
+            fields += [pa.field("window_start", bound_type(t)), pa.field("window_end", bound_type(t))]
         fields += [child.schema.field(k) for k in self.keys]
         self.slot_aggs = []
         self.input_types = []
@@ -702,7 +705,7 @@ class Compiler:
             items: list = []
             for f in node.schema:
                 if f.name == "window_start" and w.kind == "cumulate":
-                    items.append(("window_start", _CastMs(Col("__cstart"))))
+                    items.append(("window_start", _CastMs(Col("__cstart"), f.type)))
                 else:
                     items.append((f.name, Col(f.name)))
             sch = node.schema
@@ -760,14 +763,15 @@ class Compiler:
 
 
 class _CastMs(Expr):
-    """int64 milliseconds -> timestamp[ms]."""
+    """int64 milliseconds -> timestamp[ms] (``type``: with its time zone)."""
 
-    def __init__(self, e: Expr):
+    def __init__(self, e: Expr, type: pa.DataType = _TS):
         self.e = e
+        self.type = type
 
     def eval(self, batch):
         v = broadcast(self.e.eval(batch), batch.num_rows)
-        return v.cast(pa.int64()).cast(_TS)
+        return v.cast(pa.int64()).cast(self.type)
 
 
 def window_time_expr() -> Expr:
