@@ -110,6 +110,22 @@ class StreamEnvironment:
 
     # -- sources ---------------------------------------------------------------
     def from_source(self, source: _sources.Source, parallelism: Optional[int] = None) -> "DataStream":
+        """A stream read from ``source`` (a ``fastops.connectors.sources.Source``).
+
+        Parameters
+        ----------
+        source
+            Describes the input; ``source.open(i, p, position)`` gives the
+            reader of split ``i`` of ``p``.
+        parallelism
+            Source tasks; at most ``source.splits()`` (default: the
+            environment's parallelism, capped the same way).
+
+        Returns
+        -------
+        DataStream
+            Its schema is ``source.schema()`` when the source knows it.
+        """
         p = min(parallelism or self.parallelism, source.splits())
         node = Node(source.name, _check_parallelism(p), source=source)
         return DataStream(self, node)
@@ -130,6 +146,28 @@ class StreamEnvironment:
         return self.from_source(_sources.TableSource(table, batch_size, "from_collection"), 1)
 
     def from_pandas(self, df: Any, batch_size: int = 65536) -> "DataStream":
+        """The rows of a pandas DataFrame (its index is dropped), in batches.
+
+        Parameters
+        ----------
+        df
+            A ``pandas.DataFrame``; column types convert as in
+            ``pyarrow.Table.from_pandas``.
+        batch_size
+            Rows per record batch.
+
+        Returns
+        -------
+        DataStream
+            One source task; replayable, so checkpoints can rewind it.
+
+        Examples
+        --------
+        >>> import fastops as fo, pandas as pd
+        >>> env = fo.StreamEnvironment()
+        >>> env.from_pandas(pd.DataFrame({"k": [1, 2]})).collect().num_rows
+        2
+        """
         table = pa.Table.from_pandas(df, preserve_index=False)
         return self.from_source(_sources.TableSource(table, batch_size, "from_pandas"), 1)
 
@@ -146,12 +184,81 @@ class StreamEnvironment:
         raise TypeError(f"from_arrow needs a Table, batches or an iterator of batches, got {type(data).__name__}")
 
     def from_parquet(self, path: Any, batch_size: int = 65536) -> "DataStream":
+        """The rows of Parquet files: a file, a directory (read recursively;
+        names starting with ``_`` or ``.`` are skipped) or a glob, or a list of these.
+
+        Parameters
+        ----------
+        path
+            Where the files are. A missing file or a glob that matches
+            nothing raises ``FileNotFoundError`` here, not when the job runs.
+        batch_size
+            Largest record batch read, in rows (1 to ``2**31 - 1``).
+
+        Returns
+        -------
+        DataStream
+            With the files' schema. The splits are the row groups of the
+            files, in order; with parallelism ``p`` source task ``i`` reads
+            splits ``i, i + p, ...``. Replayable: a checkpoint records the
+            row group and the rows read of it.
+
+        Examples
+        --------
+        >>> import os, tempfile, fastops as fo, pyarrow as pa, pyarrow.parquet as pq
+        >>> path = os.path.join(tempfile.mkdtemp(), "t.parquet")
+        >>> pq.write_table(pa.table({"k": [1, 2, 3]}), path)
+        >>> fo.StreamEnvironment().from_parquet(path).collect().column("k").to_pylist()
+        [1, 2, 3]
+        """
         return self.from_source(_sources.FileSource(path, "parquet", batch_size))
 
     def from_csv(self, path: Any, batch_size: int = 65536, schema: Optional[pa.Schema] = None) -> "DataStream":
+        """The rows of CSV files (a header line, comma-separated): a file, a
+        directory or a glob, or a list of these.
+
+        Parameters
+        ----------
+        path
+            Where the files are (``FileNotFoundError`` here if there are none).
+        batch_size
+            Largest record batch read, in rows (1 to ``2**31 - 1``).
+        schema
+            Column names and types; without it, types are inferred from the
+            first block of the first file (as ``pyarrow.dataset`` does).
+
+        Returns
+        -------
+        DataStream
+            One split per file, read in order; replayable (a checkpoint
+            records the file and the rows read of it).
+
+        Examples
+        --------
+        >>> import os, tempfile, fastops as fo
+        >>> path = os.path.join(tempfile.mkdtemp(), "t.csv")
+        >>> with open(path, "w") as f:
+        ...     _ = f.write("k,v\\n1,2.5\\n2,3.5\\n")
+        >>> fo.StreamEnvironment().from_csv(path).collect().column("v").to_pylist()
+        [2.5, 3.5]
+        """
         return self.from_source(_sources.FileSource(path, "csv", batch_size, schema))
 
     def from_ipc(self, path: Any, batch_size: int = 65536) -> "DataStream":
+        """The rows of Arrow IPC (Feather v2) files: a file, a directory or a glob.
+
+        Parameters
+        ----------
+        path
+            Where the files are (``FileNotFoundError`` here if there are none).
+        batch_size
+            Largest record batch read, in rows (1 to ``2**31 - 1``).
+
+        Returns
+        -------
+        DataStream
+            One split per file, read in order; replayable.
+        """
         return self.from_source(_sources.FileSource(path, "ipc", batch_size))
 
     def from_generator(self, fn: Callable[[], Iterable[Any]], rate: Optional[float] = None,
