@@ -329,12 +329,61 @@ def test_kill_and_resume_gives_the_same_rewards(tmp_path):
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         assert proc.returncode == -signal.SIGKILL  # killed before the end
-    done = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    # resumed with its progress bar: it counts the rows the checkpoint covers too
+    done = subprocess.run([a for a in args if a != "--no-progress"], capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 0, done.stderr
     assert "resumed from checkpoint" in done.stdout
+    rows_in = int(next(ln for ln in done.stdout.splitlines() if ln.startswith("rows in")).split()[2]
+                  .replace(",", ""))
+    assert 0 < rows_in < 300_000  # this run read only the rest
+    assert "300,000/300,000 rows" in done.stderr  # the bar still ends at 100 %
     import pyarrow.dataset as ds
 
     rewards = ds.dataset(os.path.join(out, "rewards"), format="parquet").to_table()
     rows = sorted(zip(_ms(rewards.column("window_start")), rewards.column("player_id").to_pylist(),
                       rewards.column("pops").to_pylist()))
     assert rows == reference_rewards(_con(cfg))
+
+
+@settings(max_examples=40, deadline=None)
+@given(events=st.integers(1, 5000), batch=st.integers(1, 700), p=st.integers(1, 4), k=st.integers(0, 12),
+       data=st.data())
+def test_source_rows_at_a_position_equal_the_rows_read(events, batch, p, k, data):
+    """What the progress bar adds for a restored split: the rows read to its position."""
+    cfg = demo.DemoConfig(events=events, batch_size=batch, players=50)
+    source = demo.PlayerEventSource(cfg)
+    p = min(p, source.splits())
+    i = data.draw(st.integers(0, p - 1))
+    reader = source.open(i, p)
+    rows = 0
+    for _ in range(k):
+        b = reader.read()
+        if b is demo.END:
+            break
+        rows += b.num_rows
+    assert source.rows_at(i, p, reader.position()) == rows
+    assert source.total_rows() == events
+
+
+def test_sql_face_shows_one_bar_over_its_queries():
+    import io
+
+    cfg = small(events=100_000)
+    buf = io.StringIO()
+    res = demo.run_demo_sql(cfg, progress=True, stream=buf)
+    text = buf.getvalue()
+    assert "reward engine (SQL)" in text
+    assert "300,000/300,000 rows" in text  # three queries over 100k events each
+    assert "query 3/3: per_minute" in text
+    assert res.job.rows_in == 100_000
+
+
+def test_cli_demo_sql_prints_progress(capsys):
+    from fastops import cli
+
+    code = cli.main(["demo", "--sql", "--events", "60k", "--players", "2000", "--events-per-s", "5000",
+                     "--rows", "1"])
+    assert code == 0
+    err = capsys.readouterr().err
+    assert "reward engine (SQL)" in err and "180,000/180,000 rows" in err
