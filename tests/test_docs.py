@@ -79,3 +79,14 @@ def test_relative_links_point_to_existing_files():
         base = os.path.dirname(page)
         for target in link.findall(text):
             assert os.path.exists(os.path.join(base, target)), f"{page}: broken link {target}"
+
+
+def test_index_links_every_page():
+    """Every page of the guide is reachable from docs/index.md (the README links the index)."""
+    with open(os.path.join(ROOT, "docs", "index.md"), encoding="utf-8") as fh:
+        index = fh.read()
+    for page in PAGES[1:]:
+        name = os.path.basename(page)
+        if name != "index.md":
+            assert f"]({name})" in index, f"docs/index.md does not link {name}"
+    assert os.path.join(ROOT, "docs", "datastream.md") in PAGES  # its blocks run like every page's
