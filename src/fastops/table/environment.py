@@ -484,6 +484,9 @@ class TableEnvironment:
 
     def _insert_into(self, name: str, table: Table, overwrite: bool = False) -> TableResult:
         entry = self._tables.get(name)
+        if entry is None and name in self._views:
+            raise PlanError(f"INSERT INTO the view {name!r} is not supported; insert into a table created "
+                            "with CREATE TABLE ... WITH ('connector' = ...)")
         if entry is None:
             raise KeyError(f"sink table {name!r} not found; create it with CREATE TABLE ... WITH (...)")
         if not isinstance(entry, ConnectorTable):

@@ -50,6 +50,10 @@ __all__ = ["SqlError", "parse", "compile_query", "preprocess"]
 # ---------------------------------------------------------------- preprocessing
 
 _TVFS = {"TUMBLE", "HOP", "CUMULATE", "SESSION"}
+# Flink's legacy group windows: GROUP BY TUMBLE(ts, INTERVAL ...) and their auxiliary functions
+# (SESSION( is SESSWIN( after preprocess).
+_GROUP_WINDOW_FUNCTIONS = {"TUMBLE", "HOP", "SESSWIN", "CUMULATE"} | {
+    f"{w}_{part}" for w in ("TUMBLE", "HOP", "SESSION") for part in ("START", "END", "ROWTIME", "PROCTIME")}
 _UNITS = {"MILLISECONDS": "MILLISECOND", "SECONDS": "SECOND", "MINUTES": "MINUTE", "HOURS": "HOUR",
           "DAYS": "DAY", "WEEKS": "WEEK", "MONTHS": "MONTH", "YEARS": "YEAR"}
 
@@ -184,6 +188,9 @@ def _dialect(udf_names: frozenset) -> Any:
 
 def parse(sql: str, udf_names: Sequence[str] = ()) -> tuple[exp.Expression, Prepared]:
     prep = preprocess(sql)
+    for pattern, what, instead in _UNPARSED_STATEMENTS:  # sqlglot reads some as other statements
+        if re.match(pattern, prep.sql, re.IGNORECASE):
+            raise _unsupported(what, None, instead)
     try:
         tree = sqlglot.parse_one(prep.sql, dialect=_dialect(frozenset(n.upper() for n in udf_names)))
     except ParseError as exc:
@@ -198,8 +205,220 @@ def parse(sql: str, udf_names: Sequence[str] = ()) -> tuple[exp.Expression, Prep
             desc = e0.get("description", "")
         else:
             desc = str(exc)
+        _raise_if_unsupported_syntax(prep.sql)
+        missing = re.search(r"Required keyword: '(\w+)' missing for <class '[\w.]*?(\w+)'>", desc)
+        if missing:  # sqlglot's own name for a built-in function called with too few arguments
+            desc = (f"the built-in function {missing.group(2).upper()} misses its argument "
+                    f"{missing.group(1)!r} (a UDF of that name is used only once it is registered "
+                    "with create_temporary_function)")
         raise SqlError(f"SQL parse error{where}: {desc}") from None
+    check_supported(tree)
     return tree, prep
+
+
+# ---------------------------------------------------------------- unsupported constructs
+# Flink SQL that fastops does not run is refused by name (and what to use instead)
+# before planning, instead of failing later on a piece of it or running something else.
+
+def _unsupported(what: str, node: Any = None, instead: str = "") -> SqlError:
+    pos = _pos(node) if node is not None else ""
+    return SqlError(f"{what} is not supported by fastops SQL{pos}" + (f"; {instead}" if instead else ""))
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def _short(node: Any, limit: int = 60) -> str:
+    text = node.sql()
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+_OVER_INSTEAD = ("for aggregates over time use a window TVF (TUMBLE / HOP / CUMULATE / SESSION) with "
+                 "GROUP BY window_start, window_end; for per-row running state a KeyedProcessFunction "
+                 "in the DataStream API")
+_GROUPINGS_INSTEAD = "run one GROUP BY per grouping and combine them with UNION ALL"
+_SUBQUERY_INSTEAD = "join the subquery's result instead (JOIN ... ON)"
+_INTERSECT_INSTEAD = "use SELECT DISTINCT ... with a JOIN ON every column"
+_EXCEPT_INSTEAD = "use a LEFT JOIN ON every column keeping the rows WHERE the right side IS NULL"
+
+# Node types refused wherever they appear: (name, what to do instead).
+_UNSUPPORTED_NODES: dict[type, tuple[str, str]] = {
+    exp.MatchRecognize: ("MATCH_RECOGNIZE (row pattern matching)",
+                         "match patterns with a KeyedProcessFunction (keyed state and timers) in the "
+                         "DataStream API"),
+    exp.Unnest: ("UNNEST", "expand arrays with a table function: LATERAL TABLE(my_udtf(col)) "
+                 "(fastops.udtf)"),
+    exp.Version: ("FOR SYSTEM_TIME AS OF (temporal table joins and time travel)",
+                  "a JOIN ... ON would match every version of the versioned table; look up the "
+                  "version valid at a row's time with a KeyedProcessFunction in the DataStream API"),
+    exp.GroupingSets: ("GROUPING SETS", _GROUPINGS_INSTEAD),
+    exp.Rollup: ("ROLLUP", _GROUPINGS_INSTEAD),
+    exp.Cube: ("CUBE", _GROUPINGS_INSTEAD),
+    exp.Pivot: ("PIVOT / UNPIVOT", "write one aggregate per output column, e.g. "
+                "SUM(CASE WHEN k = 'a' THEN v END) AS a"),
+    exp.TableSample: ("TABLESAMPLE", "filter on a hash or random value in WHERE"),
+    exp.Values: ("VALUES", "register the rows as a view: t_env.create_temporary_view(name, "
+                 "t_env.from_elements(rows, column_names))"),
+    exp.Filter: ("FILTER (WHERE ...) on an aggregate",
+                 "aggregate a CASE instead: COUNT(CASE WHEN cond THEN 1 END), SUM(CASE WHEN cond THEN x END)"),
+    exp.Exists: ("EXISTS (subquery)", _SUBQUERY_INSTEAD),
+}
+
+# Statements that change stored data or catalogs.
+_STATEMENTS = {exp.Alter: "ALTER", exp.Delete: "DELETE", exp.Update: "UPDATE", exp.Merge: "MERGE",
+               exp.TruncateTable: "TRUNCATE TABLE", exp.Analyze: "ANALYZE"}
+
+# CREATE TABLE connectors the catalog can read or write (environment.py's _connector_scan and
+# _insert_into), and the filesystem connector's formats.
+_CONNECTORS = {"filesystem": "Parquet or CSV files, source and sink", "print": "sink",
+               "blackhole": "sink"}
+_FILE_FORMATS = ("parquet", "csv")
+
+
+def check_supported(tree: Any) -> None:
+    """Raise SqlError naming the first construct of ``tree`` fastops does not run."""
+    for node in tree.walk():
+        named = _UNSUPPORTED_NODES.get(type(node))
+        if named is not None:
+            raise _unsupported(named[0], node, named[1])
+        if isinstance(node, exp.Window):  # f(...) OVER (...) or a WINDOW clause's entry
+            raise _unsupported(f"the OVER window {_short(node)!r}", node, _OVER_INSTEAD)
+        if isinstance(node, (exp.Intersect, exp.Except)):
+            op = "INTERSECT" if isinstance(node, exp.Intersect) else "EXCEPT"
+            instead = (_INTERSECT_INSTEAD if isinstance(node, exp.Intersect) else _EXCEPT_INSTEAD)
+            op += "" if node.args.get("distinct", True) else " ALL"
+            raise _unsupported(op, node, instead)
+        if isinstance(node, exp.Select):
+            _check_select(node)
+        elif isinstance(node, exp.With) and node.args.get("recursive"):
+            _check_recursive(node)
+        elif isinstance(node, exp.Join):
+            _check_join(node)
+        elif isinstance(node, exp.Lateral) and isinstance(node.this, (exp.Subquery, exp.Select)):
+            raise _unsupported("LATERAL (subquery)", node, _SUBQUERY_INSTEAD + " or use LATERAL TABLE(udtf(...))")
+        elif isinstance(node, exp.Fetch):
+            opts = node.args.get("limit_options")
+            if opts is not None and (opts.args.get("percent") or opts.args.get("with_ties")):
+                raise _unsupported("FETCH ... PERCENT / WITH TIES", node, "use FETCH FIRST n ROWS ONLY or LIMIT n")
+        elif isinstance(node, exp.Insert):
+            _check_insert(node)
+        elif isinstance(node, exp.Create):
+            _check_create(node)
+        elif isinstance(node, exp.Command):  # a statement sqlglot could not parse
+            _raise_if_unsupported_syntax(node.sql())
+            words = f"{node.this} {node.expression if isinstance(node.expression, str) else ''}".split()
+            raise _unsupported("the statement " + " ".join(words[:2]).upper(), node)
+        elif type(node) in _STATEMENTS:
+            raise _unsupported(f"the statement {_STATEMENTS[type(node)]}", node,
+                               "tables are views of data (create_temporary_view) or connector tables "
+                               "(CREATE TABLE ... WITH, written by INSERT INTO)")
+
+
+def _check_select(q: exp.Select) -> None:
+    if q.args.get("windows"):
+        raise _unsupported("the WINDOW clause (named OVER windows)", q.args["windows"][0], _OVER_INSTEAD)
+    if q.args.get("qualify") is not None:
+        raise _unsupported("QUALIFY", q.args["qualify"], _OVER_INSTEAD)
+    distinct = q.args.get("distinct")
+    if distinct is not None and distinct.args.get("on") is not None:
+        raise _unsupported("DISTINCT ON", distinct, "GROUP BY the columns and aggregate the others")
+    group = q.args.get("group")
+    if group is not None and group.args.get("all"):
+        raise _unsupported("GROUP BY ALL", group, "list the grouping columns")
+
+
+def _check_recursive(with_: exp.With) -> None:
+    """WITH RECURSIVE is refused when a CTE reads itself (a plain CTE under it runs as written)."""
+    for cte in with_.expressions:
+        if any(t.name.lower() == cte.alias.lower() for t in cte.this.find_all(exp.Table)):
+            raise _unsupported(f"WITH RECURSIVE (the recursive query {cte.alias!r})", cte,
+                               "compute the iterations in Python, or unroll a fixed number of them into "
+                               "CTEs that each read the previous one")
+
+
+def _check_join(j: exp.Join) -> None:
+    kind = (j.args.get("kind") or "").upper()
+    if kind in ("SEMI", "ANTI"):
+        raise _unsupported(f"{(j.args.get('side') or '').upper()} {kind} JOIN".strip(), j,
+                           "a semi join is a JOIN with DISTINCT; an anti join a LEFT JOIN WHERE the right "
+                           "key IS NULL")
+    if (j.args.get("method") or "").upper() == "NATURAL":
+        raise _unsupported("NATURAL JOIN", j, "join with ON a.k = b.k")
+
+
+def _check_insert(ins: exp.Insert) -> None:
+    target = ins.this
+    if isinstance(target, exp.Schema) and target.expressions:
+        cols = ", ".join(c.name for c in target.expressions)
+        raise _unsupported(f"INSERT INTO {target.this.name} ({cols}) (a column list)", ins,
+                           "select the columns in the sink table's order, INSERT INTO "
+                           f"{target.this.name} SELECT ...")
+    if isinstance(target, exp.Table) and target.args.get("partition"):
+        raise _unsupported("INSERT ... PARTITION (...)", ins, "the filesystem connector writes unpartitioned files")
+
+
+def _check_create(create: exp.Create) -> None:
+    kind = (create.args.get("kind") or "").upper()
+    if kind == "FUNCTION":
+        raise _unsupported("CREATE FUNCTION", create, "register a Python function with "
+                           "t_env.create_temporary_function(name, udf(...)) (or udaf / udtf)")
+    if kind not in ("TABLE", "VIEW"):
+        raise _unsupported(f"CREATE {kind}", create, "fastops SQL has one catalog of tables and views")
+    props = create.args.get("properties")
+    if kind != "TABLE" or props is None:
+        return
+    opts = {}
+    for p in props.expressions:
+        if isinstance(p, exp.PartitionedByProperty):
+            raise _unsupported("PARTITIONED BY", p, "the filesystem connector writes unpartitioned files")
+        if isinstance(p, exp.LikeProperty):
+            raise _unsupported("CREATE TABLE ... LIKE", p, "list the columns")
+        if isinstance(p, exp.Property):
+            key = p.this.this if isinstance(p.this, exp.Literal) else p.name
+            val = p.args.get("value")
+            opts[str(key).lower()] = (val.this if isinstance(val, exp.Literal) else
+                                      (val.sql() if val is not None else None), p)
+    if "connector" in opts:
+        connector, node = opts["connector"]
+        if str(connector).lower() not in _CONNECTORS:
+            known = ", ".join(f"'{k}' ({v})" for k, v in _CONNECTORS.items())
+            raise _unsupported(f"connector {connector!r}", node,
+                               f"the connectors are {known}; read other sources with the DataStream API "
+                               "and t_env.from_data_stream(stream)")
+        if str(connector).lower() == "filesystem" and "format" in opts and \
+                str(opts["format"][0]).lower() not in _FILE_FORMATS:
+            raise _unsupported(f"format {opts['format'][0]!r} of the filesystem connector", opts["format"][1],
+                               "use 'parquet' or 'csv'")
+
+
+# Statements sqlglot does not read (or reads as something else), by their first words.
+_UNPARSED_STATEMENTS = [
+    (r"^\s*(BEGIN|EXECUTE)\s+STATEMENT\s+SET\b", "STATEMENT SET", "run each INSERT INTO with execute_sql"),
+    (r"^\s*(RE)?SET\b", "the statement SET / RESET (configuration)",
+     "configure the TableEnvironment with its arguments: TableEnvironment(mode=..., parallelism=..., "
+     "batch_size=...)"),
+    (r"^\s*(CHANGELOG_MODE|ESTIMATED_COST|JSON_EXECUTION_PLAN|PLAN_ADVICE)\b", "EXPLAIN with details",
+     "EXPLAIN takes the query alone: EXPLAIN SELECT ..."),
+]
+# Syntax sqlglot cannot parse: the words that name it, looked for after a parse error.
+_UNPARSED = _UNPARSED_STATEMENTS + [
+    (r"\bMATCH_RECOGNIZE\b", "MATCH_RECOGNIZE (row pattern matching)",
+     _UNSUPPORTED_NODES[exp.MatchRecognize][1]),
+    (r"\bMETADATA\b", "a METADATA column", "declare physical columns only"),
+    (r"\bMINUS\s+(ALL\s+)?\(?\s*SELECT\b", "MINUS (EXCEPT)", _EXCEPT_INSTEAD),
+]
+
+
+def _raise_if_unsupported_syntax(sql: str) -> None:
+    """After a parse error: name the unsupported construct ``sql`` holds, if one is there."""
+    try:  # the words outside string literals and comments
+        words = " ".join(t.text if t.token_type.name != "STRING" else "''" for t in sqlglot.tokenize(sql))
+    except TokenError:
+        return
+    for pattern, what, instead in _UNPARSED:
+        if re.search(pattern, words, re.IGNORECASE):
+            raise _unsupported(what, None, instead)
 
 
 # ---------------------------------------------------------------- scopes
@@ -277,7 +496,9 @@ def interval_ms(node: Any) -> int:
             return parse_duration(str(value))
         uname = {"MILLISECOND": "MILLISECOND", "MS": "MILLISECOND"}.get(uname, uname)
         if uname not in _UNIT_MS:
-            raise SqlError(f"unsupported interval unit {unit.name!r}{_pos(node)}")
+            raise _unsupported(f"the interval unit {unit.name.upper()!r}", node,
+                               "intervals are MILLISECOND, SECOND, MINUTE, HOUR, DAY or WEEK (months and "
+                               "years have no fixed length)")
         try:
             return int(float(str(value).strip()) * _UNIT_MS[uname])
         except ValueError:
@@ -315,7 +536,7 @@ class QueryCompiler:
                 alias = item.alias or None
                 return node, Scope.of(node, alias)
             if isinstance(inner, (exp.Anonymous, exp.Func)) and not isinstance(inner, exp.Identifier):
-                raise SqlError(f"unsupported table expression {inner.sql()!r}{_pos(inner)}")
+                raise _unsupported(f"the table expression {_short(inner)!r}", inner)
             name = item.name
             node = self.table_ref(name, item)
             return node, Scope.of(node, item.alias or name)
@@ -324,7 +545,7 @@ class QueryCompiler:
             return node, Scope.of(node, item.alias or None)
         if isinstance(item, exp.Lateral):
             raise SqlError(f"LATERAL must follow a table{_pos(item)}")
-        raise SqlError(f"unsupported FROM item {item.sql()!r}{_pos(item)}")
+        raise _unsupported(f"the FROM item {_short(item)!r}", item)
 
     def tvf(self, table_fn: exp.Anonymous) -> PlanNode:
         args = table_fn.expressions
@@ -335,8 +556,9 @@ class QueryCompiler:
         if fname == "SESSWIN":
             fname = "SESSION"
         if fname not in _TVFS:
-            raise SqlError(f"unsupported table function {call.sql()!r}{_pos(call)}; "
-                           "known: TUMBLE, HOP, CUMULATE, SESSION")
+            raise _unsupported(f"the table function {_short(call)!r} in FROM", call,
+                               "the window TVFs are TUMBLE, HOP, CUMULATE and SESSION; join a table "
+                               "function with LATERAL TABLE(udtf(...))")
         params = list(call.expressions)
         named: dict[str, Any] = {}
         positional = []
@@ -349,8 +571,17 @@ class QueryCompiler:
                  "HOP": ["DATA", "TIMECOL", "SLIDE", "SIZE", "OFFSET"],
                  "CUMULATE": ["DATA", "TIMECOL", "STEP", "SIZE", "OFFSET"],
                  "SESSION": ["DATA", "TIMECOL", "GAP"]}[fname]
+        if len(positional) > len(order):
+            raise _unsupported(f"a {_ordinal(len(order) + 1)} argument of {fname}", positional[len(order)],
+                               f"{fname}'s arguments are {', '.join(order)}")
         for k, v in zip(order, positional):
-            named.setdefault(k, v)
+            if k in named:
+                raise SqlError(f"{fname}: {k} is given twice (by position and by name){_pos(v)}")
+            named[k] = v
+        unknown = [k for k in named if k not in order]
+        if unknown:
+            raise _unsupported(f"the argument {unknown[0]} of {fname}", call,
+                               f"{fname}'s arguments are {', '.join(order)}")
         missing = [k for k in order if k != "OFFSET" and k not in named]
         if missing:
             raise SqlError(f"{fname} needs {', '.join(missing)}{_pos(call)}")
@@ -364,6 +595,9 @@ class QueryCompiler:
         tc = named["TIMECOL"]
         if not (isinstance(tc, exp.Anonymous) and tc.name.upper() == "DESCRIPTOR" and tc.expressions):
             raise SqlError(f"{fname}: the time column must be DESCRIPTOR(column){_pos(tc)}")
+        if len(tc.expressions) > 1:
+            raise _unsupported(f"{fname}: a DESCRIPTOR of {len(tc.expressions)} columns", tc,
+                               "give the one time attribute column: DESCRIPTOR(ts)")
         time_col = tc.expressions[0].name
         if time_col not in child.schema.names:
             raise SqlError(f"{fname}: DESCRIPTOR column {time_col!r} not found{_pos(tc)}; "
@@ -427,8 +661,9 @@ class QueryCompiler:
         on = j.args.get("on")
         if kind == "CROSS" or on is None:
             if j.args.get("using"):
-                raise SqlError(f"JOIN ... USING is not supported; use ON{_pos(j)}")
-            raise SqlError(f"a join needs ON with equality conditions (cross joins are not supported){_pos(j)}")
+                raise _unsupported("JOIN ... USING", j, "join with ON a.k = b.k")
+            raise _unsupported("a join without ON (CROSS JOIN, FROM a, b)", j,
+                               "join ON at least one equality between the two sides")
         cond = self.expr(on, scope)
         try:
             node = join_of(left, right, cond, how, self.streaming)
@@ -482,12 +717,10 @@ class QueryCompiler:
     def select(self, q: exp.Select) -> PlanNode:
         from fastops.table.table import build_aggregate, distinct_of
 
-        for key in ("windows", "qualify", "pivots"):
-            if q.args.get(key):
-                raise SqlError(f"{key.upper()} is not supported")
         node, scope = self.from_clause(q)
         if node is None:
-            raise SqlError("SELECT without FROM is not supported")
+            raise _unsupported("SELECT without FROM", q, "select FROM a table; register literal rows with "
+                               "t_env.create_temporary_view(name, t_env.from_elements(rows, column_names))")
         where = q.args.get("where")
         if where is not None:
             node = Filter(node, self.expr(where.this, scope))
@@ -605,8 +838,11 @@ class QueryCompiler:
                     raise SqlError(f"ORDER BY {e.sql()!r} must name a column of the SELECT list{_pos(e)}")
                 keys.append((name, asc))
         n = None
-        if limit is not None:
+        if isinstance(limit, exp.Fetch):  # FETCH FIRST / NEXT n ROWS ONLY is LIMIT n
+            le = limit.args.get("count") or exp.Literal.number(1)
+        elif limit is not None:
             le = limit.args.get("expression") if limit.args.get("expression") is not None else limit.this
+        if limit is not None:
             n = int(le.this) if isinstance(le, exp.Literal) else None
             if n is None:
                 raise SqlError(f"LIMIT must be a number, got {le.sql()!r}")
@@ -625,6 +861,8 @@ class QueryCompiler:
 
     def _expr(self, e: Any, scope: Scope, aliases: Optional[dict]) -> Expr:
         rec = lambda a: self._expr(a, scope, aliases)  # noqa: E731
+        if isinstance(e, (exp.Subquery, exp.Select)):
+            raise _unsupported("a subquery in an expression", e, _SUBQUERY_INSTEAD)
         if isinstance(e, exp.Paren):
             return rec(e.this)
         if isinstance(e, exp.Column):
@@ -666,13 +904,13 @@ class QueryCompiler:
             if isinstance(e.expression, exp.Boolean):
                 v = rec(e.this)
                 return Call("and_kleene", [Call("is_valid", [v]), Call("equal", [v, Lit(bool(e.expression.this))])])
-            raise SqlError(f"unsupported IS expression {e.sql()!r}{_pos(e)}")
+            raise _unsupported(f"the IS expression {_short(e)!r}", e, "use IS [NOT] NULL, TRUE or FALSE")
         if isinstance(e, exp.Like):
             r = Call("like", [rec(e.this), rec(e.expression)])
             return Call("invert", [r]) if e.args.get("negate") else r
         if isinstance(e, exp.In):
             if e.args.get("query") is not None:
-                raise SqlError(f"IN (subquery) is not supported{_pos(e)}")
+                raise _unsupported("IN (subquery)", e, _SUBQUERY_INSTEAD)
             vals = []
             for v in e.expressions:
                 lv = rec(v)
@@ -750,10 +988,13 @@ class QueryCompiler:
                 return Call(_NAMED[up], args)
             if up in ("PERCENTILE_APPROX", "APPROX_PERCENTILE"):
                 return self._percentile(e, args)
-            if isinstance(e, exp.Window):
-                raise SqlError(f"OVER windows are not supported{_pos(e)}")
+            if up in _GROUP_WINDOW_FUNCTIONS:
+                raise _unsupported(f"the group window function {'SESSION' if up == 'SESSWIN' else up}() "
+                                   "(Flink's legacy GROUP BY TUMBLE(...) windows)", e,
+                                   "use a window TVF: FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), "
+                                   "INTERVAL '1' MINUTE)) GROUP BY window_start, window_end")
             raise SqlError(f"unknown function {name!r}{_pos(e)}")
-        raise SqlError(f"unsupported SQL construct {type(e).__name__} ({e.sql()!r}){_pos(e)}")
+        raise _unsupported(f"the expression {_short(e)!r} ({type(e).__name__})", e)
 
     def _percentile(self, e: Any, args: list) -> Expr:
         if len(args) != 2 or not isinstance(args[1], Lit):
@@ -794,11 +1035,9 @@ def _func_args(e: exp.Func) -> list:
     out = []
     for k in e.arg_types:
         v = e.args.get(k)
-        if v is None:
-            continue
         if isinstance(v, list):
             out.extend(v)
-        else:
+        elif isinstance(v, exp.Expression):  # not flags such as Array's value_constructor
             out.append(v)
     return out
 
