@@ -44,6 +44,56 @@ def _names(cols: Sequence[Any]) -> tuple[str, ...]:
     return tuple(flat)
 
 
+def _missing(what: str, column: str, schema: pa.Schema) -> Exception:
+    """A missing column, raised where the graph is built (a KeyError and a ValueError)."""
+    from fastops.window import MissingColumnError
+
+    return MissingColumnError(f"{what} {column!r} not in stream (columns: {schema.names})")
+
+
+def _require(schema: Optional[pa.Schema], columns: Sequence[str], what: str) -> None:
+    """Check that ``columns`` exist, when the stream's schema is known."""
+    if schema is not None:
+        for c in columns:
+            if c not in schema.names:
+                raise _missing(what, c, schema)
+
+
+def _no_rows(schema: pa.Schema) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist([], schema=schema)
+
+
+def _expression_error(exc: Exception, schema: pa.Schema, what: str) -> Exception:
+    """An Arrow error from evaluating ``what`` over no rows of ``schema``, as a
+    MissingColumnError (an unknown column) or a TypeError (types that do not fit)."""
+    import re
+
+    msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    m = re.search(r"No match for FieldRef\.Name\((.*?)\) in ", str(exc))
+    if m:
+        return _missing(f"{what}: column", m.group(1), schema)
+    return TypeError(f"{what}: {msg} (columns: {', '.join(f'{f.name}: {f.type}' for f in schema)})")
+
+
+_ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
+
+
+def _aggregate_schema(window: Any, keys: Sequence[str], aggs: dict, time: Optional[str], lateness: Any,
+                      schema: Optional[pa.Schema]) -> Optional[pa.Schema]:
+    """Check a window / running aggregate now (columns and their types, when the
+    input schema is known); its output schema, or None if the input's is unknown."""
+    from fastops.window import WindowAggregator
+
+    if schema is not None:
+        _require(schema, [time] if time is not None else [], "time column")
+        for name, a in aggs.items():
+            column = getattr(a, "column", None)
+            if isinstance(column, str):
+                _require(schema, [column], f"aggregate {name!r}: column")
+    return WindowAggregator(window, list(keys), dict(aggs), time=time, allowed_lateness=lateness,
+                            schema=schema).output_schema
+
+
 def _schema_from(schema: Any) -> Optional[pa.Schema]:
     if schema is None or isinstance(schema, pa.Schema):
         return schema
@@ -126,9 +176,11 @@ class StreamEnvironment:
         DataStream
             Its schema is ``source.schema()`` when the source knows it.
         """
+        if parallelism is not None:
+            _check_parallelism(parallelism)
         p = min(parallelism or self.parallelism, source.splits())
         node = Node(source.name, _check_parallelism(p), source=source)
-        return DataStream(self, node)
+        return DataStream(self, node, schema=source.schema())
 
     def from_collection(self, rows: Sequence[Any], schema: Any = None,
                         batch_size: int = 65536) -> "DataStream":
@@ -173,6 +225,7 @@ class StreamEnvironment:
 
     def from_arrow(self, data: Any, batch_size: int = 65536) -> "DataStream":
         """A Table, a RecordBatch, a list of batches, or an iterator of batches."""
+        _sources.check_batch_size(batch_size)
         if isinstance(data, pa.RecordBatch):
             data = pa.Table.from_batches([data])
         if isinstance(data, (list, tuple)):
@@ -385,11 +438,18 @@ class DataStream:
     """A stream of record batches: the output of one node (or one of its side outputs)."""
 
     def __init__(self, env: StreamEnvironment, node: Node, tag: Optional[str] = None,
-                 time_column: Optional[str] = None):
+                 time_column: Optional[str] = None, schema: Optional[pa.Schema] = None):
         self.env = env
         self.node = node
         self.tag = tag
         self.time_column = time_column
+        #: The schema of this stream's batches when it is known as the graph is
+        #: built (sources with a schema, then filter, select, key_by, windows,
+        #: aggregates, joins), else None (after map, flat_map, process, transform).
+        #: Columns are checked against it at the user's call, and an empty
+        #: result keeps its columns.
+        self.schema = schema
+        self._side_schemas: dict[str, pa.Schema] = {}
 
     # -- plumbing --------------------------------------------------------------
     def _edge(self, partitioning: str = "forward", keys: tuple[str, ...] = (), input_index: int = 0) -> Edge:
@@ -397,14 +457,17 @@ class DataStream:
 
     def _then(self, name: str, factory: Callable[[], Any], parallelism: Optional[int] = None,
               partitioning: str = "forward", keys: tuple[str, ...] = (),
-              time_column: Optional[str] = "inherit") -> "DataStream":
+              time_column: Optional[str] = "inherit", schema: Optional[pa.Schema] = None) -> "DataStream":
+        if parallelism is not None:
+            _check_parallelism(parallelism)
         p = parallelism or self.node.parallelism
         node = Node(name, p, factory=factory, inputs=[self._edge(partitioning, keys)])
         tc = self.time_column if time_column == "inherit" else time_column
-        return DataStream(self.env, node, time_column=tc)
+        return DataStream(self.env, node, time_column=tc, schema=schema)
 
     def set_parallelism(self, parallelism: int) -> "DataStream":
         """Set this operator's parallelism (before anything consumes it)."""
+        _check_parallelism(parallelism)
         if self.node.is_source:
             parallelism = min(parallelism, self.node.source.splits())
         self.node.parallelism = _check_parallelism(parallelism)
@@ -424,13 +487,21 @@ class DataStream:
         from fastops.durations import parse_duration
         from fastops.watermarks import BoundedOutOfOrderness, MonotonousTimestamps
 
+        from fastops.durations import parse_positive_duration
+        from fastops.watermarks import to_ms
+
         if not isinstance(column, str):
             raise TypeError(f"the time column must be a name, got {column!r}")
+        _require(self.schema, [column], "time column")
+        if self.schema is not None:  # integer ms, timestamp or date, else a TypeError naming it
+            to_ms(pa.array([], self.schema.field(column).type), column)
         bound = parse_duration(max_out_of_orderness) if max_out_of_orderness else 0
-        idle = parse_duration(idle_timeout) if idle_timeout is not None else None
+        if bound < 0:
+            raise ValueError(f"max_out_of_orderness must be a duration >= 0, got {max_out_of_orderness!r}")
+        idle = parse_positive_duration(idle_timeout, "idle_timeout") if idle_timeout is not None else None
         factory = (MonotonousTimestamps if monotonous else (lambda: BoundedOutOfOrderness(bound)))
         return self._then("watermark", lambda: _basic.WatermarkAssigner(column, factory, idle),
-                          time_column=column)
+                          time_column=column, schema=self.schema)
 
     # -- transformations -------------------------------------------------------
     def map(self, fn: Callable[[pa.RecordBatch], Any], name: Optional[str] = None) -> "DataStream":
@@ -448,17 +519,39 @@ class DataStream:
                          else f"filter({getattr(predicate, '__name__', 'fn')})")
         if not isinstance(predicate, pc.Expression) and not callable(predicate):
             raise TypeError(f"filter needs an expression (fastops.col(...) > 0) or a function, got {type(predicate).__name__}")
-        return self._then(label, lambda: _basic.Filter(predicate, label))
+        if isinstance(predicate, pc.Expression) and self.schema is not None:
+            try:  # unknown columns, types without a kernel, a predicate that is not boolean
+                _no_rows(self.schema).filter(predicate)
+            except _ARROW_ERRORS as exc:
+                raise _expression_error(exc, self.schema, f"filter {predicate}") from None
+        return self._then(label, lambda: _basic.Filter(predicate, label), schema=self.schema)
 
     def select(self, *columns: str, **expressions: Any) -> "DataStream":
         """Keep ``columns`` and add ``name=expression`` columns, in that order."""
         spec: dict[str, Any] = {c: c for c in columns}
         spec.update(expressions)
-        return self._then("select", lambda: _basic.Project(spec, keep_existing=False))
+        _require(self.schema, [v for v in spec.values() if isinstance(v, str)], "select: column")
+        schema = self._projected(spec, False, "select")
+        return self._then("select", lambda: _basic.Project(spec, keep_existing=False), schema=schema)
 
     def with_columns(self, **expressions: Any) -> "DataStream":
         """Add or replace columns computed by pyarrow.compute expressions."""
-        return self._then("with_columns", lambda: _basic.Project(dict(expressions), keep_existing=True))
+        schema = self._projected(expressions, True, "with_columns")
+        return self._then("with_columns", lambda: _basic.Project(dict(expressions), keep_existing=True),
+                          schema=schema)
+
+    def _projected(self, spec: dict[str, Any], keep_existing: bool, what: str) -> Optional[pa.Schema]:
+        """Check select / with_columns expressions; their output schema if the input's is known."""
+        for name, v in spec.items():
+            if not isinstance(v, (str, pc.Expression)):
+                raise TypeError(f"{what}: column {name!r}: expected a column name or a pyarrow.compute "
+                                f"expression (fastops.col(...)), got {type(v).__name__}")
+        if self.schema is None:
+            return None
+        try:
+            return _basic.Project(dict(spec), keep_existing).process(_no_rows(self.schema))[0].schema
+        except _ARROW_ERRORS as exc:
+            raise _expression_error(exc, self.schema, what) from None
 
     def transform(self, name: str, operator_factory: Callable[[], Any],
                   parallelism: Optional[int] = None, partitioning: str = "forward",
@@ -480,19 +573,27 @@ class DataStream:
         how = "hash" if keys else "rebalance"
         lk = tuple(keys)
         rk = tuple(other_keys) if other_keys is not None else lk
+        if parallelism is not None:
+            _check_parallelism(parallelism)
         node = Node(name, parallelism or self.env.parallelism, factory=operator_factory,
                     inputs=[self._edge(how, lk, 0), other._edge(how, rk, 1)])
         return DataStream(self.env, node, time_column=None)
 
     def rebalance(self) -> "DataStream":
-        return self._then("rebalance", _basic.Operator, self.env.parallelism, "rebalance")
+        return self._then("rebalance", _basic.Operator, self.env.parallelism, "rebalance", schema=self.schema)
 
     def broadcast(self) -> "DataStream":
-        return self._then("broadcast", _basic.Operator, self.env.parallelism, "broadcast")
+        return self._then("broadcast", _basic.Operator, self.env.parallelism, "broadcast", schema=self.schema)
 
     def key_by(self, *columns: Union[str, Sequence[str]]) -> "KeyedStream":
         """Partition by key: rows of one key go to one task (by key group)."""
-        return KeyedStream(self, _names(columns))
+        keys = _names(columns)
+        _require(self.schema, keys, "key column")
+        if self.schema is not None:  # a key type the key table cannot hold: TypeError naming the column
+            from fastops.keys import KeyTable
+
+            KeyTable(keys)._prepare([pa.array([], self.schema.field(k).type) for k in keys])
+        return KeyedStream(self, keys)
 
     def union(self, *others: "DataStream") -> "DataStream":
         """Rows of every stream, in one stream (same schema expected)."""
@@ -501,7 +602,8 @@ class DataStream:
         node = Node("union", p, factory=_basic.Operator,
                     inputs=[s._edge("forward" if s.node.parallelism == p else "rebalance") for s in streams])
         tcs = {s.time_column for s in streams}
-        return DataStream(self.env, node, time_column=tcs.pop() if len(tcs) == 1 else None)
+        schema = self.schema if all(s.schema is not None and s.schema.equals(self.schema) for s in streams) else None
+        return DataStream(self.env, node, time_column=tcs.pop() if len(tcs) == 1 else None, schema=schema)
 
     def join(self, other: "DataStream") -> "JoinBuilder":
         """A windowed inner join: ``a.join(b).on("k").window(Tumbling("1s")).apply()``."""
@@ -509,7 +611,8 @@ class DataStream:
 
     def side_output(self, tag: str) -> "DataStream":
         """The side output ``tag`` of this operator (``"late"`` for window operators)."""
-        return DataStream(self.env, self.node, tag=tag, time_column=self.time_column)
+        return DataStream(self.env, self.node, tag=tag, time_column=self.time_column,
+                          schema=self._side_schemas.get(tag))
 
     # -- sinks -----------------------------------------------------------------
     def _sink(self, name: str, factory: Callable[[], Any], register: bool = True) -> Node:
@@ -528,6 +631,7 @@ class DataStream:
         ``env.execute()``, then ``.table()`` on each result.
         """
         result = _sinks.CollectResult()
+        result.schema = self.schema  # an empty result keeps the stream's columns
         node = self._sink("collect", lambda: _sinks.CollectSink(result), register=False)
         node.collect_result = result  # type: ignore[attr-defined]
         self.env._collect_jobs += 1
@@ -539,6 +643,7 @@ class DataStream:
         read them with ``.table()`` afterwards. Exactly-once, like ``collect()``,
         and several of them can share one job."""
         result = _sinks.CollectResult()
+        result.schema = self.schema  # an empty result keeps the stream's columns
         node = self._sink(name, lambda: _sinks.CollectSink(result, name))
         node.collect_result = result  # type: ignore[attr-defined]
         return result
@@ -579,8 +684,9 @@ class KeyedStream:
         self.stream = stream
         self.keys = keys
 
-    def _keyed(self, name: str, factory: Callable[[], Any], time_column: Any = "inherit") -> DataStream:
-        return self.stream._then(name, factory, self.stream.env.parallelism, "hash", self.keys, time_column)
+    def _keyed(self, name: str, factory: Callable[[], Any], time_column: Any = "inherit",
+               schema: Optional[pa.Schema] = None) -> DataStream:
+        return self.stream._then(name, factory, self.stream.env.parallelism, "hash", self.keys, time_column, schema)
 
     def map(self, fn: Callable[[pa.RecordBatch], Any], name: Optional[str] = None) -> DataStream:
         """``fn(batch) -> batch`` after the hash exchange: a task sees only its keys."""
@@ -596,16 +702,26 @@ class KeyedStream:
         return self._keyed(name, operator_factory)
 
     def window(self, window: Any) -> "WindowedStream":
+        from fastops.windows import as_window
+
+        as_window(window)  # a TypeError here, not when the job runs
         return WindowedStream(self, window)
 
     def aggregate(self, **aggs: Any) -> DataStream:
         """A running aggregate per key: after each batch, the new value of every key it touched."""
         from fastops.operators.window import RunningAggregateOperator
 
+        from fastops.operators.window import ARRIVAL
+        from fastops.windows import GlobalWindow
+
         keys, tc = self.keys, self.stream.time_column
         if not aggs:
             raise ValueError("aggregate needs at least one name=aggregate")
-        return self._keyed("aggregate", lambda: RunningAggregateOperator(keys, aggs, tc))
+        schema = self.stream.schema
+        if schema is not None and tc is None:  # the operator numbers rows in arrival order
+            schema = schema.append(pa.field(ARRIVAL, pa.int64()))
+        out = _aggregate_schema(GlobalWindow(), keys, aggs, tc or ARRIVAL, 0, schema)
+        return self._keyed("aggregate", lambda: RunningAggregateOperator(keys, aggs, tc), schema=out)
 
     def process(self, function: Any, name: Optional[str] = None) -> DataStream:
         """Run a ``KeyedProcessFunction`` (keyed state, event-time timers)."""
@@ -628,6 +744,10 @@ class WindowedStream:
         self.lateness: Any = 0
 
     def allowed_lateness(self, lateness: Any) -> "WindowedStream":
+        from fastops.durations import parse_duration
+
+        if parse_duration(lateness) < 0:
+            raise ValueError(f"allowed_lateness must be a duration >= 0, got {lateness!r}")
         self.lateness = lateness
         return self
 
@@ -642,9 +762,18 @@ class WindowedStream:
         if not aggs:
             raise ValueError("aggregate needs at least one name=aggregate")
         keys, window, tc, lateness = self.keyed.keys, self.window, stream.time_column, self.lateness
-        WindowOperator(window, keys, aggs, tc, lateness)  # validate now, not in a task
-        return self.keyed._keyed(f"window({type(window).__name__})",
-                                 lambda: WindowOperator(window, keys, aggs, tc, lateness), None)
+        # validate now (and the input columns, when the schema is known), not in a task
+        out = _aggregate_schema(window, keys, aggs, tc, lateness, stream.schema)
+        windowed = self.keyed._keyed(f"window({type(window).__name__})",
+                                     lambda: WindowOperator(window, keys, aggs, tc, lateness), None, out)
+        if stream.schema is not None:  # late rows: the input, the reason and the watermark they met
+            from fastops.windows import bound_type
+
+            kept = [f for f in stream.schema if f.name not in ("reason", "watermark")]
+            windowed._side_schemas["late"] = pa.schema(kept + [
+                pa.field("reason", pa.string()),
+                pa.field("watermark", bound_type(stream.schema.field(tc).type))])
+        return windowed
 
 
 class JoinBuilder:
@@ -662,9 +791,15 @@ class JoinBuilder:
         self.right_keys = _names([right_keys]) if right_keys is not None else self.left_keys
         if len(self.left_keys) != len(self.right_keys):
             raise ValueError("join keys: left and right need the same number of columns")
+        _require(self.left.schema, self.left_keys, "join key (left)")
+        _require(self.right.schema, self.right_keys, "join key (right)")
         return self
 
     def window(self, window: Any) -> "JoinBuilder":
+        from fastops.windows import Sliding, Tumbling
+
+        if not isinstance(window, (Tumbling, Sliding)):
+            raise TypeError(f"a window join needs Tumbling or Sliding windows, got {type(window).__name__}")
         self._window = window
         return self
 
@@ -684,4 +819,23 @@ class JoinBuilder:
         node = Node("window_join", env.parallelism,
                     factory=lambda: WindowJoinOperator(w, lk, rk, lt, rt, suffixes),
                     inputs=[self.left._edge("hash", lk, 0), self.right._edge("hash", rk, 1)])
-        return DataStream(env, node, time_column=None)
+        return DataStream(env, node, time_column=None, schema=self._schema(suffixes))
+
+    def _schema(self, suffixes: tuple[str, str]) -> Optional[pa.Schema]:
+        """The joined rows' schema (an Arrow join of no rows), if both sides' are known."""
+        from fastops.windows import bound_type
+
+        ls, rs = self.left.schema, self.right.schema
+        if ls is None or rs is None:
+            return None
+        try:
+            joined = ls.empty_table().join(rs.empty_table(), keys=list(self.left_keys),
+                                           right_keys=list(self.right_keys), join_type="inner",
+                                           left_suffix=suffixes[0] or None, right_suffix=suffixes[1],
+                                           use_threads=False)
+        except _ARROW_ERRORS as exc:
+            raise _expression_error(exc, ls, "join") from None
+        bt = bound_type(ls.field(self.left.time_column).type) if self.left.time_column in ls.names else None
+        if bt is None:
+            return None
+        return pa.schema([pa.field("window_start", bt), pa.field("window_end", bt), *joined.schema])

@@ -12,6 +12,7 @@ import os
 import time
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
+import numpy as np
 import pyarrow as pa
 
 from fastops._arrow import as_batch
@@ -47,9 +48,21 @@ class Source:
         raise NotImplementedError
 
 
+MAX_BATCH_SIZE = 2**31 - 1  # rows; Arrow's scanners take a C int
+
+
+def check_batch_size(value: Any) -> int:
+    """``batch_size`` as an int in ``[1, 2**31 - 1]``, else TypeError / ValueError naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"batch_size must be an int of rows, got {type(value).__name__} {value!r}")
+    if not 1 <= value <= MAX_BATCH_SIZE:
+        raise ValueError(f"batch_size must be between 1 and 2**31 - 1 rows, got {value}")
+    return int(value)
+
+
 def _to_batches(table: pa.Table, batch_size: Optional[int]) -> list[pa.RecordBatch]:
-    if batch_size is not None and batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if batch_size is not None:
+        batch_size = check_batch_size(batch_size)
     return table.to_batches(max_chunksize=batch_size) if table.num_rows else []
 
 
@@ -151,8 +164,9 @@ class GeneratorSource(Source):
                  deterministic: bool = False, name: str = "from_generator"):
         if not callable(fn):
             raise TypeError(f"from_generator needs a callable, got {type(fn).__name__}")
-        if rate is not None and rate <= 0:
-            raise ValueError(f"rate must be > 0 rows/s, got {rate}")
+        if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float))
+                                 or not rate > 0 or rate == float("inf")):
+            raise ValueError(f"rate must be a finite number > 0 rows/s, got {rate!r}")
         self.fn = fn
         self.rate = rate
         self.replayable = deterministic
@@ -194,10 +208,8 @@ class FileSource(Source):
 
         if fmt not in ("parquet", "csv", "ipc"):
             raise ValueError(f"unknown file format {fmt!r}")
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.batch_size = check_batch_size(batch_size)  # before reading any file
         self.name = f"from_{fmt}"
-        self.batch_size = batch_size
         self.dataset = ds.dataset(_expand(path), format="arrow" if fmt == "ipc" else fmt, schema=schema)
         frags = list(self.dataset.get_fragments())
         if fmt == "parquet":
