@@ -156,3 +156,16 @@ def test_schema_does_not_depend_on_the_number_of_rows(n, window, pipeline):
     assert got.schema.equals(ref.schema)
     make_w = lambda env, s: aggregated(env, s, window)  # noqa: E731
     assert collected(make_w, n).schema.equals(collected(make_w, 6).schema)
+
+
+@pytest.mark.parametrize("n", [0, 6])
+def test_table_from_windowed_data_stream(n):
+    """from_data_stream reads the schema the DataStream knows (a window's output
+    is not found by running its operators over no rows), empty input included."""
+    env = fo.StreamEnvironment()
+    s = aggregated(env, env.from_pandas(frame(n)), Tumbling("5s"))
+    t_env = fo.TableEnvironment(mode="streaming")
+    got = t_env.from_data_stream(s).to_arrow()
+    assert got.schema.equals(collected(lambda env, s: aggregated(env, s, Tumbling("5s")), 6).schema)
+    ref = frame(n).assign(ws=lambda d: d.ts.dt.floor("5s")).groupby(["ws", "user"]).size()
+    assert sorted(got["n"].to_pylist()) == sorted(ref.tolist())

@@ -4,7 +4,8 @@
 integer columns are taken as milliseconds, ``timestamp`` columns of any unit
 are converted (sub-millisecond units round towards minus infinity, so a row
 stays in the window of its true instant), ``date32`` / ``date64`` become the
-midnight of the day. Time zones do not matter: Arrow stores UTC instants.
+midnight of the day. Time zones do not matter here: Arrow stores UTC instants
+(window bounds get the column's zone back, see :func:`fastops.windows.bound_type`).
 
 Watermark strategies see every batch's event times (``on_batch``) and return
 the new watermark when it advances, else ``None``. A watermark never moves

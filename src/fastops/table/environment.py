@@ -301,6 +301,8 @@ class TableEnvironment:
 
     @staticmethod
     def _stream_schema(stream: Any) -> pa.Schema:
+        if getattr(stream, "schema", None) is not None:  # known as the DataStream was built
+            return stream.schema
         node = stream.node
         while not node.is_source:
             if len(node.inputs) != 1:
