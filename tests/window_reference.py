@@ -67,8 +67,7 @@ def aggregate(kind: str, values: list, ts: list, arrival: list, ddof: int = 1) -
     vals = [r[0] for r in rows]
     if kind == "sum":
         if all(isinstance(v, int) for v in vals):
-            total = sum(vals)
-            return (total + 2**63) % 2**64 - 2**63
+            return sum(vals)  # exact: fastops raises where an int64 sum overflows
         return math.fsum(vals)
     if kind in ("min", "max"):
         vals = [v for v in vals if not (isinstance(v, float) and math.isnan(v))]

@@ -8,6 +8,12 @@ import numpy as np
 PANE_CHUNK_MAX: int  # slots of the largest pane chunk
 PANE_LAYOUT: str     # how pane slots are laid out (recorded in snapshots)
 
+class SumOverflowError(OverflowError):
+    """An int64 sum left the int64 range; raised by agg_update, merge_records,
+    pane_emit, dense_add, suffix_add and dense_window after their loop."""
+    aggregates: tuple[int, ...]  # overflowed aggregates, in the raising kernel's numbering
+    def __init__(self, message: str, aggregates: tuple[int, ...] = ...) -> None: ...
+
 def pane_rehash(og: np.ndarray, oq: np.ndarray, ov: np.ndarray,  # const int64[::1]
                 hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # int64[::1], modified
                 ) -> None: ...

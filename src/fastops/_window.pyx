@@ -74,6 +74,43 @@ cdef extern from *:
     int ctz64 "FASTOPS_CTZ64"(uint64_t x) noexcept nogil
     int popcount64 "FASTOPS_POPCOUNT64"(uint64_t x) noexcept nogil
 
+
+cdef extern from *:
+    """
+    /* a + b into *r (wrapped to 64 bits); 1 if the exact sum is outside int64 */
+    static inline uint64_t fastops_add_ovf(int64_t a, int64_t b, int64_t* r) {
+    #if defined(__GNUC__) || defined(__clang__)
+        return (uint64_t)__builtin_add_overflow(a, b, r);
+    #else
+        int64_t s = (int64_t)((uint64_t)a + (uint64_t)b);
+        *r = s;
+        return (uint64_t)(((a ^ s) & (b ^ s)) < 0);
+    #endif
+    }
+    """
+    uint64_t add_ovf "fastops_add_ovf"(int64_t a, int64_t b, int64_t* r) noexcept nogil
+
+
+class SumOverflowError(OverflowError):
+    """An int64 sum (``sum_i64``) left the int64 range: some partial sum,
+    of rows or of merged records, did not fit. ``aggregates``: the indices of
+    the aggregates that overflowed, in the numbering of the kernel that
+    raised it (its ``ops``, or a stack layout's aggregates with values);
+    ``fastops.agg`` and ``fastops.window`` re-raise it naming the aggregate
+    and its column. The state the kernel wrote is then unusable."""
+
+    def __init__(self, message: str, aggregates: tuple = ()):
+        super().__init__(message)
+        self.aggregates = tuple(aggregates)
+
+
+cdef int _raise_overflow(str what, uint64_t mask, Py_ssize_t first=0) except -1:
+    """Raise SumOverflowError for the aggregates whose bits are set in
+    ``mask`` (bit k: aggregate ``first + k``; bit 63 stands for 63 and on)."""
+    cdef list idx = [first + k for k in range(64) if (mask >> k) & 1]
+    raise SumOverflowError(f"{what}: an int64 sum overflowed (aggregate {idx[0] if idx else '?'})",
+                           tuple(idx))
+
 cdef Py_ssize_t PF = 16  # prefetch distance (rows)
 # prefetch distance (rows) for loops that do little per row, where 16 rows take less than a
 # miss to memory: pane_assign (also the size of its ring of panes worked out ahead; a power of
@@ -397,11 +434,12 @@ cdef int64_t _emit_merged(const int64_t* hg, const int64_t* hq, const int64_t* h
                           const int64_t* panes, Py_ssize_t m, int64_t* group_mark,
                           const int64_t* op, const int64_t* off, Py_ssize_t nagg,
                           const int64_t* base, int64_t W, int64_t* orec,
-                          int64_t* out_groups) noexcept nogil:
+                          int64_t* out_groups, uint64_t* ovf) noexcept nogil:
     """``pane_emit`` without pairs or refire, in one pass: each pane's list is
     walked a chunk at a time (a run of consecutive slots, newest first), and
     each slot's record is copied to a new row or merged into its group's row
-    at once. Returns the number of rows."""
+    at once. Returns the number of rows; ORs the overflow flag of aggregate
+    ``k`` into bit ``min(k, 63)`` of ``ovf``."""
     cdef Py_ssize_t a
     cdef int64_t slot, lo, x, g, r, nrows = 0, where, xa
     cdef Py_ssize_t k
@@ -434,7 +472,7 @@ cdef int64_t _emit_merged(const int64_t* hg, const int64_t* hq, const int64_t* h
                     o = orec + r * W
                     for k in range(nagg):
                         if b[off[k]] != 0:
-                            _merge_one(<int>op[k], o + off[k], b + off[k])
+                            ovf[0] |= _merge_one(<int>op[k], o + off[k], b + off[k]) << (k if k < 63 else 63)
                 x -= 1
             slot = s_next[lo]
     for r in range(nrows):
@@ -468,7 +506,8 @@ def pane_emit(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] h
     pass, ``_emit_merged``; ``pairs`` is then returned as 0). ``group_mark`` (one entry per group) must be
     all -1 and is left so. Capacities: ``out_groups`` and ``out_rec`` from
     ``row0`` on, and the pair arrays, hold at least every slot of these
-    panes. Returns ``(rows, pairs)``.
+    panes. Returns ``(rows, pairs)``. An int64 sum out of range raises
+    SumOverflowError (numbering the aggregates as ``ops``) after the merges.
 
     Three passes over the pairs: list the slots (a walk of the pane lists),
     number the rows, merge; the last two prefetch ahead.
@@ -484,6 +523,7 @@ def pane_emit(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] h
     cdef int64_t* orec
     cdef const int64_t* b
     cdef int64_t* o
+    cdef uint64_t ovf = 0
     if offs.shape[0] != nagg or out_rec.shape[1] != W:
         raise ValueError(f"pane_emit: {nagg} merge codes for {offs.shape[0]} offsets; out_rec has "
                          f"{out_rec.shape[1]} words per row, the records {W}")
@@ -502,7 +542,9 @@ def pane_emit(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] h
         with nogil:
             nrows = _emit_merged(&hg[0], &hq[0], &hv[0], mask, &s_group[0], &s_next[0], &s_flags[0],
                                  &panes[0] if m > 0 else NULL, m, &group_mark[0], op, off, nagg,
-                                 base, W, orec, &out_groups[row0])
+                                 base, W, orec, &out_groups[row0], &ovf)
+        if ovf:
+            _raise_overflow("pane_emit", ovf)
         return nrows, 0
     with nogil:
         # the pane lists, one after the other (a pane's slots lie in runs of
@@ -560,11 +602,13 @@ def pane_emit(const int64_t[::1] hg, const int64_t[::1] hq, const int64_t[::1] h
                 b = base + out_src[i] * W
                 for k in range(nagg):
                     if b[off[k]] != 0:
-                        _merge_one(<int>op[k], o + off[k], b + off[k])
+                        ovf |= _merge_one(<int>op[k], o + off[k], b + off[k]) << (k if k < 63 else 63)
             for r in range(nrows):
                 group_mark[out_groups[row0 + r]] = -1
             for i in range(npairs):
                 out_row[i] += row0
+    if ovf:
+        _raise_overflow("pane_emit", ovf)
     return nrows, npairs
 
 
@@ -727,17 +771,20 @@ cdef inline uint64_t _stack_load(int64_t* t, const int64_t* r, const _Stack* s) 
     return diff
 
 
-cdef inline void _stack_merge(int64_t* a, const int64_t* b, const _Stack* s) noexcept nogil:
+cdef inline uint64_t _stack_merge(int64_t* a, const int64_t* b, const _Stack* s) noexcept nogil:
     """Stack record ``b`` merged into ``a``: each aggregate's values (skipped
-    where ``b`` has none), then the counts."""
+    where ``b`` has none), then the counts. Returns the overflow flags, bit
+    ``k`` for the layout's aggregate ``k`` with values."""
     cdef Py_ssize_t k
     cdef int64_t c
+    cdef uint64_t ovf = 0
     for k in range(s.nvals):
         c = s.cnt[k]
         if b[c] != 0:
-            _merge_vals(s.op[k], a[c], b[c], a + s.val[k], b + s.val[k])
+            ovf |= _merge_vals(s.op[k], a[c], b[c], a + s.val[k], b + s.val[k]) << k
     for k in range(s.ncnt):
         a[s.cw[k]] += b[s.cw[k]]
+    return ovf
 
 
 cdef struct _Narrow:  # the usual layout with one count (``_narrow``): 4 words, the count at word 0,
@@ -789,18 +836,20 @@ cdef inline uint64_t _load(int64_t* t, const int64_t* r, const _Layout* s) noexc
         return _stack_load(t, r, s)
 
 
-cdef inline void _merge(int64_t* a, const int64_t* b, const _Layout* s) noexcept nogil:
-    """``_stack_merge`` in either layout."""
+cdef inline uint64_t _merge(int64_t* a, const int64_t* b, const _Layout* s) noexcept nogil:
+    """``_stack_merge`` in either layout (returning its overflow flags)."""
     cdef int64_t na, nb
+    cdef uint64_t ovf = 0
     if _Layout is _Narrow:
         na, nb = a[0], b[0]
         if nb != 0:
-            _merge_vals(s.op0, na, nb, a + s.v0, b + s.v0)
+            ovf = _merge_vals(s.op0, na, nb, a + s.v0, b + s.v0)
             if s.op1 != 0:
-                _merge_vals(s.op1, na, nb, a + s.v1, b + s.v1)
+                ovf |= _merge_vals(s.op1, na, nb, a + s.v1, b + s.v1) << 1
             a[0] = na + nb
+        return ovf
     else:
-        _stack_merge(a, b, s)
+        return _stack_merge(a, b, s)
 
 
 def dense_add(const int64_t[::1] groups, const int64_t[::1] slots, const int64_t[:, ::1] rec,
@@ -810,9 +859,12 @@ def dense_add(const int64_t[::1] groups, const int64_t[::1] slots, const int64_t
     records read in the stack ``layout``; a group whose bit in ``bits`` is
     clear gets the record copied and its bit set. Returns the groups new to
     the accumulator, or -1 if a record read breaks the layout (counts it
-    shares differ): the accumulator is then to be rebuilt in another."""
+    shares differ): the accumulator is then to be rebuilt in another. An
+    int64 sum out of range raises SumOverflowError (numbering the layout's
+    aggregates with values) after the pane is added."""
     cdef Py_ssize_t n = groups.shape[0]
     cdef int64_t added
+    cdef uint64_t ovf = 0
     cdef _Stack st
     cdef _Narrow nr
     _stack_plan(&st, layout, rec.shape[1], acc.shape[1], "dense_add")
@@ -821,18 +873,24 @@ def dense_add(const int64_t[::1] groups, const int64_t[::1] slots, const int64_t
         return 0
     with nogil:
         if _narrow(&nr, &st):
-            added = _dense_add(nr, &groups[0], &slots[0], n, &rec[0, 0], rec.shape[1], &acc[0, 0], &bits[0])
+            added = _dense_add(nr, &groups[0], &slots[0], n, &rec[0, 0], rec.shape[1], &acc[0, 0], &bits[0],
+                               &ovf)
         else:
-            added = _dense_add(st, &groups[0], &slots[0], n, &rec[0, 0], rec.shape[1], &acc[0, 0], &bits[0])
+            added = _dense_add(st, &groups[0], &slots[0], n, &rec[0, 0], rec.shape[1], &acc[0, 0], &bits[0],
+                               &ovf)
+    if ovf and added >= 0:
+        _raise_overflow("dense_add", ovf)
     return added
 
 
 cdef int64_t _dense_add(_Layout s, const int64_t* groups, const int64_t* slots, Py_ssize_t n,
-                        const int64_t* rec, Py_ssize_t rw, int64_t* acc, uint64_t* bits) noexcept nogil:
-    """``dense_add``'s loop over checked arguments (``rw``: words per store record)."""
+                        const int64_t* rec, Py_ssize_t rw, int64_t* acc, uint64_t* bits,
+                        uint64_t* ovf_out) noexcept nogil:
+    """``dense_add``'s loop over checked arguments (``rw``: words per store
+    record); the merges' overflow flags go to ``ovf_out``."""
     cdef Py_ssize_t i, W = _width(&s)
     cdef int64_t g, added = 0
-    cdef uint64_t diff = 0
+    cdef uint64_t diff = 0, ovf = 0
     cdef int64_t t[64]
     for i in range(n):
         if i + 2 * PF < n:  # both reads are at random (slots run in chunks): prefetched, a
@@ -841,11 +899,12 @@ cdef int64_t _dense_add(_Layout s, const int64_t* groups, const int64_t* slots, 
         g = groups[i]
         if _bit(bits, g):
             diff |= _load(t, rec + slots[i] * rw, &s)
-            _merge(acc + g * W, t, &s)
+            ovf |= _merge(acc + g * W, t, &s)
         else:
             diff |= _load(acc + g * W, rec + slots[i] * rw, &s)
             _set_bit(bits, g)
             added += 1
+    ovf_out[0] = ovf
     return -1 if diff else added
 
 
@@ -860,9 +919,10 @@ def suffix_add(const int64_t[::1] groups, const int64_t[::1] slots, const int64_
     store's record read in the stack ``layout``), linked to that record by
     ``ss_next`` (``-1``: none); ``ptr[g]`` then points to it and the bit is
     set. Returns the groups new to the stack, or -1 if a record read breaks
-    the layout (see ``dense_add``)."""
+    the layout; an int64 sum out of range raises (both as ``dense_add``)."""
     cdef Py_ssize_t n = groups.shape[0]
     cdef int64_t added
+    cdef uint64_t ovf = 0
     cdef _Stack st
     cdef _Narrow nr
     if start < 0 or start + n > min(ss.shape[0], ss_group.shape[0], ss_next.shape[0]):
@@ -874,20 +934,24 @@ def suffix_add(const int64_t[::1] groups, const int64_t[::1] slots, const int64_
     with nogil:
         if _narrow(&nr, &st):
             added = _suffix_add(nr, &groups[0], &slots[0], n, &rec[0, 0], rec.shape[1], &ss[0, 0],
-                                &ss_group[0], &ss_next[0], start, &ptr[0], &bits[0])
+                                &ss_group[0], &ss_next[0], start, &ptr[0], &bits[0], &ovf)
         else:
             added = _suffix_add(st, &groups[0], &slots[0], n, &rec[0, 0], rec.shape[1], &ss[0, 0],
-                                &ss_group[0], &ss_next[0], start, &ptr[0], &bits[0])
+                                &ss_group[0], &ss_next[0], start, &ptr[0], &bits[0], &ovf)
+    if ovf and added >= 0:
+        _raise_overflow("suffix_add", ovf)
     return added
 
 
 cdef int64_t _suffix_add(_Layout s, const int64_t* groups, const int64_t* slots, Py_ssize_t n,
                          const int64_t* rec, Py_ssize_t rw, int64_t* ss, int64_t* ss_group,
-                         int64_t* ss_next, Py_ssize_t start, int64_t* ptr, uint64_t* bits) noexcept nogil:
-    """``suffix_add``'s loop over checked arguments (``rw``: words per store record)."""
+                         int64_t* ss_next, Py_ssize_t start, int64_t* ptr, uint64_t* bits,
+                         uint64_t* ovf_out) noexcept nogil:
+    """``suffix_add``'s loop over checked arguments (``rw``: words per store
+    record); the merges' overflow flags go to ``ovf_out``."""
     cdef Py_ssize_t i, idx, W = _width(&s)
     cdef int64_t g, nx, added = 0
-    cdef uint64_t diff = 0
+    cdef uint64_t diff = 0, ovf = 0
     for i in range(n):
         if i + 2 * PF < n:  # the pointer to the group's newer record, read PF rows later
             prefetch(&ptr[groups[i + 2 * PF]])
@@ -901,13 +965,14 @@ cdef int64_t _suffix_add(_Layout s, const int64_t* groups, const int64_t* slots,
         ss_group[idx] = g
         if _bit(bits, g):
             nx = ptr[g]
-            _merge(ss + idx * W, ss + nx * W, &s)
+            ovf |= _merge(ss + idx * W, ss + nx * W, &s)
         else:
             nx = -1
             _set_bit(bits, g)
             added += 1
         ss_next[idx] = nx
         ptr[g] = idx
+    ovf_out[0] = ovf
     return -1 if diff else added
 
 
@@ -1048,12 +1113,14 @@ def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_
     group order: groups in both, in the suffix only, in the prefix only (a
     loop without a branch on which side a group is in). Returns the rows.
     A suffix pointer outside ``ss`` raises ValueError as it is read (the
-    outputs, scratch of the caller's, are then partly written)."""
+    outputs, scratch of the caller's, are then partly written); an int64
+    sum out of range SumOverflowError after the rows (as ``dense_add``)."""
     cdef Py_ssize_t W = ss.shape[1] if sbits.shape[0] else acc.shape[1]
     cdef Py_ssize_t cap = out_cols.shape[1], ns = sbits.shape[0], np_ = pbits.shape[0]
     cdef Py_ssize_t nw = max(ns, np_), w, total = 0, room = min(out_groups.shape[0], cap - row0)
     cdef uint64_t sx, px
     cdef int64_t bad = -1
+    cdef uint64_t ovf = 0
     cdef _Stack st
     cdef _Narrow nr
     cdef _Final fin
@@ -1077,22 +1144,25 @@ def dense_window(const uint64_t[::1] sbits, const int64_t[::1] ptr, const int64_
         return 0
     with nogil:
         if _narrow(&nr, &st):
-            bad = _window_rows(nr, &fin, sbits, ptr, ss, pbits, acc, out_groups, row0)
+            bad = _window_rows(nr, &fin, sbits, ptr, ss, pbits, acc, out_groups, row0, &ovf)
         else:
-            bad = _window_rows(st, &fin, sbits, ptr, ss, pbits, acc, out_groups, row0)
+            bad = _window_rows(st, &fin, sbits, ptr, ss, pbits, acc, out_groups, row0, &ovf)
     if bad >= 0:
         raise ValueError(f"dense_window: group {bad} points to row {ptr[bad]} outside the stack")
+    if ovf:
+        _raise_overflow("dense_window", ovf)
     return total
 
 
 cdef int64_t _window_rows(_Layout s, const _Final* fin, const uint64_t[::1] sbits, const int64_t[::1] ptr,
                          const int64_t[:, ::1] ss, const uint64_t[::1] pbits, const int64_t[:, ::1] acc,
-                         int64_t[::1] out_groups, Py_ssize_t row0) noexcept nogil:
+                         int64_t[::1] out_groups, Py_ssize_t row0, uint64_t* ovf_out) noexcept nogil:
     """``dense_window``'s rows over checked arguments; returns -1, or a group
-    whose suffix pointer is outside ``ss`` (rows before it written)."""
+    whose suffix pointer is outside ``ss`` (rows before it written). The
+    merges' overflow flags go to ``ovf_out``."""
     cdef Py_ssize_t W = _width(&s), blk = min(BLK, BLK * 8 // W)
     cdef Py_ssize_t ns = sbits.shape[0], np_ = pbits.shape[0], nw = max(ns, np_), w, n = 0
-    cdef uint64_t x, sx, px
+    cdef uint64_t x, sx, px, ovf = 0
     cdef int64_t g, p, bad = -1, top = ss.shape[0]
     cdef int64_t buf[BLK * 8]  # a block of merged records (64 of up to 8 words, fewer if wider)
     cdef const int64_t* src[BLK]  # a block's records to finish
@@ -1127,7 +1197,7 @@ cdef int64_t _window_rows(_Layout s, const _Final* fin, const uint64_t[::1] sbit
                 bad = g
                 break
             _copy_rec(&buf[i * W], &ss[p, 0], W)
-            _merge(&buf[i * W], &acc[g, 0], &s)
+            ovf |= _merge(&buf[i * W], &acc[g, 0], &s)
             src[i] = &buf[i * W]
         if bad >= 0:
             break
@@ -1156,6 +1226,7 @@ cdef int64_t _window_rows(_Layout s, const _Final* fin, const uint64_t[::1] sbit
             src[i] = &acc[out_groups[r], 0]
         _put_block(fin, src, m, row0 + r0)
     stream_fence()
+    ovf_out[0] = ovf
     return bad
 
 
@@ -1397,7 +1468,7 @@ def session_purge(int64_t[::1] g_head, const int64_t[::1] s_group, const int64_t
 # words are garbage); float words are the same bytes read as double.
 # Aggregates are named by a code (``OPS``) shared by updates and merges:
 #   count (cnt) | sum_f64 (cnt, total, comp; result total + comp) | sum_i64
-#   (cnt, total, wrapping) | max/min_i64, max/min_f64 (cnt, value; NaN
+#   (cnt, total; a total out of int64 range is reported: SumOverflowError) | max/min_i64, max/min_f64 (cnt, value; NaN
 #   skipped) | welford (cnt, mean, M2) | first / last (cnt, value, ts: the
 #   value of the smallest / largest event time; ties: the earliest row for
 #   first, the latest for last; values are raw 8-byte words)
@@ -1447,14 +1518,17 @@ cdef inline void _two_sum(double* total, double* comp, double v) noexcept nogil:
     total[0] = t
 
 
-cdef inline void _update_one(int op, int64_t* r, const int64_t* v, int64_t t) noexcept nogil:
-    """Add one value (``v``: its 8-byte word; unused by count) at event time ``t``."""
+cdef inline uint64_t _update_one(int op, int64_t* r, const int64_t* v, int64_t t) noexcept nogil:
+    """Add one value (``v``: its 8-byte word; unused by count) at event time
+    ``t``. Returns 1 if an int64 sum left the int64 range (its word then
+    wrapped), else 0."""
     cdef double* f = <double*>r
     cdef double x, d
     cdef int64_t c
+    cdef uint64_t ovf = 0
     if op == 0:
         r[0] += 1
-        return
+        return 0
     # The first value of a slot (r[0] == 0) is chosen by masks (_pick), not
     # branches: which rows start a slot is unpredictable.
     cdef bint first = r[0] == 0
@@ -1469,7 +1543,7 @@ cdef inline void _update_one(int op, int64_t* r, const int64_t* v, int64_t t) no
         f[2] = comp
     elif op == 2:
         icur = _pick(first, 0, r[1])
-        r[1] = <int64_t>(<uint64_t>icur + <uint64_t>v[0])
+        ovf = add_ovf(icur, v[0], &r[1])
     elif op == 3:
         icur = _pick(first, v[0], r[1])
         r[1] = v[0] if v[0] > icur else icur
@@ -1479,7 +1553,7 @@ cdef inline void _update_one(int op, int64_t* r, const int64_t* v, int64_t t) no
     elif op == 5 or op == 6:
         x = (<const double*>v)[0]
         if x != x:
-            return
+            return 0
         cur = _as_double(_pick(first, v[0], r[1]))
         if op == 5:
             f[1] = x if x > cur else cur
@@ -1494,12 +1568,13 @@ cdef inline void _update_one(int op, int64_t* r, const int64_t* v, int64_t t) no
         tot = f[2] + d * (x - cur)
         r[1] = _pick(first, v[0], _as_int(cur))
         r[2] = _pick(first, 0, _as_int(tot))
-        return
+        return 0
     else:  # first / last by event time: with disordered rows, which row wins is a coin toss
         first = first | ((t >= r[2]) if op == 9 else (t < r[2]))
         r[1] = _pick(first, v[0], r[1])
         r[2] = _pick(first, t, r[2])
     r[0] += 1
+    return ovf
 
 
 cdef struct _Update:
@@ -1522,9 +1597,13 @@ def agg_update(const int64_t[::1] slots, const int64_t[::1] ts, const int64_t[::
     values ``vals[a]`` (8-byte words, int64 or float64 viewed as
     int64; empty for ``count()``), validity ``valids[a]`` (Arrow bitmap, bit
     ``voffs[a] + i``; empty: no nulls; null rows are skipped). ``ts``: event
-    times (first / last). Modifies ``rec``.
+    times (first / last). Modifies ``rec``. An int64 sum that leaves the
+    int64 range raises SumOverflowError naming the aggregate (the rows of
+    its 16 aggregates all added, wrapped; those after not).
     """
     cdef Py_ssize_t i, k, n = slots.shape[0], nagg = ops.shape[0], bad_row = -1
+    cdef uint64_t ovf = 0  # bit k: aggregate c + k of the current 16 overflowed
+    cdef Py_ssize_t ovf_first = 0
     cdef int64_t s, j, nrec = rec.shape[0]
     cdef const int64_t[::1] vv
     cdef const uint8_t[::1] bv
@@ -1590,10 +1669,16 @@ def agg_update(const int64_t[::1] slots, const int64_t[::1] ts, const int64_t[::
                             j = loc[k].voff + i
                             if not ((loc[k].valid[j >> 3] >> (j & 7)) & 1):
                                 continue
-                        _update_one(loc[k].op, loc[k].rec + s * loc[k].stride,
-                                    loc[k].vals + i if loc[k].vals != NULL else NULL, ts[i])
+                        # (overflow flags ORed, checked once per 16 aggregates: no branch per row)
+                        ovf |= _update_one(loc[k].op, loc[k].rec + s * loc[k].stride,
+                                           loc[k].vals + i if loc[k].vals != NULL else NULL, ts[i]) << k
+                if ovf:
+                    ovf_first = c
+                    break
     finally:
         free(ag)
+    if ovf:
+        _raise_overflow("agg_update", ovf, ovf_first)
     if bad_row >= 0:
         raise ValueError(f"agg_update: slot {slots[bad_row]} outside [0, {nrec}) (rows before it added)")
 
@@ -1607,13 +1692,15 @@ def agg_update(const int64_t[::1] slots, const int64_t[::1] ts, const int64_t[::
 # beside its values (``_merge_one``); a suffix stack's records may share one
 # count among several aggregates (``_stack_merge``).
 
-cdef inline void _merge_vals(int op, int64_t na, int64_t nb, int64_t* a, const int64_t* b) noexcept nogil:
+cdef inline uint64_t _merge_vals(int op, int64_t na, int64_t nb, int64_t* a, const int64_t* b) noexcept nogil:
     """Values ``b`` (of ``nb`` rows) merged into ``a`` (of ``na``), the words
-    after an aggregate's count (``OPS`` code ``op`` > 0); counts untouched."""
+    after an aggregate's count (``OPS`` code ``op`` > 0); counts untouched.
+    Returns 1 if an int64 sum left the int64 range (wrapped), else 0."""
     cdef double* fa = <double*>a
     cdef const double* fb = <const double*>b
     cdef double dna, dnb, nt, delta
     cdef bint take
+    cdef uint64_t ovf = 0
     if op == 1 or op == 7:
         if na == 0:
             a[0] = b[0]
@@ -1629,7 +1716,10 @@ cdef inline void _merge_vals(int op, int64_t na, int64_t nb, int64_t* a, const i
             fa[0] += delta * (dnb / nt)
             fa[1] += fb[1] + delta * delta * (dna * dnb / nt)
     elif op == 2:
-        a[0] = b[0] if na == 0 else <int64_t>(<uint64_t>a[0] + <uint64_t>b[0])
+        if na == 0:
+            a[0] = b[0]
+        else:
+            ovf = add_ovf(a[0], b[0], a)
     elif op <= 6:  # min / max by selects: which side wins is unpredictable
         if op == 3:
             take = b[0] > a[0]
@@ -1644,13 +1734,17 @@ cdef inline void _merge_vals(int op, int64_t na, int64_t nb, int64_t* a, const i
         take = (na == 0) | ((b[1] >= a[1]) if op == 9 else (b[1] < a[1]))
         a[0] = _pick(take, b[0], a[0])
         a[1] = _pick(take, b[1], a[1])
+    return ovf
 
 
-cdef inline void _merge_one(int op, int64_t* a, const int64_t* b) noexcept nogil:
-    """Record ``b`` of one aggregate (count first) merged into ``a``."""
+cdef inline uint64_t _merge_one(int op, int64_t* a, const int64_t* b) noexcept nogil:
+    """Record ``b`` of one aggregate (count first) merged into ``a``; returns
+    ``_merge_vals``'s overflow flag."""
+    cdef uint64_t ovf = 0
     if op != 0:
-        _merge_vals(op, a[0], b[0], a + 1, b + 1)
+        ovf = _merge_vals(op, a[0], b[0], a + 1, b + 1)
     a[0] += b[0]
+    return ovf
 
 
 def merge_records(int op, const int64_t[::1] dst, const int64_t[::1] src, int64_t[:, ::1] drec,
@@ -1658,9 +1752,11 @@ def merge_records(int op, const int64_t[::1] dst, const int64_t[::1] src, int64_
     """drec[dst[i]] <- drec[dst[i]] (+) srec[src[i]] for each i in order, the
     records at words ``doff`` / ``soff`` of their rows; ``op`` (a value of
     ``OPS``) names the aggregate. Empty sources are skipped. A slot outside
-    its records is a ValueError, raised when the pairs before it are merged.
-    Modifies ``drec``."""
+    its records is a ValueError, raised when the pairs before it are merged;
+    an int64 sum out of range a SumOverflowError (aggregate 0), raised when
+    every pair is merged. Modifies ``drec``."""
     cdef Py_ssize_t i, n = dst.shape[0], bad = -1
+    cdef uint64_t ovf = 0
     cdef int64_t DF, SF, nd = drec.shape[0], ns = srec.shape[0]
     cdef int64_t* w
     cdef const int64_t* sw
@@ -1687,9 +1783,11 @@ def merge_records(int op, const int64_t[::1] dst, const int64_t[::1] src, int64_
                 bad = i
                 break
             if sw[src[i] * SF] != 0:
-                _merge_one(op, w + dst[i] * DF, sw + src[i] * SF)
+                ovf |= _merge_one(op, w + dst[i] * DF, sw + src[i] * SF)
     if bad >= 0:
         raise ValueError(f"merge: pair ({dst[bad]}, {src[bad]}) outside [0, {nd}) / [0, {ns})")
+    if ovf:
+        _raise_overflow("merge_records", ovf)
 
 
 def clear_records(int64_t[:, ::1] rec, const int64_t[::1] slots, bint stream=False):

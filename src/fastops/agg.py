@@ -7,8 +7,9 @@ time). SQL null rules: null inputs are skipped and a slot without a non-null
 value gives null (``count`` gives 0).
 
 Types
-    ``sum`` of integers is int64 and wraps silently on overflow (two's
-    complement, as C); ``sum`` of floats is float64 with Neumaier
+    ``sum`` of integers is int64; a sum that leaves the int64 range raises
+    :class:`SumOverflowError` naming the aggregate and its column (never a
+    wrapped value; see :func:`sum`). ``sum`` of floats is float64 with Neumaier
     compensation. ``mean``/``var``/``stddev`` are float64. ``min``, ``max``,
     ``first``, ``last`` keep the input type (integers, floats, bool, timestamp,
     date, time, duration); float NaN values are ignored by ``min``/``max``
@@ -41,12 +42,18 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.types as pat
 
 from fastops import _arrow, _window
 
 __all__ = ["SlotAggregate", "register", "count", "sum", "min", "max", "mean", "var",
-           "stddev", "first", "last", "registered"]
+           "stddev", "first", "last", "registered", "SumOverflowError"]
+
+#: Raised when an int64 ``sum`` leaves the int64 range (an ``OverflowError``;
+#: ``aggregate``, ``column`` and ``output`` name the aggregate where known).
+SumOverflowError = _window.SumOverflowError
+_I64_MAX = 2**63 - 1
 
 _EMPTY_U8 = np.zeros(0, dtype=np.uint8)
 _EMPTY_I64 = np.zeros(0, dtype=np.int64)
@@ -318,10 +325,32 @@ def update_builtins(aggs: list["BuiltinAggregate"], store: _Records, ops: np.nda
         v, off = (_EMPTY_U8, 0) if col is None else _valid(col)
         valids.append(v)
         voffs.append(off)
-    _window.agg_update(slots, ts, ops, store.rec, offs, vals, valids, np.array(voffs, dtype=np.int64))
+    for a, op, col in zip(aggs, ops.tolist(), columns):  # uint64 values beyond int64 wrap in as_storage
+        if op == _SUM_I64 and pat.is_uint64(col.type) and (pc.max(col).as_py() or 0) > _I64_MAX:
+            raise sum_overflow(a, detail=f"a value of {a.column!r} is {pc.max(col).as_py()}, beyond int64")
+    try:
+        _window.agg_update(slots, ts, ops, store.rec, offs, vals, valids, np.array(voffs, dtype=np.int64))
+    except SumOverflowError as exc:
+        raise sum_overflow(aggs[exc.aggregates[0]]) from None
 
 
 _COUNT_OP = _window.OPS["count"]
+_SUM_I64 = _window.OPS["sum_i64"]
+
+
+def sum_overflow(a: SlotAggregate, output: Optional[str] = None, where: str = "",
+                 detail: str = "") -> SumOverflowError:
+    """The error for the int64 ``sum`` ``a`` whose total left the int64 range:
+    names the aggregate, its column, the output column (``output``) and
+    ``where`` it happened, and says what to do."""
+    col = a.column
+    label = f"{a.name}({col!r})" + (f" (output column {output!r})" if output else "")
+    exc = SumOverflowError(
+        f"{label} overflowed int64{' ' + where if where else ''}: "
+        f"{detail or f'a partial sum of column {col!r} left [-2**63, 2**63 - 1]'}. Cast {col!r} to "
+        f"float64 before aggregating (exact up to 2**53) or sum smaller units")
+    exc.aggregate, exc.column, exc.output = a, col, output
+    return exc
 
 
 class ResultColumns:
@@ -453,7 +482,10 @@ class BuiltinAggregate(SlotAggregate):
 
     def merge(self, state: Columns, dst: np.ndarray, src: np.ndarray) -> Columns:
         self._grow(state, dst, src)
-        _window.merge_records(self._op(), dst, src, state.rec, state.off, state.rec, state.off)
+        try:
+            _window.merge_records(self._op(), dst, src, state.rec, state.off, state.rec, state.off)
+        except SumOverflowError:
+            raise sum_overflow(self) from None
         return state
 
     def to_bytes(self, state: Columns) -> bytes:
@@ -859,7 +891,17 @@ def count(column: Optional[str] = None) -> SlotAggregate:
 
 
 def sum(column: str) -> SlotAggregate:  # noqa: A001 - the SQL name
-    """Sum of non-null values: int64 for integers (wrapping), float64 (compensated) for floats."""
+    """Sum of non-null values: int64 for integers, float64 (compensated) for floats.
+
+    An integer sum is checked, never wrapped: if any partial sum leaves the
+    int64 range, :class:`SumOverflowError` (an ``OverflowError``) is raised,
+    naming the aggregate and its column. Partial sums are those of the rows
+    of a batch, of a pane or session, and of the panes of a window, in
+    whichever order the engine adds them; so a total that fits raises only
+    if positive or negative values alone exceed int64 (Python's exact sum
+    and SQL engines that widen may still give a result there). A uint64
+    value beyond int64 raises too. Cast the column to float64 to sum beyond
+    that range (exact up to 2**53)."""
     return Sum(column)
 
 
