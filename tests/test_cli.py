@@ -322,8 +322,8 @@ def test_sql_table_file_without_read_permission(tmp_path, monkeypatch, capsys):
     path = tmp_path / "secret.parquet"
     pq.write_table(pa.table({"a": [1]}), path)
     real_access = os.access   # root reads any file: deny this one as a non-root user is denied
-    monkeypatch.setattr(os, "access",
-                        lambda p, mode, **kw: False if os.fspath(p) == str(path) else real_access(p, mode, **kw))
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw:
+                        False if os.fspath(p) == str(path) else real_access(p, mode, **kw))
     code, err = _one_line_error(["sql", "SELECT * FROM t", "--table", f"t={path}"], capsys)
     assert code == 2 and f"permission denied: {str(path)!r}" in err
 

@@ -73,7 +73,8 @@ UNSUPPORTED = {
     "legacy_group_window": ("SELECT user_id, SUM(amount) FROM orders GROUP BY user_id, "
                             "TUMBLE(ts, INTERVAL '1' MINUTE)", "group window function TUMBLE()"),
     "legacy_window_start": ("SELECT TUMBLE_START(ts, INTERVAL '1' MINUTE), SUM(amount) FROM orders "
-                            "GROUP BY TUMBLE(ts, INTERVAL '1' MINUTE)", "group window function TUMBLE_START()"),
+                            "GROUP BY TUMBLE(ts, INTERVAL '1' MINUTE)",
+                            "group window function TUMBLE_START()"),
     "agg_filter": ("SELECT user_id, COUNT(*) FILTER (WHERE amount > 5) FROM orders GROUP BY user_id",
                    "FILTER (WHERE ...)"),
     "pivot": ("SELECT * FROM orders PIVOT (SUM(amount) FOR cur IN ('a', 'b'))", "PIVOT"),
@@ -103,12 +104,12 @@ UNSUPPORTED = {
     "anti_join": ("SELECT id FROM orders LEFT ANTI JOIN users ON orders.user_id = users.user_id",
                   "LEFT ANTI JOIN"),
     # window TVFs with arguments fastops does not take
-    "tvf_fifth_argument": (f"SELECT window_start, SUM(amount) FROM "
-                           f"{TUMBLE.format(extra=', INTERVAL ' + repr('1') + ' SECOND, INTERVAL ' + repr('2') + ' SECOND')}"
-                           f"{W}", "5th argument of TUMBLE"),
+    "tvf_fifth_argument": ("SELECT window_start, SUM(amount) FROM "
+                           + TUMBLE.format(extra=", INTERVAL '1' SECOND, INTERVAL '2' SECOND") + W,
+                           "5th argument of TUMBLE"),
     "tvf_unknown_named": ("SELECT window_start, SUM(amount) FROM TABLE(TUMBLE(DATA => TABLE orders, "
-                          "TIMECOL => DESCRIPTOR(ts), SIZE => INTERVAL '1' MINUTE, FOO => INTERVAL '1' SECOND))"
-                          + W, "argument FOO of TUMBLE"),
+                          "TIMECOL => DESCRIPTOR(ts), SIZE => INTERVAL '1' MINUTE, "
+                          "FOO => INTERVAL '1' SECOND))" + W, "argument FOO of TUMBLE"),
     "session_offset": ("SELECT window_start, SUM(amount) FROM TABLE(SESSION(TABLE orders, DESCRIPTOR(ts), "
                        "INTERVAL '1' MINUTE, INTERVAL '5' SECOND))" + W, "4th argument of SESSION"),
     "descriptor_two_columns": ("SELECT window_start, SUM(amount) FROM TABLE(HOP(TABLE orders, "

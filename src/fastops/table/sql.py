@@ -10,14 +10,22 @@ blanked. Names of user-defined functions are removed from sqlglot's function
 table for the statement, so ``split(s)`` reaches the UDF.
 
 Supported: SELECT with expressions, ``*``, WHERE, GROUP BY, HAVING, ORDER BY,
-LIMIT / OFFSET, DISTINCT, [INNER | LEFT | RIGHT | FULL] JOIN ... ON at least
-one equality between the sides plus any other condition (interval joins when
-it bounds the time attributes' difference), subqueries in FROM,
+LIMIT / OFFSET (or FETCH FIRST n ROWS ONLY), DISTINCT,
+[INNER | LEFT | RIGHT | FULL] JOIN ... ON at least one equality between the
+sides plus any other condition (interval joins when it bounds the time
+attributes' difference), subqueries in FROM,
 WITH, UNION [ALL], CAST, CASE, IN, BETWEEN, LIKE, IS [NOT] NULL, string and
 math functions, UDF / UDAF calls, LATERAL TABLE(udtf(...)), the window TVFs
 ``TUMBLE``, ``HOP``, ``CUMULATE``, ``SESSION`` (positional or named
 arguments) with ``GROUP BY window_start, window_end, ...``,
 ``APPROX_COUNT_DISTINCT``, ``PERCENTILE_APPROX``.
+
+Refused by name, with what to use instead (``check_supported``), rather than
+run with a part ignored: OVER windows, MATCH_RECOGNIZE, recursive WITH,
+UNNEST, temporal joins (FOR SYSTEM_TIME AS OF), GROUPING SETS / ROLLUP /
+CUBE, INTERSECT / EXCEPT, subqueries in expressions, VALUES, cross / natural
+/ semi / anti joins, connectors other than filesystem, print and blackhole,
+and the statements fastops has no use for (SET, STATEMENT SET, ALTER, ...).
 
 Semantics to know: ``/`` on integers is integer division (Flink); ``AVG``
 is DOUBLE (Flink keeps the input type); a ``GROUP BY`` without a window in
@@ -44,7 +52,7 @@ from fastops.table.plan import (Filter, Lateral, PlanError, PlanNode, Project, S
                                 WindowTVF, join_of)
 from fastops.table.types import to_arrow
 
-__all__ = ["SqlError", "parse", "compile_query", "preprocess"]
+__all__ = ["SqlError", "parse", "compile_query", "preprocess", "check_supported"]
 
 
 # ---------------------------------------------------------------- preprocessing
@@ -261,7 +269,8 @@ _UNSUPPORTED_NODES: dict[type, tuple[str, str]] = {
     exp.Values: ("VALUES", "register the rows as a view: t_env.create_temporary_view(name, "
                  "t_env.from_elements(rows, column_names))"),
     exp.Filter: ("FILTER (WHERE ...) on an aggregate",
-                 "aggregate a CASE instead: COUNT(CASE WHEN cond THEN 1 END), SUM(CASE WHEN cond THEN x END)"),
+                 "aggregate a CASE instead: COUNT(CASE WHEN cond THEN 1 END), "
+                 "SUM(CASE WHEN cond THEN x END)"),
     exp.Exists: ("EXISTS (subquery)", _SUBQUERY_INSTEAD),
 }
 
@@ -296,11 +305,13 @@ def check_supported(tree: Any) -> None:
         elif isinstance(node, exp.Join):
             _check_join(node)
         elif isinstance(node, exp.Lateral) and isinstance(node.this, (exp.Subquery, exp.Select)):
-            raise _unsupported("LATERAL (subquery)", node, _SUBQUERY_INSTEAD + " or use LATERAL TABLE(udtf(...))")
+            raise _unsupported("LATERAL (subquery)", node,
+                               _SUBQUERY_INSTEAD + " or use LATERAL TABLE(udtf(...))")
         elif isinstance(node, exp.Fetch):
             opts = node.args.get("limit_options")
             if opts is not None and (opts.args.get("percent") or opts.args.get("with_ties")):
-                raise _unsupported("FETCH ... PERCENT / WITH TIES", node, "use FETCH FIRST n ROWS ONLY or LIMIT n")
+                raise _unsupported("FETCH ... PERCENT / WITH TIES", node,
+                                   "use FETCH FIRST n ROWS ONLY or LIMIT n")
         elif isinstance(node, exp.Insert):
             _check_insert(node)
         elif isinstance(node, exp.Create):
@@ -355,7 +366,8 @@ def _check_insert(ins: exp.Insert) -> None:
                            "select the columns in the sink table's order, INSERT INTO "
                            f"{target.this.name} SELECT ...")
     if isinstance(target, exp.Table) and target.args.get("partition"):
-        raise _unsupported("INSERT ... PARTITION (...)", ins, "the filesystem connector writes unpartitioned files")
+        raise _unsupported("INSERT ... PARTITION (...)", ins,
+                           "the filesystem connector writes unpartitioned files")
 
 
 def _check_create(create: exp.Create) -> None:
