@@ -274,9 +274,10 @@ _UNSUPPORTED_NODES: dict[type, tuple[str, str]] = {
     exp.Exists: ("EXISTS (subquery)", _SUBQUERY_INSTEAD),
 }
 
-# Statements that change stored data or catalogs.
-_STATEMENTS = {exp.Alter: "ALTER", exp.Delete: "DELETE", exp.Update: "UPDATE", exp.Merge: "MERGE",
-               exp.TruncateTable: "TRUNCATE TABLE", exp.Analyze: "ANALYZE"}
+# Statements that change stored data or catalogs (by class name: older sqlglot lacks some).
+_STATEMENTS = {getattr(exp, cls): name for cls, name in [
+    ("Alter", "ALTER"), ("AlterTable", "ALTER TABLE"), ("Delete", "DELETE"), ("Update", "UPDATE"),
+    ("Merge", "MERGE"), ("TruncateTable", "TRUNCATE TABLE"), ("Analyze", "ANALYZE")] if hasattr(exp, cls)}
 
 # CREATE TABLE connectors the catalog can read or write (environment.py's _connector_scan and
 # _insert_into), and the filesystem connector's formats.
@@ -308,8 +309,8 @@ def check_supported(tree: Any) -> None:
             raise _unsupported("LATERAL (subquery)", node,
                                _SUBQUERY_INSTEAD + " or use LATERAL TABLE(udtf(...))")
         elif isinstance(node, exp.Fetch):
-            opts = node.args.get("limit_options")
-            if opts is not None and (opts.args.get("percent") or opts.args.get("with_ties")):
+            opts = node.args.get("limit_options") or node  # sqlglot < 26 keeps them on the Fetch
+            if opts.args.get("percent") or opts.args.get("with_ties"):
                 raise _unsupported("FETCH ... PERCENT / WITH TIES", node,
                                    "use FETCH FIRST n ROWS ONLY or LIMIT n")
         elif isinstance(node, exp.Insert):
