@@ -1719,6 +1719,18 @@ def ss_update(uint64_t[::1] hashes, int64_t[::1] counts, int64_t[::1] errs,
 
 # ------------------------------------------------------------ reservoir
 
+cdef inline int64_t _l_skip(double W, uint64_t* s) noexcept nogil:
+    """Algorithm L's skip ``floor(log(u) / log(1 - W))``, capped at 4e18 rows.
+    When ``1 - W`` rounds to 1 (``W`` below 1.1e-16: a very long stream, or a
+    loaded state) ``log(1 - W)`` is taken as ``-W``: the skip is then huge,
+    never negative or a cast of -inf."""
+    cdef double lw = log(1.0 - W)
+    if lw == 0.0:
+        lw = -W
+    cdef double skip = floor(log(_unit_open0(s)) / lw)
+    return <int64_t>skip if skip < 4e18 else <int64_t>4000000000000000000
+
+
 def reservoir_update(int64_t k, double[::1] fstate, int64_t[::1] istate,
                      uint64_t[::1] rng, int64_t[::1] positions, int64_t[::1] src,
                      const uint8_t[::1] valid, int64_t voff, int64_t n) -> int:
@@ -1738,7 +1750,7 @@ def reservoir_update(int64_t k, double[::1] fstate, int64_t[::1] istate,
         _check_valid(valid.shape[0], voff, n)
         bm = &valid[0]
     cdef int64_t i, seen = istate[0], nxt = istate[1], slot
-    cdef double W = fstate[0], skip
+    cdef double W = fstate[0]
     cdef uint64_t s = rng[0]
     with nogil:
         for i in range(n):
@@ -1750,16 +1762,14 @@ def reservoir_update(int64_t k, double[::1] fstate, int64_t[::1] istate,
                 seen += 1
                 if seen == k:
                     W = exp(log(_unit_open0(&s)) / k)
-                    skip = floor(log(_unit_open0(&s)) / log(1.0 - W))
-                    nxt = seen + (<int64_t>skip if skip < 4e18 else <int64_t>4000000000000000000)
+                    nxt = seen + _l_skip(W, &s)
                 continue
             if seen == nxt:
                 slot = <int64_t>range64(_splitmix(&s), <uint64_t>k)
                 positions[slot] = seen
                 src[slot] = i
                 W = W * exp(log(_unit_open0(&s)) / k)
-                skip = floor(log(_unit_open0(&s)) / log(1.0 - W))
-                nxt = seen + 1 + (<int64_t>skip if skip < 4e18 else <int64_t>4000000000000000000)
+                nxt = seen + 1 + _l_skip(W, &s)
             seen += 1
     istate[0] = seen
     istate[1] = nxt
@@ -1772,6 +1782,5 @@ def reservoir_skip(int64_t k, double W, uint64_t rng, int64_t seen):
     """Restart Algorithm L after a merge at ``seen`` rows with threshold ``W``:
     returns ``(next, rng)``."""
     cdef uint64_t s = rng
-    cdef double skip = floor(log(_unit_open0(&s)) / log(1.0 - W))
-    cdef int64_t nxt = seen + (<int64_t>skip if skip < 4e18 else <int64_t>4000000000000000000)
+    cdef int64_t nxt = seen + _l_skip(W, &s)
     return nxt, s

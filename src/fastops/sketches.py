@@ -25,6 +25,22 @@ followed by the body documented in each class. ``from_bytes`` checks the
 header, every size against the length of the input and every parameter range
 before it builds anything, and raises ``ValueError`` on truncated or corrupt
 input.
+
+Limits
+------
+Sizes that the bytes do not imply have documented maxima, enforced alike by
+the constructors (``ValueError`` naming the parameter) and by ``from_bytes``,
+so no input makes the next update allocate more than the maximum implies:
+``SpaceSaving.MAX_CAPACITY`` (``2**20`` counters),
+``Reservoir.MAX_SIZE`` (``2**22`` rows), ``CountMinSketch.MAX_COUNTERS``
+(``2**28``), ``BloomFilter.MAX_BITS`` (``2**35``). Counters that grow with
+the stream have maxima too: ``KLL.MAX_N`` (``2**48`` values),
+``Reservoir.MAX_SEEN`` (``2**62`` rows) and the int64 range of
+``total_weight`` (Count-Min, Space-Saving); an update or merge that would
+pass one raises ``OverflowError`` and leaves the sketch as it was before
+that chunk. A sketch that ``from_bytes`` accepts is fully usable: updates,
+merges, queries and ``to_bytes`` work on it as on one built by updates
+(``tests/test_sketch_fuzz.py`` checks this on random and damaged bytes).
 """
 from __future__ import annotations
 
@@ -57,6 +73,7 @@ _TYPE_NAMES = {1: "HyperLogLog", 2: "CountMinSketch", 3: "KLL", 4: "SpaceSaving"
 _EMPTY_U8 = np.zeros(0, dtype=np.uint8)
 _EMPTY_I64 = np.zeros(0, dtype=np.int64)
 _U64_MAX = 2**64 - 1
+_I64_MIN, _I64_MAX = -2**63, 2**63 - 1
 
 
 # ---------------------------------------------------------------- helpers
@@ -144,6 +161,12 @@ class _Reader:
 
     def fail(self, msg: str) -> None:
         raise ValueError(f"{self.name}.from_bytes: {msg}")
+
+
+def _check_total(who: str, total: int, add: int) -> None:
+    """Raise OverflowError when ``total + add`` leaves the int64 range."""
+    if not _I64_MIN <= total + add <= _I64_MAX:
+        raise OverflowError(f"{who}: total_weight {total} + {add} does not fit in int64")
 
 
 def _to_arrow(values: Any) -> pa.Array | pa.ChunkedArray:
@@ -487,11 +510,15 @@ class CountMinSketch:
     Parameters
     ----------
     width, depth : int
-        Counters per row (``1 .. 2**31``) and rows (``1 .. 64``).
+        Counters per row (``1 .. 2**31``) and rows (``1 .. 64``), with
+        ``width * depth <= MAX_COUNTERS`` (``2**28``: 2 GiB of counters).
     seed : int
         Hash seed.
     conservative : bool
         Conservative update (insert-only).
+
+    ``total_weight`` is an int64: an update or merge that would take it out
+    of that range raises ``OverflowError``.
 
     Notes
     -----
@@ -510,10 +537,14 @@ class CountMinSketch:
     """
 
     _BODY = struct.Struct("<IIQq")
+    MAX_COUNTERS = 2**28
 
     def __init__(self, width: int, depth: int = 4, seed: int = 0, conservative: bool = False):
         self.width = _check_int("width", width, 1, 2**31)
         self.depth = _check_int("depth", depth, 1, 64)
+        if self.width * self.depth > self.MAX_COUNTERS:
+            raise ValueError(f"width * depth must be <= {self.MAX_COUNTERS} (2**28 counters), "
+                             f"got width={self.width}, depth={self.depth}")
         self.seed = _check_seed(seed)
         self.conservative = bool(conservative)
         self.total_weight = 0
@@ -558,10 +589,12 @@ class CountMinSketch:
             if src is None:
                 continue
             wc = _EMPTY_I64 if w is None else w[start:start + cnt]
+            add = _valid_weight(chunk, cnt, None if w is None else wc)
+            _check_total("CountMinSketch.update", self.total_weight, add)
             st = _sketch.cms_update(self._table, self.conservative, wc, src.mode, src.a,
                                     src.b, src.valid, src.voff, src.n, self.seed)
             _status(st, "CountMinSketch.update")
-            self.total_weight += _valid_weight(chunk, cnt, None if w is None else wc)
+            self.total_weight += add
 
     def estimate(self, values: Any) -> np.ndarray:
         """Estimated count of every value (0 for nulls), as int64."""
@@ -583,6 +616,7 @@ class CountMinSketch:
     def merge(self, other: "CountMinSketch") -> "CountMinSketch":
         """Add the counters of ``other``; returns ``self``."""
         self._check_compatible(other)
+        _check_total("CountMinSketch.merge", self.total_weight, other.total_weight)
         self._table += other._table
         self.total_weight += other.total_weight
         return self
@@ -604,7 +638,7 @@ class CountMinSketch:
         if r.flags > 1:
             r.fail(f"unknown flags {r.flags}")
         depth, width, seed, total = r.unpack(cls._BODY)
-        if not 1 <= depth <= 64 or not 1 <= width <= 2**31:
+        if not 1 <= depth <= 64 or not 1 <= width <= 2**31 or width * depth > cls.MAX_COUNTERS:
             r.fail(f"bad shape depth={depth}, width={width}")
         table = r.array(np.int64, depth * width)
         r.end()
@@ -645,6 +679,9 @@ class BloomFilter:
     ``n = capacity``). Merge (same parameters) is the bitwise OR, exactly the
     filter of the union.
 
+    ``capacity`` is at most ``2**40`` and ``m`` at most ``MAX_BITS`` (``2**35``
+    bits, 4 GiB); larger sizes raise ``ValueError``.
+
     Notes
     -----
     Binary body::
@@ -662,6 +699,7 @@ class BloomFilter:
     """
 
     _BODY = struct.Struct("<I4xQQQd")
+    MAX_BITS = 2**35
 
     def __init__(self, capacity: int, fp_rate: float = 0.01, seed: int = 0):
         self.capacity = _check_int("capacity", capacity, 1, 2**40)
@@ -670,6 +708,9 @@ class BloomFilter:
         self.fp_rate = float(fp_rate)
         self.seed = _check_seed(seed)
         self.num_bits, self.num_hashes = self.optimal_parameters(self.capacity, self.fp_rate)
+        if self.num_bits > self.MAX_BITS:
+            raise ValueError(f"capacity={self.capacity} at fp_rate={self.fp_rate} needs "
+                             f"{self.num_bits} bits, more than MAX_BITS = 2**35")
         self._words = np.zeros((self.num_bits + 63) // 64, dtype=np.uint64)
 
     @staticmethod
@@ -741,7 +782,7 @@ class BloomFilter:
         k, m, seed, capacity, fp = r.unpack(cls._BODY)
         if not (1 <= capacity <= 2**40) or not (0 < fp < 1):
             r.fail(f"bad capacity {capacity} / fp_rate {fp}")
-        if (m, k) != cls.optimal_parameters(capacity, fp):
+        if (m, k) != cls.optimal_parameters(capacity, fp) or m > cls.MAX_BITS:
             r.fail(f"k={k}, m_bits={m} do not match capacity={capacity}, fp_rate={fp}")
         words = r.array(np.uint64, (m + 63) // 64)   # checks the length first
         r.end()
@@ -831,6 +872,11 @@ class KLL:
     t-digest has better relative accuracy at the extreme tails but only
     heuristic, data-dependent bounds and order-dependent merges.
 
+    A sketch counts at most ``MAX_N = 2**48`` values (48 levels hold more
+    than that; the bound keeps every state, loaded ones too, far from the
+    last level): an update whose batch length, or a merge whose count, would
+    take ``n`` past it raises ``OverflowError``.
+
     Notes
     -----
     Binary body::
@@ -838,7 +884,7 @@ class KLL:
         k u16, m u16, num_levels u8, 3 zero bytes, n u64, min f64, max f64,
         rng u64, level sizes u32[num_levels], items f64[sum of sizes]
 
-    levels ``>= 1`` sorted, ``sum(size_h * 2**h) == n``.
+    levels ``>= 1`` sorted, ``sum(size_h * 2**h) == n <= MAX_N``.
 
     Examples
     --------
@@ -850,6 +896,7 @@ class KLL:
     """
 
     _BODY = struct.Struct("<HHB3xQddQ")
+    MAX_N = 2**48
 
     def __init__(self, k: int = 200, seed: int = 0):
         self.k = _check_int("k", k, 8, 65535)
@@ -885,6 +932,9 @@ class KLL:
         """Add every non-null, non-NaN value."""
         _no_weights(weights, "KLL")
         for vals, valid, voff in _float_chunks(values, "KLL"):
+            if self.n + len(vals) > self.MAX_N:
+                raise OverflowError(f"KLL.update: n = {self.n} + {len(vals)} values would "
+                                    "pass KLL.MAX_N = 2**48")
             _status(self._core.update(vals, valid, voff), "KLL.update")
         self._sorted = None
 
@@ -957,6 +1007,9 @@ class KLL:
     def merge(self, other: "KLL") -> "KLL":
         """Union in place; returns ``self``."""
         self._check_compatible(other)
+        if self.n + other.n > self.MAX_N:
+            raise OverflowError(f"KLL.merge: n = {self.n} + {other.n} would pass "
+                                "KLL.MAX_N = 2**48")
         _status(self._core.merge(other._core), "KLL.merge")
         self._sorted = None
         return self
@@ -987,6 +1040,8 @@ class KLL:
         weight = int(sum(int(s) << h for h, s in enumerate(sizes)))
         if weight != n:
             r.fail(f"level sizes give {weight} items, header says {n}")
+        if n > cls.MAX_N:
+            r.fail(f"n = {n} is more than KLL.MAX_N = 2**48")
         if total and (np.isnan(items).any() or math.isnan(mn) or math.isnan(mx)
                       or items.min() < mn or items.max() > mx):
             r.fail("items outside [min, max] or NaN")
@@ -1009,6 +1064,12 @@ class KLL:
 
 
 # ---------------------------------------------------------------- Space-Saving
+
+def _held_type_ok(t: pa.DataType) -> bool:
+    """Whether an update can leave values of type ``t`` in a sketch (not a
+    dictionary, which updates decode, nor a view, which they widen)."""
+    return not pat.is_dictionary(t) and _arrow.view_storage(t) is None
+
 
 def _plain(chunk: Any) -> pa.Array:
     """A chunk as a plain (non-dictionary) Arrow array."""
@@ -1042,6 +1103,11 @@ class SpaceSaving:
     Distinct values whose 64-bit hashes collide are counted together
     (probability about ``d²/2⁶⁵`` for ``d`` distinct values).
 
+    ``capacity`` is at most ``MAX_CAPACITY = 2**20``: an update or merge
+    works on capacity-sized arrays, about 160 bytes per counter (some
+    160 MiB at the maximum). ``total_weight`` is an int64: an update or
+    merge that would pass its range raises ``OverflowError``.
+
     Notes
     -----
     Binary body::
@@ -1061,9 +1127,10 @@ class SpaceSaving:
 
     _BODY = struct.Struct("<IIQq")
     _CHUNK = 1 << 13
+    MAX_CAPACITY = 2**20
 
     def __init__(self, capacity: int, seed: int = 0):
-        self.capacity = _check_int("capacity", capacity, 1, 2**31 - 1)
+        self.capacity = _check_int("capacity", capacity, 1, self.MAX_CAPACITY)
         self.seed = _check_seed(seed)
         self.total_weight = 0
         self._size = 0
@@ -1128,6 +1195,8 @@ class SpaceSaving:
             plain = _plain(chunk)
             self._value_type_check(plain.type)
             wc = _EMPTY_I64 if w is None else np.ascontiguousarray(w[start:start + cnt])
+            add = _valid_weight(chunk, cnt, None if w is None else wc)
+            _check_total("SpaceSaving.update", self.total_weight, add)
             hashes, counts, errs, reps = self._work()
             size = _status(_sketch.ss_update(hashes, counts, errs, reps, self._size,
                                              self.capacity, wc, self._CHUNK, src.mode, src.a,
@@ -1137,7 +1206,7 @@ class SpaceSaving:
             if self._values is None:
                 self._values = plain.slice(0, 0)
             self._adopt(reps, plain, size)
-            self.total_weight += _valid_weight(chunk, cnt, None if w is None else wc)
+            self.total_weight += add
 
     def top(self, k: Optional[int] = None) -> pa.Table:
         """The ``k`` (default: all) largest counters, largest first: a table
@@ -1179,7 +1248,9 @@ class SpaceSaving:
     def merge(self, other: "SpaceSaving") -> "SpaceSaving":
         """Combine in place (bounds kept, with W = W₁ + W₂); returns ``self``."""
         self._check_compatible(other)
+        _check_total("SpaceSaving.merge", self.total_weight, other.total_weight)
         if other._size == 0:
+            self.total_weight += other.total_weight
             return self
         hashes, counts, errs, reps = self._work()
         size = _status(_sketch.ss_merge(hashes, counts, errs, reps, self._size, self.capacity,
@@ -1215,8 +1286,8 @@ class SpaceSaving:
     def from_bytes(cls, data: bytes) -> "SpaceSaving":
         r = _Reader(data, T_SS)
         capacity, size, seed, total = r.unpack(cls._BODY)
-        if not 1 <= capacity <= 2**31 - 1 or size > capacity:
-            r.fail(f"bad capacity {capacity} / size {size}")
+        if not 1 <= capacity <= cls.MAX_CAPACITY or size > capacity or total < 0:
+            r.fail(f"bad capacity {capacity} / size {size} / total weight {total}")
         hashes = r.array(np.uint64, size)
         counts = r.array(np.int64, size)
         errs = r.array(np.int64, size)
@@ -1224,18 +1295,18 @@ class SpaceSaving:
         r.end()
         if size and (counts.min() < 1 or errs.min() < 0 or np.any(errs > counts)):
             r.fail("counts must be >= 1 and 0 <= error <= count")
-        if size and (int(counts.sum()) > total or len(np.unique(hashes)) != size):
+        if size and (sum(counts.tolist()) > total or len(np.unique(hashes)) != size):
             r.fail("counts exceed the total weight, or duplicate items")
         if table.num_columns != 1 or table.num_rows != size:
             r.fail("value column does not match the counters")
         vals = table.column(0).combine_chunks()
         if vals.null_count:
             r.fail("null representative values")
-        if size:
-            if not hashing.supports(vals.type):
-                r.fail(f"unsupported value type {vals.type}")
-            if not np.array_equal(hashing.hash_columns([vals], seed), hashes):
-                r.fail("values do not match their hashes")
+        if not (pat.is_null(vals.type) and size == 0) and not (
+                hashing.supports(vals.type) and _held_type_ok(vals.type)):
+            r.fail(f"unsupported value type {vals.type}")
+        if size and not np.array_equal(hashing.hash_columns([vals], seed), hashes):
+            r.fail("values do not match their hashes")
         out = cls(capacity, seed)
         out._hashes, out._counts, out._errs = hashes, counts, errs
         out._size = size
@@ -1267,6 +1338,11 @@ class Reservoir:
     hypergeometric law, so the result is a uniform sample of the union (rows
     of ``other`` are numbered after those of ``self``).
 
+    ``size`` is at most ``MAX_SIZE = 2**22`` (an update works on size-long
+    arrays, 16 bytes a row), and a reservoir counts at most ``MAX_SEEN =
+    2**62`` rows: an update or merge that would pass it raises
+    ``OverflowError``.
+
     Notes
     -----
     Binary body (flags: 0 no rows yet, 1 Array values, 2 Table rows)::
@@ -1284,9 +1360,11 @@ class Reservoir:
     """
 
     _BODY = struct.Struct("<QQqdQQ")
+    MAX_SIZE = 2**22
+    MAX_SEEN = 2**62
 
     def __init__(self, size: int, seed: int = 0):
-        self.size = _check_int("size", size, 1, 2**31 - 1)
+        self.size = _check_int("size", size, 1, self.MAX_SIZE)
         self.seed = _check_seed(seed)
         self._istate = np.array([0, 0], dtype=np.int64)   # seen, next
         self._fstate = np.array([1.0], dtype=np.float64)  # W
@@ -1351,6 +1429,9 @@ class Reservoir:
     def _offer(self, rows: Any, valid: np.ndarray, voff: int, n: int) -> None:
         if n == 0:
             return
+        if self.seen + n > self.MAX_SEEN:
+            raise OverflowError(f"Reservoir.update: {self.seen} + {n} rows would pass "
+                                "Reservoir.MAX_SEEN = 2**62")
         before = len(self)
         if len(self._positions) < self.size:
             grown = np.zeros(self.size, dtype=np.int64)
@@ -1392,12 +1473,19 @@ class Reservoir:
                 other._data.schema if other._is_table else other._data.type):
             raise TypeError("cannot merge reservoirs of different value types")
         n1, n2 = self.seen, other.seen
+        if n1 + n2 > self.MAX_SEEN:
+            raise OverflowError(f"Reservoir.merge: {n1} + {n2} rows would pass "
+                                "Reservoir.MAX_SEEN = 2**62")
         state, out = _sketch.splitmix_next(int(self._rng[0]))
         gen = np.random.default_rng(out)
         k = self.size
         take_total = min(k, n1 + n2)
-        j = int(gen.hypergeometric(n1, n2, take_total)) if n2 and n1 else (
-            take_total if n2 == 0 else 0)
+        if n1 == 0 or n2 == 0:
+            j = take_total if n2 == 0 else 0
+        elif max(n1, n2) < 10**9:   # NumPy's hypergeometric takes less than 10**9
+            j = int(gen.hypergeometric(n1, n2, take_total))
+        else:   # the same law: how many of take_total distinct rows lie in self
+            j = int(np.count_nonzero(gen.choice(n1 + n2, take_total, replace=False) < n1))
         a_idx = np.sort(gen.choice(len(self), size=j, replace=False))
         b_idx = np.sort(gen.choice(len(other), size=take_total - j, replace=False))
         pos = np.concatenate([self._positions[a_idx], other._positions[b_idx] + n1])
@@ -1452,9 +1540,9 @@ class Reservoir:
     def from_bytes(cls, data: bytes) -> "Reservoir":
         r = _Reader(data, T_RESERVOIR)
         size, seen, nxt, w, rng, filled = r.unpack(cls._BODY)
-        if r.flags > 2 or not 1 <= size <= 2**31 - 1 or filled != min(size, seen):
+        if r.flags > 2 or not 1 <= size <= cls.MAX_SIZE or filled != min(size, seen):
             r.fail(f"bad size {size} / seen {seen} / filled {filled} / flags {r.flags}")
-        if seen >= 2**62 or not (0.0 < w <= 1.0) or (seen >= size and nxt < seen):
+        if seen > cls.MAX_SEEN or not (0.0 < w <= 1.0) or (seen >= size and nxt < seen):
             r.fail("bad sampler state")
         positions = r.array(np.int64, filled)
         blob = r.blob()
@@ -1476,10 +1564,12 @@ class Reservoir:
         if table.num_rows != filled:
             r.fail("row count does not match")
         if r.flags == 1:
-            if table.num_columns != 1:
-                r.fail("expected one value column")
+            if table.num_columns != 1 or not _held_type_ok(table.schema.types[0]):
+                r.fail("expected one value column (not a dictionary or view)")
             out._data = table.column(0).combine_chunks()
         else:
+            if any(_arrow.view_storage(t) is not None for t in table.schema.types):
+                r.fail("view columns in the sampled rows")
             out._data = table.combine_chunks()
             out._is_table = True
         return out
