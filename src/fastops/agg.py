@@ -349,7 +349,7 @@ def sum_overflow(a: SlotAggregate, output: Optional[str] = None, where: str = ""
         f"{label} overflowed int64{' ' + where if where else ''}: "
         f"{detail or f'a partial sum of column {col!r} left [-2**63, 2**63 - 1]'}. Cast {col!r} to "
         f"float64 before aggregating (exact up to 2**53) or sum smaller units")
-    exc.aggregate, exc.column, exc.output = a, col, output
+    exc.aggregate, exc.column, exc.output, exc.detail = a, col, output, detail
     return exc
 
 

@@ -752,7 +752,7 @@ class WindowAggregator:
             a = self._agg_list[self._builtin[k]]
         if a is not None:
             name = next((n for n, b in zip(self.aggs, self._agg_list) if b is a), None)
-            exc = sum_overflow(a, name, where)
+            exc = sum_overflow(a, name, where, getattr(exc, "detail", ""))
         self._overflowed = exc
         return exc
 
