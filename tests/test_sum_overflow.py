@@ -10,6 +10,8 @@ that fits, reached through a partial sum that does not) either is allowed.
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -206,3 +208,51 @@ def test_kernels_report_which_aggregate():
     rec = np.array([[1, MIN], [1, -1]], dtype=np.int64)
     with pytest.raises(_window.SumOverflowError):
         _window.merge_records(_window.OPS["sum_i64"], np.array([0]), np.array([1]), rec, 0, rec, 0)
+
+
+def sql_sums(rows: list[tuple[int, int, int]], query: str, streaming: bool = False) -> list[dict]:
+    import pandas as pd
+
+    from fastops import TableEnvironment
+
+    env = TableEnvironment(mode="streaming" if streaming else "batch")
+    frame = pd.DataFrame({"k": [r[0] for r in rows], "ts": [r[1] for r in rows], "v": [r[2] for r in rows]},
+                         dtype="int64")
+    env.create_temporary_view("t", env.from_pandas(frame))
+    return env.sql_query(query).to_pandas().to_dict("records")
+
+
+def sql_check(rows: list[tuple[int, int, int]], expected: dict, query: str) -> None:
+    """SQL's SUM(v) AS total per k (batch mode): Python's exact sums, or the
+    job fails naming the aggregate."""
+    from fastops import JobFailed
+
+    verdicts = {g: verdict(vals) for g, vals in expected.items()}
+    try:
+        got = sql_sums(rows, query)
+    except JobFailed as exc:
+        # (windowed SQL aggregates under an internal name, which the error leaves out)
+        assert re.search(r"sum\('v'\) (\(output column 'total'\) )?overflowed int64", str(exc)), str(exc)
+        assert any(v != "exact" for v in verdicts.values())
+        return
+    assert "raise" not in verdicts.values(), ("a sum outside int64 did not raise", expected, got)
+    assert sorted((r["k"], r["total"]) for r in got) == sorted((g[-1], sum(v)) for g, v in expected.items())
+
+
+@settings(max_examples=25, deadline=None)
+@given(case=streams())
+def test_sql_group_by_sum_matches_exact_python_or_fails(case):
+    rows, _ = case
+    sql_check(rows, windows_of("global", rows), "SELECT k, SUM(v) AS total FROM t GROUP BY k")
+
+
+def test_sql_sums_raise_in_a_window_and_in_streaming_mode():
+    rows = [(0, 1, 2**62), (0, 2, 2**62), (1, 3, 7)]
+    tumble = ("SELECT k, SUM(v) AS total FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '0.01' SECOND)) "
+              "GROUP BY window_start, window_end, k")
+    sql_check(rows, windows_of("global", rows), tumble)  # (one window holds every row)
+    for query, streaming in ((tumble, False), ("SELECT k, SUM(v) AS total FROM t GROUP BY k", True)):
+        with pytest.raises(Exception, match=r"SumOverflowError: sum\('v'\) (\(output column 'total'\) )?overflowed"):
+            sql_sums(rows, query, streaming)
+    assert sql_sums(rows[1:], "SELECT k, SUM(v) AS total FROM t GROUP BY k") == [{"k": 0, "total": 2**62},
+                                                                                   {"k": 1, "total": 7}]

@@ -752,6 +752,7 @@ class WindowAggregator:
             a = self._agg_list[self._builtin[k]]
         if a is not None:
             name = next((n for n, b in zip(self.aggs, self._agg_list) if b is a), None)
+            name = None if name is None or name.startswith("__") else name  # (a plan's internal name)
             exc = sum_overflow(a, name, where, getattr(exc, "detail", ""))
         self._overflowed = exc
         return exc
