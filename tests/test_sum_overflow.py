@@ -256,3 +256,21 @@ def test_sql_sums_raise_in_a_window_and_in_streaming_mode():
             sql_sums(rows, query, streaming)
     assert sql_sums(rows[1:], "SELECT k, SUM(v) AS total FROM t GROUP BY k") == [{"k": 0, "total": 2**62},
                                                                                    {"k": 1, "total": 7}]
+
+
+def test_refired_window_and_pairs_merge_overflow():
+    """Panes merged by pane_emit rather than the stacks: a window fired again
+    for a late row (allowed lateness), and sliding windows beside an
+    aggregate that is not built in (the kernel lists (row, slot) pairs)."""
+    wa = WindowAggregator(Sliding(20, 10), by="k", aggs={"total": agg.sum("v")}, time="ts", allowed_lateness=100)
+    wa.process(pa.record_batch({"k": [0], "ts": [5], "v": [2**62]}))
+    assert [r["total"] for r in wa.advance_watermark(25).to_pylist()] == [2**62, 2**62]
+    wa.process(pa.record_batch({"k": [0], "ts": [15], "v": [2**62]}))  # late for [0, 20), kept
+    with pytest.raises(SumOverflowError, match=r"output column 'total'\) overflowed int64 in window "
+                                               r"\[1970-01-01T00:00:00.000, 1970-01-01T00:00:00.020\)"):
+        wa.advance_watermark(26)
+    aggs = {"d": agg.approx_distinct("v"), "total": agg.sum("v")}
+    wa = WindowAggregator(Sliding(20, 10), by="k", aggs=aggs, time="ts")
+    wa.process(pa.record_batch({"k": [0, 0], "ts": [5, 15], "v": [2**62, 2**62]}))
+    with pytest.raises(SumOverflowError, match=r"output column 'total'\) overflowed int64 in window"):
+        wa.flush()

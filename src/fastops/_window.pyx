@@ -445,6 +445,7 @@ cdef int64_t _emit_merged(const int64_t* hg, const int64_t* hq, const int64_t* h
     cdef Py_ssize_t k
     cdef const int64_t* b
     cdef int64_t* o
+    cdef uint64_t flags = 0  # (a local: ORing into ``ovf`` itself would chain every merge through memory)
     for a in range(m):
         slot = _find(hg, hq, hv, mask, -1, panes[a], &where)
         while slot >= 0:
@@ -472,11 +473,12 @@ cdef int64_t _emit_merged(const int64_t* hg, const int64_t* hq, const int64_t* h
                     o = orec + r * W
                     for k in range(nagg):
                         if b[off[k]] != 0:
-                            ovf[0] |= _merge_one(<int>op[k], o + off[k], b + off[k]) << (k if k < 63 else 63)
+                            flags |= _merge_one(<int>op[k], o + off[k], b + off[k]) << (k if k < 63 else 63)
                 x -= 1
             slot = s_next[lo]
     for r in range(nrows):
         group_mark[out_groups[r]] = -1
+    ovf[0] = flags
     return nrows
 
 
