@@ -135,7 +135,9 @@ def session_purge(g_head: np.ndarray,  # int64[::1], modified
 
 OPS: dict[str, int]  # aggregate codes shared by agg_update and the merges
 
-# rec int64[:, ::1] (n_slots, W) records; an aggregate's words start at its offset, word 0 = cnt
+# rec int64[:, ::1] (n_slots, W) records; an aggregate's words start at its offset, word 0 = cnt.
+# Kernels that add to a sum_i64 (agg_update, merge_records, pane_emit, dense_add, suffix_add,
+# dense_window) raise SumOverflowError after their loop where such a sum left int64.
 def agg_update(slots: np.ndarray,  # const int64[::1] (< 0: skip)
                ts: np.ndarray,     # const int64[::1]
                ops: np.ndarray,    # const int64[::1] codes of OPS
