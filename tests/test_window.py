@@ -347,11 +347,12 @@ def test_output_schema_and_types():
     assert out.to_pydict()["sf"] == [4.0, None]
 
 
-def test_int_sum_wraps():
+def test_int_sum_overflow_raises():  # (it wrapped once; more in test_sum_overflow.py)
     b = pa.record_batch({"ts": [0, 1], "x": pa.array([2**63 - 1, 1], pa.int64())})
     wa = WindowAggregator(Tumbling(10), [], {"s": agg.sum("x")})
     wa.process(b)
-    assert wa.flush().column("s").to_pylist() == [-(2**63)]
+    with pytest.raises(agg.SumOverflowError, match=r"sum\('x'\) \(output column 's'\) overflowed int64"):
+        wa.flush()
 
 
 def test_nan_ignored_by_min_max_and_all_null_group():
