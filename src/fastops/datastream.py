@@ -8,17 +8,20 @@
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from fastops.connectors import sources as _sources
+from fastops.durations import parse_duration
 from fastops.operators import basic as _basic
 from fastops.operators import sinks as _sinks
 from fastops.runtime.executor import Executor, JobResult
-from fastops.runtime.graph import Edge, Node
+from fastops.runtime.graph import Edge, Node, identity
 from fastops.runtime.plan import PhysicalPlan
+from fastops.runtime.recovery import reconcile_sinks, restore_point
 
 col = pc.field  # fo.col("v") > 0: a pyarrow.compute expression
 
@@ -42,6 +45,16 @@ def _names(cols: Sequence[Any]) -> tuple[str, ...]:
     if not flat:
         raise ValueError("at least one key column is needed")
     return tuple(flat)
+
+
+def _configured(stream: "DataStream", config: Any) -> "DataStream":
+    """Record an operator's configuration on its node (part of the job fingerprint)."""
+    stream.node.config = config
+    return stream
+
+
+def _describe_aggs(aggs: dict) -> dict:
+    return {name: a.describe() if hasattr(a, "describe") else repr(a) for name, a in aggs.items()}
 
 
 def _missing(what: str, column: str, schema: pa.Schema) -> Exception:
@@ -336,21 +349,6 @@ class StreamEnvironment:
             return None
         return CheckpointStorage(self.checkpoint_dir, self.checkpoints_retained)
 
-    def _restore_point(self, storage: Any, restore: Any, plan: PhysicalPlan) -> Any:
-        if restore is None or restore is False:
-            return None
-        if storage is None:
-            if restore == "latest":
-                return None
-            raise ValueError("restore needs a checkpoint_dir on the StreamEnvironment")
-        manifest = storage.latest() if restore == "latest" else storage.load(str(restore))
-        if manifest is not None and manifest.fingerprint != plan.fingerprint():
-            raise ValueError(
-                f"checkpoint {manifest.path!r} was taken from a different job graph "
-                f"(fingerprint {manifest.fingerprint}, this job {plan.fingerprint()}): refusing to "
-                f"restore it. This job: {'; '.join(plan.describe())}")
-        return manifest
-
     def _run(self, sinks: list[Node], job_name: str, restore: Any = "latest",
              progress: Optional[Callable[[list], Any]] = None) -> JobResult:
         import time as _time
@@ -367,10 +365,12 @@ class StreamEnvironment:
                         f"source {c.head.name!r} cannot replay its input, so checkpoints cannot "
                         f"give {self.mode.replace('_', '-')} results; use a file, collection, "
                         "pandas or Arrow source, or from_generator(..., deterministic=True)")
-        manifest = self._restore_point(storage, restore, plan)
+        skipped: list = []
+        manifest = restore_point(storage, restore, plan, skipped)
         results = [n.collect_result for n in sinks if getattr(n, "collect_result", None) is not None]
         for res in results:
             res.reset()
+        rolled_back = reconcile_sinks(sinks, manifest)
         attempt = 0
         replayed = 0
         executor = Executor(self.threads, self.channel_capacity, progress)
@@ -386,11 +386,12 @@ class StreamEnvironment:
                 attempt += 1
                 if self.restart_delay_s:
                     _time.sleep(self.restart_delay_s)
-                manifest = storage.latest() if storage is not None else None
+                manifest = storage.latest(skipped) if storage is not None else None
                 replayed += executor.rows_since(manifest.checkpoint_id if manifest is not None else None)
                 if manifest is None:
                     for res in results:
                         res.reset()
+                rolled_back += reconcile_sinks(sinks, manifest)
         tasks, duration = run.tasks, run.duration_s
         metrics = {t.name: t.metrics for t in tasks}
         source_ids = {c.index for c in plan.chains if c.head.is_source}
@@ -400,7 +401,8 @@ class StreamEnvironment:
         result = JobResult(job_name, duration, metrics, rows_in, rows_out, outputs,
                            checkpoints=run.checkpoints, restore_s=run.restore_s, restarts=attempt,
                            rows_replayed=replayed,
-                           restored_from=manifest.checkpoint_id if manifest is not None else None)
+                           restored_from=manifest.checkpoint_id if manifest is not None else None,
+                           skipped_checkpoints=skipped, rolled_back=rolled_back)
         self.last_result = result
         return result
 
@@ -500,18 +502,21 @@ class DataStream:
             raise ValueError(f"max_out_of_orderness must be a duration >= 0, got {max_out_of_orderness!r}")
         idle = parse_positive_duration(idle_timeout, "idle_timeout") if idle_timeout is not None else None
         factory = (MonotonousTimestamps if monotonous else (lambda: BoundedOutOfOrderness(bound)))
-        return self._then("watermark", lambda: _basic.WatermarkAssigner(column, factory, idle),
-                          time_column=column, schema=self.schema)
+        return _configured(self._then("watermark", lambda: _basic.WatermarkAssigner(column, factory, idle),
+                                      time_column=column, schema=self.schema),
+                           {"column": column, "bound_ms": bound, "idle_ms": idle, "monotonous": monotonous})
 
     # -- transformations -------------------------------------------------------
     def map(self, fn: Callable[[pa.RecordBatch], Any], name: Optional[str] = None) -> "DataStream":
         """``fn(batch) -> batch`` (vectorised)."""
         label = name or getattr(fn, "__name__", "map")
-        return self._then(f"map({label})" if name is None else name, lambda: _basic.Map(fn, label))
+        return _configured(self._then(f"map({label})" if name is None else name, lambda: _basic.Map(fn, label)),
+                           identity(fn))
 
     def flat_map(self, fn: Callable[[pa.RecordBatch], Any], name: Optional[str] = None) -> "DataStream":
         label = name or getattr(fn, "__name__", "flat_map")
-        return self._then(f"flat_map({label})" if name is None else name, lambda: _basic.FlatMap(fn, label))
+        return _configured(self._then(f"flat_map({label})" if name is None else name,
+                                      lambda: _basic.FlatMap(fn, label)), identity(fn))
 
     def filter(self, predicate: Any, name: Optional[str] = None) -> "DataStream":
         """Keep rows where ``predicate`` (an expression, or ``fn(batch) -> mask``) holds."""
@@ -524,7 +529,8 @@ class DataStream:
                 _no_rows(self.schema).filter(predicate)
             except _ARROW_ERRORS as exc:
                 raise _expression_error(exc, self.schema, f"filter {predicate}") from None
-        return self._then(label, lambda: _basic.Filter(predicate, label), schema=self.schema)
+        return _configured(self._then(label, lambda: _basic.Filter(predicate, label), schema=self.schema),
+                           str(predicate) if isinstance(predicate, pc.Expression) else identity(predicate))
 
     def select(self, *columns: str, **expressions: Any) -> "DataStream":
         """Keep ``columns`` and add ``name=expression`` columns, in that order."""
@@ -532,13 +538,15 @@ class DataStream:
         spec.update(expressions)
         _require(self.schema, [v for v in spec.values() if isinstance(v, str)], "select: column")
         schema = self._projected(spec, False, "select")
-        return self._then("select", lambda: _basic.Project(spec, keep_existing=False), schema=schema)
+        return _configured(self._then("select", lambda: _basic.Project(spec, keep_existing=False), schema=schema),
+                           {k: str(v) for k, v in spec.items()})
 
     def with_columns(self, **expressions: Any) -> "DataStream":
         """Add or replace columns computed by pyarrow.compute expressions."""
         schema = self._projected(expressions, True, "with_columns")
-        return self._then("with_columns", lambda: _basic.Project(dict(expressions), keep_existing=True),
-                          schema=schema)
+        return _configured(self._then("with_columns", lambda: _basic.Project(dict(expressions), keep_existing=True),
+                                      schema=schema),
+                           {k: str(v) for k, v in expressions.items()})
 
     def _projected(self, spec: dict[str, Any], keep_existing: bool, what: str) -> Optional[pa.Schema]:
         """Check select / with_columns expressions; their output schema if the input's is known."""
@@ -561,7 +569,8 @@ class DataStream:
         with ``keys``); ``parallelism=1`` gathers the stream into one task."""
         if not callable(operator_factory):
             raise TypeError("transform needs a factory (e.g. the Operator class) that makes one operator per task")
-        return self._then(name, operator_factory, parallelism, partitioning, tuple(keys))
+        return _configured(self._then(name, operator_factory, parallelism, partitioning, tuple(keys)),
+                           identity(operator_factory))
 
     def connect(self, other: "DataStream", name: str, operator_factory: Callable[[], Any],
                 keys: Sequence[str] = (), other_keys: Optional[Sequence[str]] = None,
@@ -576,6 +585,7 @@ class DataStream:
         if parallelism is not None:
             _check_parallelism(parallelism)
         node = Node(name, parallelism or self.env.parallelism, factory=operator_factory,
+                    config=identity(operator_factory),
                     inputs=[self._edge(how, lk, 0), other._edge(how, rk, 1)])
         return DataStream(self.env, node, time_column=None)
 
@@ -651,13 +661,19 @@ class DataStream:
     def to_pandas(self) -> Any:
         return self.collect().to_pandas()
 
-    def sink_to_parquet(self, directory: str) -> "DataStream":
-        """Write one Parquet file per task into ``directory`` (on ``env.execute()``)."""
-        self._sink("sink_to_parquet", lambda: _sinks.FileSink(directory, "parquet"))
+    def sink_to_parquet(self, directory: str, overwrite: bool = False) -> "DataStream":
+        """Write Parquet files into ``directory`` (on ``env.execute()``), one per
+        task and checkpoint epoch, exactly once. A job that starts from no
+        checkpoint refuses a directory holding committed files unless
+        ``overwrite=True``, which deletes them."""
+        self._sink("sink_to_parquet",
+                   lambda: _sinks.FileSink(directory, "parquet", overwrite=overwrite)).config = os.fspath(directory)
         return self
 
-    def sink_to_ipc(self, directory: str) -> "DataStream":
-        self._sink("sink_to_ipc", lambda: _sinks.FileSink(directory, "ipc"))
+    def sink_to_ipc(self, directory: str, overwrite: bool = False) -> "DataStream":
+        """Like ``sink_to_parquet``, in Arrow IPC files."""
+        self._sink("sink_to_ipc",
+                   lambda: _sinks.FileSink(directory, "ipc", overwrite=overwrite)).config = os.fspath(directory)
         return self
 
     def print(self) -> "DataStream":
@@ -668,7 +684,7 @@ class DataStream:
         """Call ``fn(batch)`` for every batch (on ``env.execute()``)."""
         if not callable(fn):
             raise TypeError(f"sink_to needs a callable, got {type(fn).__name__}")
-        self._sink(f"sink_to({getattr(fn, '__name__', 'fn')})", lambda: _sinks.FunctionSink(fn))
+        self._sink(f"sink_to({getattr(fn, '__name__', 'fn')})", lambda: _sinks.FunctionSink(fn)).config = identity(fn)
         return self
 
     def explain(self) -> str:
@@ -691,15 +707,17 @@ class KeyedStream:
     def map(self, fn: Callable[[pa.RecordBatch], Any], name: Optional[str] = None) -> DataStream:
         """``fn(batch) -> batch`` after the hash exchange: a task sees only its keys."""
         label = name or getattr(fn, "__name__", "map")
-        return self._keyed(f"map({label})" if name is None else name, lambda: _basic.Map(fn, label))
+        return _configured(self._keyed(f"map({label})" if name is None else name, lambda: _basic.Map(fn, label)),
+                           identity(fn))
 
     def flat_map(self, fn: Callable[[pa.RecordBatch], Any], name: Optional[str] = None) -> DataStream:
         label = name or getattr(fn, "__name__", "flat_map")
-        return self._keyed(f"flat_map({label})" if name is None else name, lambda: _basic.FlatMap(fn, label))
+        return _configured(self._keyed(f"flat_map({label})" if name is None else name,
+                                       lambda: _basic.FlatMap(fn, label)), identity(fn))
 
     def transform(self, name: str, operator_factory: Callable[[], Any]) -> DataStream:
         """A custom operator after the hash exchange."""
-        return self._keyed(name, operator_factory)
+        return _configured(self._keyed(name, operator_factory), identity(operator_factory))
 
     def window(self, window: Any) -> "WindowedStream":
         from fastops.windows import as_window
@@ -721,7 +739,8 @@ class KeyedStream:
         if schema is not None and tc is None:  # the operator numbers rows in arrival order
             schema = schema.append(pa.field(ARRIVAL, pa.int64()))
         out = _aggregate_schema(GlobalWindow(), keys, aggs, tc or ARRIVAL, 0, schema)
-        return self._keyed("aggregate", lambda: RunningAggregateOperator(keys, aggs, tc), schema=out)
+        return _configured(self._keyed("aggregate", lambda: RunningAggregateOperator(keys, aggs, tc), schema=out),
+                           {"keys": list(keys), "aggregates": _describe_aggs(aggs), "time_column": tc})
 
     def process(self, function: Any, name: Optional[str] = None) -> DataStream:
         """Run a ``KeyedProcessFunction`` (keyed state, event-time timers)."""
@@ -732,7 +751,8 @@ class KeyedStream:
         keys = self.keys
         tc = self.stream.time_column
         label = name or type(function).__name__
-        return self._keyed(f"process({label})", lambda: KeyedProcessOperator(function, keys, tc, label))
+        return _configured(self._keyed(f"process({label})", lambda: KeyedProcessOperator(function, keys, tc, label)),
+                           {"function": identity(type(function)), "keys": list(keys), "time_column": tc})
 
 
 class WindowedStream:
@@ -773,7 +793,9 @@ class WindowedStream:
             windowed._side_schemas["late"] = pa.schema(kept + [
                 pa.field("reason", pa.string()),
                 pa.field("watermark", bound_type(stream.schema.field(tc).type))])
-        return windowed
+        return _configured(windowed,
+                           {"window": repr(window), "keys": list(keys), "aggregates": _describe_aggs(aggs),
+                            "time_column": tc, "allowed_lateness_ms": parse_duration(lateness) if lateness else 0})
 
 
 class JoinBuilder:
@@ -817,6 +839,8 @@ class JoinBuilder:
         env = self.left.env
         lk, rk, w = self.left_keys, self.right_keys, self._window
         node = Node("window_join", env.parallelism,
+                    config={"window": repr(w), "left_keys": list(lk), "right_keys": list(rk),
+                            "time_columns": [lt, rt], "suffixes": list(suffixes)},
                     factory=lambda: WindowJoinOperator(w, lk, rk, lt, rt, suffixes),
                     inputs=[self.left._edge("hash", lk, 0), self.right._edge("hash", rk, 1)])
         return DataStream(env, node, time_column=None, schema=self._schema(suffixes))
