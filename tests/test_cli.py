@@ -149,6 +149,12 @@ def test_demo_small_run_prints_tables_and_summary(tmp_path):
     ref = demo.run_demo(cfg, progress=False)
     assert rewards.sort_by([("window_start", "ascending"), ("player_id", "ascending")]).select(
         ["window_start", "player_id", "pops"]).equals(ref.rewards.select(["window_start", "player_id", "pops"]))
+    # a second run into the same output would write its rows again: refused, output untouched
+    again = fastops_cmd("demo", "--events", "300k", "--no-progress", "--players", "2000",
+                        "--events-per-s", "5000", "--output", str(out), "--seed", "3")
+    assert again.returncode == 1 and "Traceback" not in again.stderr
+    assert "already holds" in again.stderr and "another --output" in again.stderr
+    assert ds.dataset(str(out / "rewards"), format="parquet").to_table().num_rows == rewards.num_rows
 
 
 def test_demo_progress_plain_line_without_rich_or_tqdm(monkeypatch):

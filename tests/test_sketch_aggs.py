@@ -143,3 +143,16 @@ def test_plugins_over_view_columns_match_the_plain_column(make):
         wa.process(pa.record_batch({**base, "s": pa.array(s, t)}))
         outs.append(wa.flush().column("r").to_pylist())
     assert outs[0] == outs[1] and len(outs[0]) > 0
+
+
+def test_top_k_state_with_a_damaged_slot_count_is_refused():
+    import struct
+
+    slots, vals = _data(3, n=2_000, nslots=4)
+    t = agg.top_k("x", 3)
+    data = bytearray(t.to_bytes(t.update(t.new_state(), slots, pa.array(vals))))
+    kind, cap, nslots, n = struct.unpack_from("<BIQQ", data, 4)
+    assert nslots == 4
+    struct.pack_into("<BIQQ", data, 4, kind, cap, 2**40, n)  # would allocate TiBs on result()
+    with pytest.raises(ValueError, match="window slots"):
+        t.from_bytes(bytes(data))

@@ -240,6 +240,9 @@ def _demo(args: argparse.Namespace) -> int:
             res = d.run_demo(cfg, progress=not args.no_progress)
     except JobFailed as exc:
         return _fail("fastops demo", str(exc))
+    except ValueError as exc:  # recovery refused: another job's checkpoint, or committed output
+        return _fail("fastops demo", f"{exc}\n(from the command line: use another --output "
+                                     "directory or --checkpoint-dir, or delete them)")
     except ImportError as exc:  # an optional dependency of the chosen face
         return _fail("fastops demo", str(exc))
     except KeyboardInterrupt:

@@ -321,6 +321,9 @@ class _TopKState:
         self.nslots = 0
 
 
+_TOPK_MAX_SLOTS = 1 << 26  # window slots per top_k state (64M, ~1.5 GiB of per-slot arrays)
+
+
 def _slot_min(slot: np.ndarray, count: np.ndarray, nslots: int, capacity: int) -> np.ndarray:
     """Per slot: the minimum count if the slot holds ``capacity`` entries, else 0."""
     size = np.bincount(slot, minlength=nslots)
@@ -563,6 +566,9 @@ class TopK(agg.SlotAggregate):
         pos = 4 + head.size
         if kind != 3 or cap != self.capacity or len(data) < pos + 32 * n + 8:
             raise ValueError("top_k.from_bytes: parameters or size do not match")
+        if nslots > _TOPK_MAX_SLOTS:  # a damaged count would allocate per slot on the next result()
+            raise ValueError(f"top_k.from_bytes: {nslots} window slots, more than the "
+                             f"{_TOPK_MAX_SLOTS} a top_k state holds")
         arrs = [np.frombuffer(data, dtype=dt, count=n, offset=pos + 8 * n * i).copy()
                 for i, dt in enumerate((np.int64, np.uint64, np.int64, np.int64))]
         pos += 32 * n
