@@ -318,7 +318,7 @@ def test_disk_full_while_checkpointing_names_the_storage_and_leaves_no_partial(t
                                    restart_attempts=restarts)
         (env.from_arrow(table, batch_size=2000).with_watermark("ts").key_by("user")
          .window(Tumbling("1 h")).aggregate(n=agg.count(), total=agg.sum("value")).sink_to_table())
-        with pytest.raises(fo.JobFailed) as err:
+        with pytest.raises(fo.CheckpointStorageError) as err:  # a JobFailed
             env.execute()
         message = str(err.value)
         assert message.startswith("checkpoint storage")

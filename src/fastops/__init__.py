@@ -34,7 +34,7 @@ from fastops import sketches  # noqa: E402,F401  (fastops.sketches.HyperLogLog, 
 from fastops.datastream import (DataStream, KeyedStream, StreamEnvironment, WindowedStream,
                                 col)
 from fastops.operators.process import KeyedProcessFunction
-from fastops.runtime import JobFailed, JobResult
+from fastops.runtime import CheckpointStorageError, JobFailed, JobResult
 from fastops.table import TableEnvironment, lit, udaf, udf, udtf
 # --- end runtime ---
 
@@ -55,6 +55,7 @@ __all__ = [
     "WindowedStream",
     "KeyedProcessFunction",
     "JobFailed",
+    "CheckpointStorageError",
     "JobResult",
     "col",
     "TableEnvironment",
