@@ -25,7 +25,6 @@ from __future__ import annotations
 import glob
 import os
 import re
-import shutil
 import sys
 import threading
 from typing import Any, Callable, Optional, TextIO
