@@ -11,6 +11,7 @@ import sys
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
+KERNELS = "src/fastops/_kernels"
 DEBUG = os.environ.get("FASTOPS_DEBUG", "") not in ("", "0")
 ANNOTATE = os.environ.get("FASTOPS_ANNOTATE", "") not in ("", "0")
 
@@ -36,14 +37,14 @@ else:
 
 extensions = [
     Extension(
-        "fastops." + os.path.splitext(os.path.basename(path))[0],
+        "fastops._kernels." + os.path.splitext(os.path.basename(path))[0],
         [path],
-        include_dirs=["src/fastops"],  # _xxh64.h
-        depends=sorted(glob.glob("src/fastops/*.h")),  # a changed header rebuilds the kernels
+        include_dirs=[KERNELS],  # the shared headers
+        depends=sorted(glob.glob(KERNELS + "/*.h") + glob.glob(KERNELS + "/*.pxd")),
         extra_compile_args=compile_args,
         define_macros=macros,
     )
-    for path in sorted(glob.glob("src/fastops/*.pyx"))
+    for path in sorted(glob.glob(KERNELS + "/*.pyx"))
 ]
 
 setup(

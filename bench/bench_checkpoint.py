@@ -24,8 +24,8 @@ from _common import median_time, parse_args, print_table, write_json  # noqa: E4
 from bench_pipeline import AGGS, BATCH, make_events  # noqa: E402
 
 import fastops as fo  # noqa: E402
-from fastops.window import State, WindowAggregator  # noqa: E402
-from fastops.windows import Tumbling  # noqa: E402
+from fastops.core.window.aggregator import State, WindowAggregator  # noqa: E402
+from fastops.core.window.assigners import Tumbling  # noqa: E402
 
 
 def pipeline(path: str, checkpoint_dir: str | None, interval: str = "1s") -> tuple[int, int]:

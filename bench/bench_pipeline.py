@@ -36,10 +36,10 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _common import median_time, median_times_cpu, parse_args, print_table, write_json  # noqa: E402
 
 import fastops as fo  # noqa: E402
-from fastops import agg  # noqa: E402
+from fastops.core import aggregates as agg  # noqa: E402
 from fastops.operators import Operator  # noqa: E402
-from fastops.window import WindowAggregator  # noqa: E402
-from fastops.windows import Tumbling  # noqa: E402
+from fastops.core.window.aggregator import WindowAggregator  # noqa: E402
+from fastops.core.window.assigners import Tumbling  # noqa: E402
 
 BATCH = 65536
 

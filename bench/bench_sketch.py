@@ -1,4 +1,4 @@
-"""Benchmark fastops.sketches against Apache DataSketches, pyprobables, Polars and NumPy.
+"""Benchmark fastops.core.sketches against Apache DataSketches, pyprobables, Polars and NumPy.
 
 Data: int64 keys drawn from a Zipf(1.1) law folded onto 1M distinct values,
 and the same keys as strings (``"user-<key>"``). For every sketch the
@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from fastops import hash64
-from fastops import sketches as S
+from fastops.core import sketches as S
 
 try:
     import datasketches as ds

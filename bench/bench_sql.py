@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _common import median_time, parse_args, print_table, write_json  # noqa: E402
 
 import fastops as fo  # noqa: E402
-from fastops import agg  # noqa: E402
+from fastops.core import aggregates as agg  # noqa: E402
 
 BATCH = 65536
 

@@ -41,8 +41,9 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
-from fastops import BoundedOutOfOrderness, Session, Sliding, Tumbling, WindowAggregator, agg  # noqa: E402
-from fastops import _arrow  # noqa: E402
+from fastops import BoundedOutOfOrderness, Session, Sliding, Tumbling, WindowAggregator  # noqa: E402
+from fastops.core import aggregates as agg
+from fastops.core import arrow as _arrow  # noqa: E402
 
 KEYS = 100_000
 RATE = 100_000  # events per simulated second

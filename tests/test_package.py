@@ -9,7 +9,7 @@ import sys
 import textwrap
 
 import fastops
-from fastops import _core
+from fastops._kernels import core as _core
 
 PKG_DIR = os.path.dirname(fastops.__file__)
 
@@ -18,8 +18,8 @@ BLOCK_CORE = textwrap.dedent("""
 
     class Block(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path=None, target=None):
-            if name == "fastops._core":
-                raise ImportError("blocked for the test: fastops._core")
+            if name == "fastops._kernels.core":
+                raise ImportError("blocked for the test: fastops._kernels.core")
             return None
 
     sys.meta_path.insert(0, Block())
@@ -38,7 +38,7 @@ def test_import_fails_loudly_without_compiled_kernels():
     assert proc.returncode == 3, (proc.stdout, proc.stderr)
     msg = proc.stdout
     assert "IMPORT-ERROR:" in msg
-    assert "fastops._core" in msg and "pip install" in msg
+    assert "fastops._kernels.core" in msg and "pip install" in msg
 
 
 def test_import_works_normally():
@@ -49,16 +49,16 @@ def test_import_works_normally():
 
 def test_py_typed_and_stub_are_shipped():
     assert os.path.isfile(os.path.join(PKG_DIR, "py.typed"))
-    assert os.path.isfile(os.path.join(PKG_DIR, "_core.pyi"))
+    assert os.path.isfile(os.path.join(PKG_DIR, "_kernels", "core.pyi"))
 
 
 def test_stub_lists_every_kernel():
-    with open(os.path.join(PKG_DIR, "_core.pyi"), encoding="utf-8") as fh:
+    with open(os.path.join(PKG_DIR, "_kernels", "core.pyi"), encoding="utf-8") as fh:
         tree = ast.parse(fh.read())
     stubbed = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
     kernels = {name for name, obj in vars(_core).items()
                if callable(obj) and not name.startswith("_") and not inspect.isclass(obj)}
-    assert kernels, "no kernels found in fastops._core"
+    assert kernels, "no kernels found in fastops._kernels.core"
     assert kernels == set(stubbed), (kernels ^ set(stubbed))
     for name in kernels:
         sig = inspect.signature(getattr(_core, name))   # from embedsignature

@@ -5,29 +5,29 @@ if _sys.byteorder != "little":  # hashes are defined on little-endian bytes
     raise ImportError("fastops supports little-endian platforms only")
 
 try:
-    from fastops import _core  # noqa: F401
+    from fastops._kernels import core as _core  # noqa: F401
 except ImportError as exc:  # no silent pure-Python fallback
     raise ImportError(
-        "fastops' compiled kernels (fastops._core) are missing or failed to load: "
+        "fastops' compiled kernels (fastops._kernels.core) are missing or failed to load: "
         f"{exc}. Install fastops with 'pip install .' (or 'pip install -e .' for "
         "development; re-run it after editing .pyx files)."
     ) from exc
 
-from fastops._arrow import release_memory
-from fastops.hashing import hash64, null_hash
-from fastops.partitioning import key_group_range, moved_fraction, partition, partition_ids
+from fastops.core.arrow import release_memory
+from fastops.core.hashing import hash64, null_hash
+from fastops.core.partitioning import key_group_range, moved_fraction, partition, partition_ids
 
 # --- windows (window aggregation, durations, watermarks, agg) ---
 from fastops import agg
-from fastops.durations import parse_duration
-from fastops.keys import KeyTable
-from fastops.watermarks import BoundedOutOfOrderness, MonotonousTimestamps
-from fastops.window import WindowAggregator
-from fastops.windows import GlobalWindow, Session, Sliding, Tumbling
+from fastops.core.durations import parse_duration
+from fastops.core.keys import KeyTable
+from fastops.core.watermarks import BoundedOutOfOrderness, MonotonousTimestamps
+from fastops.core.window.aggregator import WindowAggregator
+from fastops.core.window.assigners import GlobalWindow, Session, Sliding, Tumbling
 # --- end windows ---
 
 # --- sketches ---
-from fastops import sketches  # noqa: E402,F401  (fastops.sketches.HyperLogLog, ...)
+from fastops import sketches, windows  # noqa: E402,F401  (fastops.sketches.HyperLogLog, ...)
 # --- end sketches ---
 
 # --- runtime and DataStream API ---
@@ -78,7 +78,7 @@ __all__ = [
 
 # Subpackages users import from (fastops.table, fastops.windows, ...): listed by dir(), not
 # star-imported.
-_PUBLIC_MODULES = ("connectors", "operators", "table", "windows")
+_PUBLIC_MODULES = ("agg", "connectors", "operators", "sketches", "table", "windows")
 
 
 def __dir__() -> list[str]:

@@ -1,6 +1,6 @@
-"""``python -m fastops``: the command line (see :mod:`fastops.cli`)."""
+"""``python -m fastops``: the command line (see :mod:`fastops.apps.cli`)."""
 import sys
 
-from fastops.cli import main
+from fastops.apps.cli import main
 
 sys.exit(main())

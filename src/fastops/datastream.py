@@ -15,9 +15,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from fastops.connectors import sources as _sources
-from fastops.durations import parse_duration
+from fastops.core.durations import parse_duration
 from fastops.operators import basic as _basic
-from fastops.operators import sinks as _sinks
+from fastops.connectors import sinks as _sinks
 from fastops.runtime.executor import Executor, JobResult
 from fastops.runtime.graph import Edge, Node, identity
 from fastops.runtime.plan import PhysicalPlan
@@ -59,7 +59,7 @@ def _describe_aggs(aggs: dict) -> dict:
 
 def _missing(what: str, column: str, schema: pa.Schema) -> Exception:
     """A missing column, raised where the graph is built (a KeyError and a ValueError)."""
-    from fastops.window import MissingColumnError
+    from fastops.core.window.aggregator import MissingColumnError
 
     return MissingColumnError(f"{what} {column!r} not in stream (columns: {schema.names})")
 
@@ -95,7 +95,7 @@ def _aggregate_schema(window: Any, keys: Sequence[str], aggs: dict, time: Option
                       schema: Optional[pa.Schema]) -> Optional[pa.Schema]:
     """Check a window / running aggregate now (columns and their types, when the
     input schema is known); its output schema, or None if the input's is unknown."""
-    from fastops.window import WindowAggregator
+    from fastops.core.window.aggregator import WindowAggregator
 
     if schema is not None:
         _require(schema, [time] if time is not None else [], "time column")
@@ -153,7 +153,7 @@ class StreamEnvironment:
         self.channel_capacity = _check_parallelism(channel_capacity, "channel_capacity")
         self.threads = (parallelism > 1) if threads is None else bool(threads)
         self.chaining = chaining
-        from fastops.durations import parse_duration
+        from fastops.core.durations import parse_duration
 
         if mode not in ("exactly_once", "at_least_once"):
             raise ValueError(f"mode must be 'exactly_once' or 'at_least_once', got {mode!r}")
@@ -374,7 +374,7 @@ class StreamEnvironment:
         attempt = 0
         replayed = 0
         executor = Executor(self.threads, self.channel_capacity, progress)
-        if hasattr(progress, "attach"):  # a fastops.progress.Progress bar: sources, restore point
+        if hasattr(progress, "attach"):  # a fastops.runtime.progress.Progress bar: sources, restore point
             progress.attach(plan, executor)
         while True:
             try:
@@ -414,7 +414,7 @@ class StreamEnvironment:
         complete checkpoint there (if any), a path resumes from that checkpoint,
         ``None`` starts afresh. ``progress=True`` draws a live bar on stderr
         (rows of the total, rows/s, watermark, checkpoints; see
-        ``fastops.progress.Progress``); a callable ``progress(metrics)`` is
+        ``fastops.runtime.progress.Progress``); a callable ``progress(metrics)`` is
         called a few times a second with the live ``TaskMetrics`` of every task.
         """
         sinks, self._sinks = self._sinks, []
@@ -426,7 +426,7 @@ class StreamEnvironment:
                 "and read them after execute(): a = s1.sink_to_table('a'); b = s2.sink_to_table('b'); "
                 "env.execute(); a.table(), b.table()")
         if progress is True:
-            from fastops.progress import Progress
+            from fastops.runtime.progress import Progress
 
             bar = Progress(label=job_name)
             try:
@@ -486,11 +486,11 @@ class DataStream:
         watermarks ``max(ts) - max_out_of_orderness - 1`` (or, with
         ``monotonous=True``, ``max(ts) - 1``). An input with no data for
         ``idle_timeout`` stops holding downstream watermarks back."""
-        from fastops.durations import parse_duration
-        from fastops.watermarks import BoundedOutOfOrderness, MonotonousTimestamps
+        from fastops.core.durations import parse_duration
+        from fastops.core.watermarks import BoundedOutOfOrderness, MonotonousTimestamps
 
-        from fastops.durations import parse_positive_duration
-        from fastops.watermarks import to_ms
+        from fastops.core.durations import parse_positive_duration
+        from fastops.core.watermarks import to_ms
 
         if not isinstance(column, str):
             raise TypeError(f"the time column must be a name, got {column!r}")
@@ -600,7 +600,7 @@ class DataStream:
         keys = _names(columns)
         _require(self.schema, keys, "key column")
         if self.schema is not None:  # a key type the key table cannot hold: TypeError naming the column
-            from fastops.keys import KeyTable
+            from fastops.core.keys import KeyTable
 
             KeyTable(keys)._prepare([pa.array([], self.schema.field(k).type) for k in keys])
         return KeyedStream(self, keys)
@@ -720,7 +720,7 @@ class KeyedStream:
         return _configured(self._keyed(name, operator_factory), identity(operator_factory))
 
     def window(self, window: Any) -> "WindowedStream":
-        from fastops.windows import as_window
+        from fastops.core.window.assigners import as_window
 
         as_window(window)  # a TypeError here, not when the job runs
         return WindowedStream(self, window)
@@ -730,7 +730,7 @@ class KeyedStream:
         from fastops.operators.window import RunningAggregateOperator
 
         from fastops.operators.window import ARRIVAL
-        from fastops.windows import GlobalWindow
+        from fastops.core.window.assigners import GlobalWindow
 
         keys, tc = self.keys, self.stream.time_column
         if not aggs:
@@ -764,7 +764,7 @@ class WindowedStream:
         self.lateness: Any = 0
 
     def allowed_lateness(self, lateness: Any) -> "WindowedStream":
-        from fastops.durations import parse_duration
+        from fastops.core.durations import parse_duration
 
         if parse_duration(lateness) < 0:
             raise ValueError(f"allowed_lateness must be a duration >= 0, got {lateness!r}")
@@ -787,7 +787,7 @@ class WindowedStream:
         windowed = self.keyed._keyed(f"window({type(window).__name__})",
                                      lambda: WindowOperator(window, keys, aggs, tc, lateness), None, out)
         if stream.schema is not None:  # late rows: the input, the reason and the watermark they met
-            from fastops.windows import bound_type
+            from fastops.core.window.assigners import bound_type
 
             kept = [f for f in stream.schema if f.name not in ("reason", "watermark")]
             windowed._side_schemas["late"] = pa.schema(kept + [
@@ -818,7 +818,7 @@ class JoinBuilder:
         return self
 
     def window(self, window: Any) -> "JoinBuilder":
-        from fastops.windows import Sliding, Tumbling
+        from fastops.core.window.assigners import Sliding, Tumbling
 
         if not isinstance(window, (Tumbling, Sliding)):
             raise TypeError(f"a window join needs Tumbling or Sliding windows, got {type(window).__name__}")
@@ -847,7 +847,7 @@ class JoinBuilder:
 
     def _schema(self, suffixes: tuple[str, str]) -> Optional[pa.Schema]:
         """The joined rows' schema (an Arrow join of no rows), if both sides' are known."""
-        from fastops.windows import bound_type
+        from fastops.core.window.assigners import bound_type
 
         ls, rs = self.left.schema, self.right.schema
         if ls is None or rs is None:

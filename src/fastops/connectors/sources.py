@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 import numpy as np
 import pyarrow as pa
 
-from fastops._arrow import as_batch
+from fastops.core.arrow import as_batch
 
 END = object()  # the reader has nothing more, ever
 

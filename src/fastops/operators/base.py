@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 import pyarrow as pa
 
-from fastops._arrow import as_batch
+from fastops.core.arrow import as_batch
 
 
 

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.acero as acero
 import pyarrow.compute as pc
 
-from fastops.messages import MAX_WATERMARK, Watermark
+from fastops.core.messages import MAX_WATERMARK, Watermark
 from fastops.operators.base import Operator, OperatorContractError, check_batch
 
 BatchFn = Callable[[pa.RecordBatch], Any]
@@ -160,7 +160,7 @@ class WatermarkAssigner(Operator):
         self.strategy = self.strategy_factory()
 
     def process(self, batch: pa.RecordBatch) -> list:
-        from fastops.watermarks import to_ms
+        from fastops.core.watermarks import to_ms
 
         idx = batch.schema.get_field_index(self.column)
         if idx < 0:

@@ -12,14 +12,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from fastops.messages import MIN_WATERMARK
+from fastops.core.messages import MIN_WATERMARK
 from fastops.operators.base import Operator, Tagged
 
 
 class WindowJoinOperator(Operator):
     def __init__(self, window: Any, left_keys: tuple[str, ...], right_keys: tuple[str, ...],
                  left_time: str, right_time: str, suffixes: tuple[str, str] = ("", "_right")):
-        from fastops.windows import Sliding, Tumbling
+        from fastops.core.window.assigners import Sliding, Tumbling
 
         if not isinstance(window, (Tumbling, Sliding)):
             raise ValueError(f"a window join needs Tumbling or Sliding windows, got {type(window).__name__}")
@@ -36,8 +36,8 @@ class WindowJoinOperator(Operator):
         self.schemas: list = [None, None]
 
     def process_input(self, input_index: int, batch: pa.RecordBatch) -> list:
-        from fastops.watermarks import to_ms
-        from fastops.windows import check_event_times
+        from fastops.core.watermarks import to_ms
+        from fastops.core.window.assigners import check_event_times
 
         side = 0 if input_index == 0 else 1
         for k in self.keys[side] + [self.times[side]]:
@@ -67,7 +67,7 @@ class WindowJoinOperator(Operator):
         return out
 
     def on_watermark(self, t_ms: int) -> list:
-        from fastops.windows import bound_type
+        from fastops.core.window.assigners import bound_type
 
         self.watermark = max(self.watermark, t_ms)
         size = self.window.size

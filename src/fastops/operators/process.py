@@ -21,7 +21,7 @@ from typing import Any, Iterable, Optional
 import numpy as np
 import pyarrow as pa
 
-from fastops.messages import MIN_WATERMARK
+from fastops.core.messages import MIN_WATERMARK
 from fastops.operators.base import Operator, OperatorContractError, check_batch
 
 
@@ -116,7 +116,7 @@ class ProcessContext:
     """What a KeyedProcessFunction can reach: keyed state, timers, the watermark."""
 
     def __init__(self, key_columns: tuple[str, ...], task_index: int, parallelism: int):
-        from fastops.keys import KeyTable
+        from fastops.core.keys import KeyTable
 
         self.key_columns = key_columns
         self.keys = KeyTable(key_columns)
@@ -165,7 +165,7 @@ class ProcessContext:
 
     def register_timer(self, batch: pa.RecordBatch, timestamps: Any) -> None:
         """An event-time timer per row: ``on_timer`` runs once the watermark reaches it."""
-        from fastops.watermarks import to_ms
+        from fastops.core.watermarks import to_ms
 
         ts = to_ms(timestamps if not isinstance(timestamps, list) else pa.array(timestamps, pa.int64()),
                    "timer")
@@ -213,8 +213,8 @@ class KeyedProcessOperator(Operator):
         self.function.open(self.pctx)
 
     def process(self, batch: pa.RecordBatch) -> list:
-        from fastops.hashing import hash_columns
-        from fastops.partitioning import ids_from_hashes, scatter_by_ids
+        from fastops.core.hashing import hash_columns
+        from fastops.core.partitioning import ids_from_hashes, scatter_by_ids
 
         if batch.num_rows == 0:
             return []

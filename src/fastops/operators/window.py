@@ -7,7 +7,7 @@ from typing import Any, Optional
 import numpy as np
 import pyarrow as pa
 
-from fastops.messages import MAX_WATERMARK
+from fastops.core.messages import MAX_WATERMARK
 from fastops.operators.base import Operator, Tagged
 
 
@@ -20,7 +20,7 @@ class WindowOperator(Operator):
 
     def __init__(self, window: Any, keys: tuple[str, ...], aggs: dict[str, Any],
                  time_column: str, allowed_lateness: Any = 0):
-        from fastops.window import WindowAggregator
+        from fastops.core.window.aggregator import WindowAggregator
 
         self.args = (window, list(keys), dict(aggs), time_column, allowed_lateness)
         self.aggregator = WindowAggregator(window, list(keys), dict(aggs), time=time_column,
@@ -47,7 +47,7 @@ class WindowOperator(Operator):
         return self.aggregator.snapshot().to_bytes()
 
     def restore(self, state: Optional[bytes]) -> None:
-        from fastops.window import State
+        from fastops.core.window.aggregator import State
 
         if state is not None:
             self.aggregator.restore(State.from_bytes(state))
@@ -62,8 +62,8 @@ class RunningAggregateOperator(Operator):
     ``last`` follow event time if the stream has it, else arrival order."""
 
     def __init__(self, keys: tuple[str, ...], aggs: dict[str, Any], time_column: Optional[str] = None):
-        from fastops.window import WindowAggregator
-        from fastops.windows import GlobalWindow
+        from fastops.core.window.aggregator import WindowAggregator
+        from fastops.core.window.assigners import GlobalWindow
 
         self.time_column = time_column
         self.aggregator = WindowAggregator(GlobalWindow(), list(keys), dict(aggs),
@@ -83,7 +83,7 @@ class RunningAggregateOperator(Operator):
         return self.aggregator.snapshot().to_bytes()
 
     def restore(self, state: Optional[bytes]) -> None:
-        from fastops.window import State
+        from fastops.core.window.aggregator import State
 
         if state is not None:
             self.aggregator.restore(State.from_bytes(state))

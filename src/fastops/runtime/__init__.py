@@ -2,6 +2,6 @@
 from fastops.runtime.checkpoint import CheckpointStorageError
 from fastops.runtime.errors import JobFailed
 from fastops.runtime.executor import Executor, JobResult
-from fastops.runtime.messages import CheckpointBarrier, EndOfStream, Idle, Watermark
+from fastops.core.messages import CheckpointBarrier, EndOfStream, Idle, Watermark
 
 __all__ = ["JobFailed", "CheckpointStorageError", "Executor", "JobResult", "Watermark", "Idle", "CheckpointBarrier", "EndOfStream"]

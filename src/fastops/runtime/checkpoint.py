@@ -29,8 +29,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from fastops._files import fsync_dir, write_durably
-from fastops.hashing import hash_bytes
+from fastops.core.files import fsync_dir, write_durably
+from fastops.core.hashing import hash_bytes
 from fastops.runtime.errors import JobFailed
 
 MANIFEST = "_manifest.json"

@@ -123,7 +123,7 @@ class Executor:
         self.last_tasks = tasks
         self.restored = restore  # this attempt's starting checkpoint (a progress bar reads it)
         first_id = max(storage.last_id() if storage else 0, restore.checkpoint_id if restore else 0) + 1
-        from fastops.operators.sinks import TransactionalSink
+        from fastops.connectors.sinks import TransactionalSink
 
         sinks = [op for t in tasks for op in t.chain.operators if isinstance(op, TransactionalSink)]
         coordinator = Coordinator(storage, interval_s, plan.fingerprint(), first_id, sinks,

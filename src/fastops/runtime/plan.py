@@ -8,7 +8,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from fastops.hashing import hash_bytes
+from fastops.core.hashing import hash_bytes
 from fastops.operators.base import OperatorContext
 from fastops.runtime.channels import InputGate
 from fastops.runtime.graph import Edge, Node, reachable

@@ -8,9 +8,9 @@ from typing import Any, Iterator, Optional
 import pyarrow as pa
 
 from fastops.operators.base import Operator, OperatorContext, Tagged
-from fastops.partitioning import partition
+from fastops.core.partitioning import partition
 from fastops.runtime.channels import Channel, InputGate
-from fastops.runtime.messages import (END_OF_STREAM, IDLE, MAX_WATERMARK, MIN_WATERMARK,
+from fastops.core.messages import (END_OF_STREAM, IDLE, MAX_WATERMARK, MIN_WATERMARK,
                                       CheckpointBarrier, EndOfStream, Idle, Watermark)
 from fastops.runtime.metrics import TaskMetrics
 
@@ -208,7 +208,7 @@ class Task:
             op.open(ctx)
 
     def _sinks(self) -> list[tuple[int, Any]]:
-        from fastops.operators.sinks import TransactionalSink
+        from fastops.connectors.sinks import TransactionalSink
 
         return [(i, op) for i, op in enumerate(self.chain.operators) if isinstance(op, TransactionalSink)]
 
@@ -233,7 +233,7 @@ class Task:
 
     def snapshot(self, checkpoint_id: int) -> Any:
         """Snapshot every operator of the chain (the barrier is at the chain's input)."""
-        from fastops.operators.sinks import TransactionalSink
+        from fastops.connectors.sinks import TransactionalSink
         from fastops.runtime.checkpoint import TaskSnapshot
 
         snap = TaskSnapshot()

@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from fastops._arrow import as_batch, from_ipc, to_ipc
+from fastops.core.arrow import as_batch, from_ipc, to_ipc
 from fastops.operators.base import Operator
 
 __all__ = ["OP_COLUMN", "ROW_KINDS", "ChangelogAggregate", "materialize", "insert_only"]
@@ -96,8 +96,8 @@ class ChangelogAggregate(Operator):
     """
 
     def __init__(self, keys: Sequence[str], aggs: dict, schema: Optional[pa.Schema] = None):
-        from fastops.window import WindowAggregator
-        from fastops.windows import GlobalWindow
+        from fastops.core.window.aggregator import WindowAggregator
+        from fastops.core.window.assigners import GlobalWindow
 
         self.keys = list(keys)
         self.aggs = dict(aggs)
@@ -107,7 +107,7 @@ class ChangelogAggregate(Operator):
         self._reset_emitted()
 
     def _reset_emitted(self) -> None:
-        from fastops.keys import KeyTable
+        from fastops.core.keys import KeyTable
 
         self.groups = KeyTable(self.keys)
         self.emitted: Optional[pa.Table] = None  # every row emitted as current, by position
@@ -200,8 +200,8 @@ class ChangelogAggregate(Operator):
         return _pack_parts(parts)
 
     def restore(self, state: Optional[bytes]) -> None:
-        from fastops.keys import KeyTable
-        from fastops.window import State
+        from fastops.core.keys import KeyTable
+        from fastops.core.window.aggregator import State
 
         if state is None:
             return

@@ -20,7 +20,7 @@ from typing import Any, Optional, Sequence
 
 import pyarrow as pa
 
-from fastops import _arrow
+from fastops.core import arrow as _arrow
 from fastops.table.expressions import Col
 from fastops.table.plan import PlanError, Scan, compile_plan, insert_only_of
 from fastops.table.table import Table, TableResult, message_result, ok_result
@@ -110,7 +110,7 @@ class TableEnvironment:
     # -- sources -----------------------------------------------------------------
     def _scan(self, table: pa.Table, name: str, rowtime: Optional[str] = None,
               watermark: Any = None) -> Table:
-        from fastops.durations import parse_duration
+        from fastops.core.durations import parse_duration
 
         # Arrow's compute functions (filter, take, comparisons, string functions) do not
         # take string_view / binary_view: such columns are STRING / BYTES as large_*

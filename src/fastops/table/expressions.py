@@ -303,7 +303,7 @@ class PyArrowExpr(Expr):
         self.expr = expr
 
     def eval(self, batch):
-        from fastops._arrow import as_batch
+        from fastops.core.arrow import as_batch
         from fastops.operators.basic import evaluate
 
         return evaluate(as_batch(batch), {"_": self.expr}).column(0)

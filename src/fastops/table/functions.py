@@ -41,7 +41,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 import pyarrow as pa
 
-from fastops.agg import SlotAggregate
+from fastops.core.aggregates import SlotAggregate
 from fastops.table.types import to_arrow, to_sql
 
 __all__ = ["udf", "udaf", "udtf", "UDFError", "ScalarFunction", "AggregateFunction", "TableFunction",
@@ -223,7 +223,7 @@ class _SeriesAggregate(AggregateFunction):
 
 
 class PythonSlotAggregate(SlotAggregate):
-    """A UDAF as a ``fastops.agg`` plug-in: one accumulator object per slot.
+    """A UDAF as a ``fastops.core.aggregates`` plug-in: one accumulator object per slot.
 
     ``update`` sorts the batch by slot and calls ``accumulate`` once per slot
     with that slot's rows (batch-wise, never per row)."""

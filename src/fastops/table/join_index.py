@@ -5,9 +5,9 @@ find its matches in time that depends on the batch and its matches, not on
 the rows held. Three pieces:
 
 - :class:`JoinKeys`: the key columns of a row -> a dense key id (one id space
-  for both inputs, exact equality by :class:`~fastops.keys.KeyTable`); a row
+  for both inputs, exact equality by :class:`~fastops.core.keys.KeyTable`); a row
   with a null in any key column gets ``-1`` and matches nothing, as in SQL.
-- :class:`~fastops._keys.KeyChains`: key id -> held row numbers, a chain per
+- :class:`~fastops._kernels.keys.KeyChains`: key id -> held row numbers, a chain per
   key as in a hash join's build side (compiled): adding a batch costs the
   batch, a probe its keys plus its matches.
 - :class:`HeldRows`: the rows themselves: columns of 1- to 8-byte values in
@@ -35,9 +35,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pat
 
-from fastops._arrow import UINT_FOR_WIDTH, as_batch, bitmap, fixed_values, fixed_width_bytes, grown
-from fastops._keys import KeyChains
-from fastops.keys import KeyTable
+from fastops.core.arrow import UINT_FOR_WIDTH, as_batch, bitmap, fixed_values, fixed_width_bytes, grown
+from fastops._kernels.keys import KeyChains
+from fastops.core.keys import KeyTable
 
 __all__ = ["JoinKeys", "TimeQueue", "HeldRows", "JoinSide"]
 

@@ -13,8 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from fastops._arrow import as_batch, from_ipc, to_ipc
-from fastops.messages import MAX_WATERMARK, MIN_WATERMARK
+from fastops.core.arrow import as_batch, from_ipc, to_ipc
+from fastops.core.messages import MAX_WATERMARK, MIN_WATERMARK
 from fastops.operators.base import Operator
 from fastops.table.changelog import OP_COLUMN, _pack_parts, _unpack_parts, materialize
 from fastops.table.expressions import Expr, PyArrowExpr, broadcast
@@ -83,8 +83,8 @@ class FinalAggregate(Operator):
     0, others null), as SQL does."""
 
     def __init__(self, keys: Sequence[str], aggs: dict, out_schema: pa.Schema, in_schema: pa.Schema):
-        from fastops.window import WindowAggregator
-        from fastops.windows import GlobalWindow
+        from fastops.core.window.aggregator import WindowAggregator
+        from fastops.core.window.assigners import GlobalWindow
 
         self.keys = list(keys)
         self.out_schema = out_schema
@@ -103,7 +103,7 @@ class FinalAggregate(Operator):
         if not self.seen:
             if self.keys or self.ctx.task_index != 0:
                 return []
-            from fastops.agg import Count
+            from fastops.core.aggregates import Count
 
             arrays = []
             for (name, a), f in zip(self.aggs.items(), self.out_schema):
@@ -116,7 +116,7 @@ class FinalAggregate(Operator):
         return self.aggregator.snapshot().to_bytes()
 
     def restore(self, state: Optional[bytes]) -> None:
-        from fastops.window import State
+        from fastops.core.window.aggregator import State
 
         if state is not None:
             self.seen = True
@@ -131,7 +131,7 @@ class DistinctRows(Operator):
     nulls, as in SQL's DISTINCT."""
 
     def __init__(self, columns: Sequence[str]):
-        from fastops.keys import KeyTable
+        from fastops.core.keys import KeyTable
 
         self.columns = list(columns)
         self.keys = KeyTable(self.columns)
@@ -153,7 +153,7 @@ class DistinctRows(Operator):
         return to_ipc(self.keys.snapshot())
 
     def restore(self, state: Optional[bytes]) -> None:
-        from fastops.keys import KeyTable
+        from fastops.core.keys import KeyTable
 
         if state is not None:
             self.keys = KeyTable.restore(as_batch(from_ipc(state)))
@@ -518,7 +518,7 @@ def _common_type(a: pa.DataType, b: pa.DataType) -> pa.DataType:
 
 
 def _ms(batch: pa.RecordBatch, column: str) -> np.ndarray:
-    from fastops.watermarks import to_ms
+    from fastops.core.watermarks import to_ms
 
     return np.asarray(to_ms(batch.column(column), column), dtype=np.int64)
 
@@ -539,7 +539,7 @@ class WindowAssign(Operator):
         return assign_windows(self.kind, ts, self.size, self.slide, self.offset, self.time_column)
 
     def process(self, batch: pa.RecordBatch) -> list:
-        from fastops.windows import bound_type
+        from fastops.core.window.assigners import bound_type
 
         if batch.num_rows == 0:
             return []
@@ -563,9 +563,9 @@ def assign_windows(kind: str, ts: np.ndarray, size: int, slide: int = 0,
       and ends ``start + j * step`` for ``j`` with ``end > t`` (``size`` is the max size).
 
     Raises ValueError naming ``column`` (the time column) for a time whose
-    windows do not fit in int64 (see ``fastops.windows.event_time_range``).
+    windows do not fit in int64 (see ``fastops.core.window.assigners.event_time_range``).
     """
-    from fastops.windows import Sliding, Tumbling, check_event_times
+    from fastops.core.window.assigners import Sliding, Tumbling, check_event_times
 
     # every window of the three kinds lies in the tumbling window of the (max) size
     check_event_times(Tumbling(size, offset), ts, column, f"{kind.upper()}(size={size} ms)")

@@ -41,11 +41,11 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import pyarrow as pa
 
-from fastops._arrow import is_binary_like
+from fastops.core.arrow import is_binary_like
 from fastops.table.changelog import OP_COLUMN
 from fastops.table.expressions import (AggCall, Call, Col, Expr, ExpressionError, Interval, Lit, broadcast)
 from fastops.table.types import to_sql
-from fastops.windows import bound_type
+from fastops.core.window.assigners import bound_type
 
 __all__ = ["PlanNode", "Scan", "Project", "Filter", "Aggregate", "Distinct", "Join", "Union", "Sort", "WindowTVF",
            "Lateral", "WindowDef", "join_of", "split_equi_join", "compile_plan", "explain_plan", "PlanError", "SqlError"]
@@ -180,7 +180,7 @@ class WindowDef:
             raise PlanError(f"SESSION gap must be > 0, got {self.gap} ms")
 
     def engine_window(self) -> Any:
-        from fastops.windows import Session, Sliding, Tumbling
+        from fastops.core.window.assigners import Session, Sliding, Tumbling
 
         if self.kind == "tumble":
             return Tumbling(self.size, self.offset)
@@ -227,8 +227,8 @@ class WindowTVF(PlanNode):
 
 
 def slot_aggregate(call: AggCall, column: Optional[str], input_type: Optional[pa.DataType] = None) -> Any:
-    """The ``fastops.agg`` aggregate computing ``call`` over ``column`` (of ``input_type``)."""
-    from fastops import agg
+    """The ``fastops.core.aggregates`` aggregate computing ``call`` over ``column`` (of ``input_type``)."""
+    from fastops.core import aggregates as agg
     from fastops.table.aggregates import StringMinMax
 
     fn = call.fn
@@ -249,13 +249,13 @@ def slot_aggregate(call: AggCall, column: Optional[str], input_type: Optional[pa
     if fn == "approx_count_distinct":
         maker = getattr(agg, "approx_distinct", None)
         if maker is None:
-            raise PlanError("APPROX_COUNT_DISTINCT needs the sketch aggregate fastops.agg.approx_distinct, "
+            raise PlanError("APPROX_COUNT_DISTINCT needs the sketch aggregate fastops.core.aggregates.approx_distinct, "
                             "which is not available in this build")
         return maker(column)
     if fn == "approx_percentile":
         maker = getattr(agg, "approx_quantile", None)
         if maker is None:
-            raise PlanError("PERCENTILE_APPROX needs the sketch aggregate fastops.agg.approx_quantile, "
+            raise PlanError("PERCENTILE_APPROX needs the sketch aggregate fastops.core.aggregates.approx_quantile, "
                             "which is not available in this build")
         return maker(column, *call.params)
     if fn == "udaf":

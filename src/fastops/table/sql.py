@@ -504,7 +504,7 @@ def interval_ms(node: Any) -> int:
         value = this.this if isinstance(this, exp.Literal) else this.sql()
         uname = (unit.name if unit is not None else "").upper().rstrip("S") if unit is not None else ""
         if not uname:
-            from fastops.durations import parse_duration
+            from fastops.core.durations import parse_duration
 
             return parse_duration(str(value))
         uname = {"MILLISECOND": "MILLISECOND", "MS": "MILLISECOND"}.get(uname, uname)

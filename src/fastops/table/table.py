@@ -143,7 +143,7 @@ def ok_result() -> TableResult:
 # ---------------------------------------------------------------- group windows
 
 def _ms(value: Any, what: str) -> int:
-    from fastops.durations import parse_duration
+    from fastops.core.durations import parse_duration
     from fastops.table.expressions import Interval
 
     if isinstance(value, Interval):

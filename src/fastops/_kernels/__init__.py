@@ -1,0 +1,1 @@
+"""Compiled kernels: loops over Arrow buffers, no Python objects per row."""

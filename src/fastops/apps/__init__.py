@@ -1,0 +1,1 @@
+"""Applications on the engine: the command line, the demo job, the benchmark report."""

@@ -1,0 +1,355 @@
+"""The ``fastops`` command line.
+
+::
+
+    fastops --version
+    fastops demo [--events N] [--rate ROWS_PER_S] [--parallelism P] [--seed S]
+                 [--checkpoint-dir DIR] [--output PATH] [--sql] [--no-progress]
+    fastops bench [--quick] [--out DIR] [--only SUITES]
+    fastops run job.py [ARGS ...]
+    fastops sql "SELECT ..." --table name=path.parquet [--table ...]
+
+Bad arguments give a one-line error on stderr and exit status 2; a job that
+fails exits with status 1.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Optional, Sequence
+
+__all__ = ["main", "build_parser"]
+
+PROG = "fastops"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad argument is one line: ``fastops demo: error: ...``."""
+
+    def error(self, message: str) -> "NoReturn":  # type: ignore[name-defined]  # noqa: F821
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def _int_at_least(minimum: int):
+    """An argparse type: a whole number ``>= minimum`` (``_`` separators allowed)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text.replace("_", ""))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, got {text!r}")
+        return value
+    return parse
+
+
+_positive_int = _int_at_least(1)
+_nonneg_int = _int_at_least(0)
+
+
+def _count(text: str) -> int:
+    """``1000000``, ``1_000_000``, ``1e6``, ``2M`` or ``500k``."""
+    t = text.strip().replace("_", "").lower()
+    scale = 1
+    if t.endswith(("k", "m", "g")):
+        scale = {"k": 10**3, "m": 10**6, "g": 10**9}[t[-1]]
+        t = t[:-1]
+    try:
+        value = float(t) * scale
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of events such as 2000000 or 2M, got {text!r}") from None
+    if value != value or value < 1 or value != int(value):
+        raise argparse.ArgumentTypeError(f"expected a whole number of events >= 1, got {text!r}")
+    return int(value)
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(_count(text)) if text.strip()[-1:].lower() in "kmg" else float(text)
+    except (ValueError, argparse.ArgumentTypeError):
+        raise argparse.ArgumentTypeError(f"expected rows per second > 0, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected rows per second > 0, got {text!r}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1], got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1], got {text!r}")
+    return value
+
+
+def _table_arg(text: str) -> tuple[str, str]:
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f"expected name=path.parquet, got {text!r}")
+    if not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"table name {name!r} is not a valid identifier")
+    return name, path
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from fastops import __version__
+
+    parser = _Parser(prog=PROG, description="fastops: stream processing over Apache Arrow "
+                     "with compiled kernels. Run 'fastops demo' to see a job.")
+    parser.add_argument("--version", action="version", version=f"fastops {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    demo = sub.add_parser("demo", help="run the reward-engine demo job on generated events",
+                          description="A mobile game's reward engine over a seeded generator of "
+                          "player events: extra lives for >= 500 pops in a sliding minute, a "
+                          "per-minute leaderboard, distinct active players (HyperLogLog), revenue "
+                          "per minute and the late events.")
+    demo.add_argument("--events", type=_count, default=None, metavar="N",
+                      help="number of events (default 50M: about 10-20 s on 2 cores; accepts 2M, 500k)")
+    demo.add_argument("--rate", type=_rate, default=None, metavar="ROWS_PER_S",
+                      help="pace the source like a live feed (default: as fast as possible)")
+    demo.add_argument("--parallelism", type=_positive_int, default=1, metavar="P",
+                      help="parallel tasks per operator (default 1)")
+    demo.add_argument("--seed", type=_nonneg_int, default=7, help="generator seed (default 7)")
+    demo.add_argument("--checkpoint-dir", default=None, metavar="DIR",
+                      help="take checkpoints here; a run started again with the same DIR resumes")
+    demo.add_argument("--checkpoint-interval", default="2s", metavar="DURATION",
+                      help="time between checkpoints (default 2s)")
+    demo.add_argument("--output", default=None, metavar="PATH",
+                      help="also write every result table as Parquet under PATH (exactly once)")
+    demo.add_argument("--rows", type=_positive_int, default=10, metavar="N",
+                      help="rows shown per result table (default 10)")
+    demo.add_argument("--sql", action="store_true", help="run the same job through the SQL face")
+    gen = demo.add_argument_group("generator (advanced)")
+    gen.add_argument("--players", type=_positive_int, default=50_000, help="number of players (default 50000)")
+    gen.add_argument("--events-per-s", type=_positive_int, default=20_000, metavar="N",
+                     help="events per second of event time (default 20000)")
+    gen.add_argument("--batch-size", type=_positive_int, default=131_072, metavar="N",
+                     help="rows per generated batch (default 131072)")
+    gen.add_argument("--offline-fraction", type=_fraction, default=0.00005, metavar="F",
+                     help="share of events that arrive minutes late (default 0.00005)")
+    demo.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    bench = sub.add_parser("bench", help="run the benchmark suites in bench/ and write a report",
+                           description="Runs the benchmark scripts (bench/bench_*.py) with their "
+                           "peers, prints one summary table, writes results.json and a PNG chart.")
+    bench.add_argument("--quick", action="store_true", help="small inputs (under 2 minutes in all)")
+    bench.add_argument("--out", default="bench-results", metavar="DIR",
+                       help="where results.json, the chart and each suite's JSON go (default bench-results)")
+    bench.add_argument("--only", default=None, metavar="SUITES",
+                       help="comma-separated suites to run (e.g. window,pipeline)")
+    bench.add_argument("--bench-dir", default=None, metavar="DIR",
+                       help="directory of the bench scripts (default: ./bench, or the source checkout's)")
+
+    run = sub.add_parser("run", help="run a job file (a script that builds and executes a job)",
+                         description="Runs a Python file as __main__, with the remaining arguments "
+                         "in sys.argv, as 'python job.py ARGS' would.")
+    run.add_argument("file", metavar="job.py")
+    run.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the job")
+
+    sql = sub.add_parser("sql", help="ad-hoc SQL over Parquet files",
+                         description="Registers each --table name=path as a table and runs the query.")
+    sql.add_argument("query", metavar="QUERY")
+    sql.add_argument("--table", type=_table_arg, action="append", default=[], metavar="NAME=PATH",
+                     help="a Parquet file (or directory / glob) registered as NAME; repeatable")
+    sql.add_argument("--rows", type=_positive_int, default=50, metavar="N",
+                     help="rows to print (default 50)")
+    return parser
+
+
+def _fail(prog: str, message: str, code: int = 1) -> int:
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    return code
+
+
+def _unreadable(path: str) -> Optional[str]:
+    """Why ``path`` cannot be read, as a short sentence (None when it can)."""
+    if not os.path.exists(path):
+        where = "" if os.path.isabs(path) else f" (relative to {os.getcwd()})"
+        return f"no such file or directory: {path!r}{where}"
+    if not os.access(path, os.R_OK):
+        return f"permission denied: {path!r}"
+    return None
+
+
+def _read_parquet_arg(path: str) -> "pa.Table":  # noqa: F821
+    """A ``--table`` path (a file, a directory or a glob) read as one Arrow table.
+
+    Raises FileNotFoundError, PermissionError or ValueError with a sentence naming
+    the file at fault (pyarrow's own errors name a path and little else)."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    from fastops.connectors.sources import _expand
+
+    if not any(ch in path for ch in "*?["):
+        problem = _unreadable(path)
+        if problem:
+            raise (PermissionError if os.path.exists(path) else FileNotFoundError)(problem)
+    files = _expand(path)  # a glob matching nothing is a FileNotFoundError naming it
+    if not files:
+        raise FileNotFoundError(f"directory {path!r} holds no data files")
+    for f in files:
+        if not os.access(f, os.R_OK):
+            raise PermissionError(f"permission denied: {f!r}")
+    try:
+        return ds.dataset(files, format="parquet").to_table()
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        for f in files:  # name the file at fault, with the first sentence of the reason
+            try:
+                pq.read_metadata(f)
+            except (pa.ArrowException, OSError, ValueError) as bad:
+                reason = str(bad).split(". ")[0].strip()
+                raise ValueError(f"{f!r} is not a Parquet file ({reason})") from None
+        raise ValueError(f"cannot read {path!r} as one Parquet table: {exc}") from None
+
+
+# ------------------------------------------------------------------ commands
+
+def _demo(args: argparse.Namespace) -> int:
+    from fastops.apps import demo as d
+    from fastops.runtime.errors import JobFailed
+
+    if args.sql and not d.sql_available():
+        return _fail("fastops demo", "--sql needs the SQL face (fastops.TableEnvironment), "
+                     "which this build of fastops does not have yet; run 'fastops demo' without "
+                     "--sql for the DataStream form")
+    try:
+        cfg = d.DemoConfig(events=args.events or d.DEFAULT_EVENTS, seed=args.seed, rate=args.rate,
+                           parallelism=args.parallelism, checkpoint_dir=args.checkpoint_dir,
+                           checkpoint_interval=args.checkpoint_interval, output=args.output,
+                           players=args.players, events_per_s=args.events_per_s,
+                           batch_size=args.batch_size, offline_fraction=args.offline_fraction)
+    except ValueError as exc:
+        return _fail("fastops demo", str(exc), 2)
+    print(f"reward engine: {cfg.events:,} events, {cfg.players:,} players, seed {cfg.seed}, "
+          f"parallelism {cfg.parallelism}"
+          + (f", paced at {cfg.rate:,.0f} rows/s" if cfg.rate else "")
+          + (f", checkpoints in {cfg.checkpoint_dir}" if cfg.checkpoint_dir else ""), flush=True)
+    if args.sql and (cfg.checkpoint_dir or cfg.output):
+        return _fail("fastops demo", "--checkpoint-dir and --output apply to the DataStream form; "
+                     "drop --sql to use them", 2)
+    try:
+        if args.sql:
+            print("running the three SQL queries (rewards, leaderboard, per minute) ...", flush=True)
+            res = d.run_demo_sql(cfg, progress=not args.no_progress)
+        else:
+            res = d.run_demo(cfg, progress=not args.no_progress)
+    except JobFailed as exc:
+        return _fail("fastops demo", str(exc))
+    except ValueError as exc:  # recovery refused: another job's checkpoint, or committed output
+        return _fail("fastops demo", f"{exc}\n(from the command line: use another --output "
+                                     "directory or --checkpoint-dir, or delete them)")
+    except ImportError as exc:  # an optional dependency of the chosen face
+        return _fail("fastops demo", str(exc))
+    except KeyboardInterrupt:
+        msg = "interrupted"
+        if cfg.checkpoint_dir:
+            msg += f"; run the same command again to resume from the latest checkpoint in {cfg.checkpoint_dir}"
+        return _fail("fastops demo", msg, 130)
+    print(d.report(res, max_rows=args.rows))
+    if cfg.output:
+        print(f"\nresult tables written as Parquet under {cfg.output}/")
+    return 0
+
+
+def _find_bench_dir(explicit: Optional[str]) -> Optional[str]:
+    if explicit:
+        return explicit
+    here = os.path.abspath("bench")
+    candidates = [here, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "bench")]
+    for c in candidates:
+        if os.path.isdir(c) and any(n.startswith("bench_") and n.endswith(".py") for n in os.listdir(c)):
+            return c
+    return None
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from fastops.apps import bench_report
+
+    bench_dir = _find_bench_dir(args.bench_dir)
+    if bench_dir is None or not os.path.isdir(bench_dir):
+        return _fail("fastops bench", "no bench/ directory with bench_*.py scripts here; run it from "
+                     "a source checkout of fastops or pass --bench-dir DIR", 2)
+    only = [s.strip() for s in args.only.split(",") if s.strip()] if args.only else None
+    try:
+        report = bench_report.run(bench_dir, args.out, quick=args.quick, only=only)
+    except ValueError as exc:
+        return _fail("fastops bench", str(exc), 2)
+    print(report.text)
+    return 0 if not report.failed else 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    import runpy
+    import traceback
+
+    path = args.file
+    problem = _unreadable(path)
+    if problem is None and os.path.isdir(path):
+        problem = f"{path!r} is a directory, not a Python job file"
+    if problem:
+        return _fail("fastops run", problem, 2)
+    old_argv, old_path = sys.argv, list(sys.path)
+    sys.argv = [path, *args.args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    try:
+        runpy.run_path(path, run_name="__main__")
+    except SystemExit as exc:
+        code = exc.code
+        if code is None:
+            return 0
+        if isinstance(code, int):
+            return code
+        print(code, file=sys.stderr)
+        return 1
+    except BaseException:  # noqa: BLE001 - the user's job: show its traceback
+        traceback.print_exc()
+        return 1
+    finally:
+        sys.argv, sys.path[:] = old_argv, old_path
+    return 0
+
+
+def _sql(args: argparse.Namespace) -> int:
+    import fastops
+
+    if not hasattr(fastops, "TableEnvironment"):
+        return _fail("fastops sql", "needs the SQL face (fastops.TableEnvironment), which this "
+                     "build of fastops does not have")
+    from fastops.apps.demo import format_grid
+
+    tenv = fastops.TableEnvironment(mode="batch")
+    for name, path in args.table:
+        try:
+            data = _read_parquet_arg(path)
+        except (OSError, ValueError) as exc:
+            return _fail("fastops sql", f"--table {name}={path}: {exc}".replace("\n", " "), 2)
+        tenv.create_temporary_view(name, tenv.from_arrow(data))
+    try:
+        table = tenv.sql_query(args.query).execute().to_arrow()
+    except Exception as exc:  # noqa: BLE001 - a bad query is the user's error: one line
+        return _fail("fastops sql", f"{type(exc).__name__}: {exc}".replace("\n", " "))
+    print(format_grid(table, max_rows=args.rows))
+    return 0
+
+
+_COMMANDS = {"demo": _demo, "bench": _bench, "run": _run, "sql": _sql}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of the ``fastops`` command (returns the exit status)."""
+    parser = build_parser()
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.command is None:
+        parser.print_help()
+        return 0
+    return _COMMANDS[args.command](args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

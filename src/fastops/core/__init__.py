@@ -1,0 +1,1 @@
+"""What sits on the kernels with no runtime: keys, key groups, aggregates, windows, sketches."""

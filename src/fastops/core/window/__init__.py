@@ -1,0 +1,1 @@
+"""Window assigners and the window aggregator."""

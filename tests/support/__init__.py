@@ -1,0 +1,1 @@
+"""Test helpers: independent reference models, strategies and worker scripts."""
