@@ -21,13 +21,21 @@ import platform
 import statistics
 import sys
 import time
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Callable
 
-__all__ = ["parse_args", "median_time", "median_times", "median_times_cpu", "print_table",
-           "write_json", "machine_info"]
+__all__ = [
+    "machine_info",
+    "median_time",
+    "median_times",
+    "median_times_cpu",
+    "parse_args",
+    "print_table",
+    "write_json",
+]
 
 
-def parse_args(description: str, argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+def parse_args(description: str, argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Parse the common benchmark options: ``--quick``, ``--json PATH``, ``--repeats N``."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true",
@@ -40,7 +48,7 @@ def parse_args(description: str, argv: Optional[Sequence[str]] = None) -> argpar
 
 
 def median_time(fn: Callable[[], Any], repeats: int = 5,
-                setup: Optional[Callable[[], Any]] = None, warmup: int = 1) -> float:
+                setup: Callable[[], Any] | None = None, warmup: int = 1) -> float:
     """Median wall time of ``fn()`` over ``repeats`` runs, in seconds.
 
     ``setup()`` (untimed) runs before every call, warm-up calls included; if it
@@ -117,7 +125,7 @@ def _fmt(value: Any) -> str:
 
 
 def print_table(rows: Iterable[Mapping[str, Any]], columns: Sequence[str],
-                title: Optional[str] = None, file=None) -> None:
+                title: str | None = None, file=None) -> None:
     """Print ``rows`` (mappings) as a text table with the given ``columns``."""
     file = file if file is not None else sys.stdout
     cells = [[_fmt(row.get(c, "")) for c in columns] for row in rows]
@@ -147,7 +155,7 @@ def machine_info() -> dict:
     }
 
 
-def write_json(path: Optional[str], payload: Mapping[str, Any]) -> None:
+def write_json(path: str | None, payload: Mapping[str, Any]) -> None:
     """Write ``payload`` plus ``machine_info()`` to ``path`` (no-op if path is None)."""
     if not path:
         return

@@ -20,12 +20,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import median_time, parse_args, print_table, write_json  # noqa: E402
-from bench_pipeline import AGGS, BATCH, make_events  # noqa: E402
-
-import fastops as fo  # noqa: E402
-from fastops.core.window.aggregator import State, WindowAggregator  # noqa: E402
-from fastops.core.window.assigners import Tumbling  # noqa: E402
+import fastops as fo
+from _common import median_time, parse_args, print_table, write_json
+from bench_pipeline import AGGS, BATCH, make_events
+from fastops.core.window.aggregator import State, WindowAggregator
+from fastops.core.window.assigners import Tumbling
 
 
 def pipeline(path: str, checkpoint_dir: str | None, interval: str = "1s") -> tuple[int, int]:

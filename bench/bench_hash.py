@@ -14,9 +14,8 @@ import numpy as np
 import pyarrow as pa
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import median_time, parse_args, print_table, write_json  # noqa: E402
-
-import fastops  # noqa: E402
+import fastops
+from _common import median_time, parse_args, print_table, write_json
 
 try:
     import polars as pl

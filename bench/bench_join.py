@@ -35,10 +35,9 @@ import numpy as np
 import pyarrow as pa
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import median_times, parse_args, print_table, write_json  # noqa: E402
-
-from fastops.table.changelog import OP_COLUMN  # noqa: E402
-from fastops.table.operators import StreamJoin  # noqa: E402
+from _common import median_times, parse_args, print_table, write_json
+from fastops.table.changelog import OP_COLUMN
+from fastops.table.operators import StreamJoin
 
 BATCH = 1000
 LS = pa.schema([("k", pa.int64()), ("v", pa.int64())])

@@ -30,10 +30,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import median_times, parse_args, print_table, write_json  # noqa: E402
-
-import fastops  # noqa: E402
-from fastops._kernels import core as _core  # noqa: E402
+import fastops
+from _common import median_times, parse_args, print_table, write_json
+from fastops._kernels import core as _core
 
 try:
     import polars as pl

@@ -25,7 +25,7 @@ import os
 import statistics
 import sys
 import tempfile
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -33,13 +33,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import median_time, median_times_cpu, parse_args, print_table, write_json  # noqa: E402
-
-import fastops as fo  # noqa: E402
-from fastops.core import aggregates as agg  # noqa: E402
-from fastops.operators import Operator  # noqa: E402
-from fastops.core.window.aggregator import WindowAggregator  # noqa: E402
-from fastops.core.window.assigners import Tumbling  # noqa: E402
+import fastops as fo
+from _common import median_time, median_times_cpu, parse_args, print_table, write_json
+from fastops.core import aggregates as agg
+from fastops.core.window.aggregator import WindowAggregator
+from fastops.core.window.assigners import Tumbling
+from fastops.operators import Operator
 
 BATCH = 65536
 
@@ -55,7 +54,7 @@ def make_events(n: int, seed: int = 42) -> pa.Table:
     return pa.table({"user_id": user, "ts": ts, "value": value})
 
 
-AGGS = lambda: {"n": agg.count(), "total": agg.sum("value"), "top": agg.max("value")}  # noqa: E731
+AGGS = lambda: {"n": agg.count(), "total": agg.sum("value"), "top": agg.max("value")}
 
 
 def run_kernel(path: str) -> int:
@@ -71,8 +70,8 @@ def run_kernel(path: str) -> int:
     return out + w.flush().num_rows
 
 
-def run_pipeline(path: str, parallelism: int, threads: bool, jobs: Optional[list] = None,
-                 readers: Optional[int] = None) -> int:
+def run_pipeline(path: str, parallelism: int, threads: bool, jobs: list | None = None,
+                 readers: int | None = None) -> int:
     """The W1 job; ``readers`` sets the source's parallelism (default: the
     job's, row groups split over the readers)."""
     env = fo.StreamEnvironment(parallelism=parallelism, threads=threads)

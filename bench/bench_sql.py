@@ -33,10 +33,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import median_time, parse_args, print_table, write_json  # noqa: E402
-
-import fastops as fo  # noqa: E402
-from fastops.core import aggregates as agg  # noqa: E402
+import fastops as fo
+from _common import median_time, parse_args, print_table, write_json
+from fastops.core import aggregates as agg
 
 BATCH = 65536
 

@@ -37,13 +37,13 @@ import tracemalloc
 
 os.environ.setdefault("POLARS_MAX_THREADS", "1")
 
-import numpy as np  # noqa: E402
-import pyarrow as pa  # noqa: E402
-import pyarrow.compute as pc  # noqa: E402
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from fastops import BoundedOutOfOrderness, Session, Sliding, Tumbling, WindowAggregator  # noqa: E402
+from fastops import BoundedOutOfOrderness, Session, Sliding, Tumbling, WindowAggregator
 from fastops.core import aggregates as agg
-from fastops.core import arrow as _arrow  # noqa: E402
+from fastops.core import arrow as _arrow
 
 KEYS = 100_000
 RATE = 100_000  # events per simulated second
@@ -80,13 +80,13 @@ def with_pages(table: pa.Table, seed: int = 7) -> pa.Table:
 
 
 WORKLOADS = {
-    "W1": dict(window=lambda: Tumbling("1s"), aggs=lambda: {"n": agg.count(), "s": agg.sum("value"),
-                                                            "mx": agg.max("value")}),
-    "W2": dict(window=lambda: Sliding("10s", "1s"), aggs=lambda: {"n": agg.count(), "s": agg.sum("value"),
-                                                                  "mx": agg.max("value")}),
-    "W3": dict(window=lambda: Session("30s"), aggs=lambda: {"n": agg.count()}),
-    "W4": dict(window=lambda: Tumbling("1s"), aggs=lambda: {"n": agg.count(), "lo": agg.min("page"),
-                                                            "hi": agg.max("page")}),
+    "W1": {"window": lambda: Tumbling("1s"), "aggs": lambda: {"n": agg.count(), "s": agg.sum("value"),
+                                                            "mx": agg.max("value")}},
+    "W2": {"window": lambda: Sliding("10s", "1s"), "aggs": lambda: {"n": agg.count(), "s": agg.sum("value"),
+                                                                  "mx": agg.max("value")}},
+    "W3": {"window": lambda: Session("30s"), "aggs": lambda: {"n": agg.count()}},
+    "W4": {"window": lambda: Tumbling("1s"), "aggs": lambda: {"n": agg.count(), "lo": agg.min("page"),
+                                                            "hi": agg.max("page")}},
 }
 # W1's job on other input: string keys (W5), small batches (W1s)
 SAME_JOB = {"W5": "W1", "W1s": "W1"}
@@ -155,7 +155,7 @@ def run_polars(table: pa.Table, wl: str):
     if wl == "W3":
         return None
     df = pl.from_arrow(table).sort("ts")
-    kw = dict(every="1000i", group_by="user_id", closed="left", label="left")
+    kw = {"every": "1000i", "group_by": "user_id", "closed": "left", "label": "left"}
     if wl in ("W1", "W4"):
         kw["period"] = "1000i"
     else:

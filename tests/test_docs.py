@@ -58,7 +58,7 @@ def test_page_code_blocks_run(page, tmp_path, monkeypatch):
     for line, code in blocks:
         try:
             exec(compile(code, f"{os.path.relpath(page, ROOT)}:{line}", "exec"), namespace)
-        except Exception as exc:  # noqa: BLE001 - name the block that failed
+        except Exception as exc:
             raise AssertionError(f"{os.path.relpath(page, ROOT)}, block at line {line}: "
                                  f"{type(exc).__name__}: {exc}") from exc
 

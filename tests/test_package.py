@@ -62,7 +62,7 @@ def test_stub_lists_every_kernel():
     assert kernels == set(stubbed), (kernels ^ set(stubbed))
     for name in kernels:
         sig = inspect.signature(getattr(_core, name))   # from embedsignature
-        assert [p for p in sig.parameters] == [a.arg for a in stubbed[name].args.args], name
+        assert list(sig.parameters) == [a.arg for a in stubbed[name].args.args], name
 
 
 def test_public_api():

@@ -13,67 +13,64 @@ except ImportError as exc:  # no silent pure-Python fallback
         "development; re-run it after editing .pyx files)."
     ) from exc
 
-from fastops.core.arrow import release_memory
-from fastops.core.hashing import hash64, null_hash
-from fastops.core.partitioning import key_group_range, moved_fraction, partition, partition_ids
-
 # --- windows (window aggregation, durations, watermarks, agg) ---
-from fastops import agg
+# --- end windows ---
+# --- sketches ---
+from fastops import agg, sketches, windows  # noqa: F401  (fastops.sketches.HyperLogLog, ...)
+from fastops.core.arrow import release_memory
 from fastops.core.durations import parse_duration
+from fastops.core.hashing import hash64, null_hash
 from fastops.core.keys import KeyTable
+from fastops.core.partitioning import key_group_range, moved_fraction, partition, partition_ids
 from fastops.core.watermarks import BoundedOutOfOrderness, MonotonousTimestamps
 from fastops.core.window.aggregator import WindowAggregator
 from fastops.core.window.assigners import GlobalWindow, Session, Sliding, Tumbling
-# --- end windows ---
 
-# --- sketches ---
-from fastops import sketches, windows  # noqa: E402,F401  (fastops.sketches.HyperLogLog, ...)
 # --- end sketches ---
-
 # --- runtime and DataStream API ---
-from fastops.datastream import (DataStream, KeyedStream, StreamEnvironment, WindowedStream,
-                                col)
+from fastops.datastream import DataStream, KeyedStream, StreamEnvironment, WindowedStream, col
 from fastops.operators.process import KeyedProcessFunction
 from fastops.runtime import CheckpointStorageError, JobFailed, JobResult
 from fastops.table import TableEnvironment, lit, udaf, udf, udtf
+
 # --- end runtime ---
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BoundedOutOfOrderness",
+    "CheckpointStorageError",
+    "DataStream",
+    "GlobalWindow",
+    "JobFailed",
+    "JobResult",
+    "KeyTable",
+    "KeyedProcessFunction",
+    "KeyedStream",
+    "MonotonousTimestamps",
+    "Session",
+    "Sliding",
+    "StreamEnvironment",
+    "TableEnvironment",
+    "Tumbling",
+    "WindowAggregator",
+    "WindowedStream",
     "__version__",
+    "agg",
+    "col",
     "hash64",
+    "key_group_range",
+    "lit",
+    "moved_fraction",
     "null_hash",
+    "parse_duration",
     "partition",
     "partition_ids",
-    "key_group_range",
-    "moved_fraction",
     "release_memory",
-    "StreamEnvironment",
-    "DataStream",
-    "KeyedStream",
-    "WindowedStream",
-    "KeyedProcessFunction",
-    "JobFailed",
-    "CheckpointStorageError",
-    "JobResult",
-    "col",
-    "TableEnvironment",
-    "udf",
-    "udaf",
-    "udtf",
-    "lit",
     "sketches",
-    "Tumbling",
-    "Sliding",
-    "Session",
-    "GlobalWindow",
-    "WindowAggregator",
-    "agg",
-    "parse_duration",
-    "BoundedOutOfOrderness",
-    "MonotonousTimestamps",
-    "KeyTable",
+    "udaf",
+    "udf",
+    "udtf",
 ]
 
 # Subpackages users import from (fastops.table, fastops.windows, ...): listed by dir(), not

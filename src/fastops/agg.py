@@ -9,13 +9,41 @@ from __future__ import annotations
 from typing import Any
 
 from fastops.core import aggregates as _aggregates
-from fastops.core.aggregates import (SlotAggregate, SumOverflowError, count, first, last, max,
-                                     mean, min, register, registered, stddev, sum, var)
+from fastops.core.aggregates import (
+    SlotAggregate,
+    SumOverflowError,
+    count,
+    first,
+    last,
+    max,
+    mean,
+    min,
+    register,
+    registered,
+    stddev,
+    sum,
+    var,
+)
 from fastops.core.aggregates.sketch import approx_distinct, approx_quantile, top_k
 
-__all__ = ["SlotAggregate", "register", "registered", "count", "sum", "min", "max", "mean",
-           "var", "stddev", "first", "last", "approx_distinct", "approx_quantile", "top_k",
-           "SumOverflowError"]
+__all__ = [
+    "SlotAggregate",
+    "SumOverflowError",
+    "approx_distinct",
+    "approx_quantile",
+    "count",
+    "first",
+    "last",
+    "max",
+    "mean",
+    "min",
+    "register",
+    "registered",
+    "stddev",
+    "sum",
+    "top_k",
+    "var",
+]
 
 
 def __getattr__(name: str) -> Any:

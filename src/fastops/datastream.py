@@ -9,15 +9,16 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterable, Optional, Sequence, Union
+from collections.abc import Iterable, Sequence
+from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from fastops.connectors import sinks as _sinks
 from fastops.connectors import sources as _sources
 from fastops.core.durations import parse_duration
 from fastops.operators import basic as _basic
-from fastops.connectors import sinks as _sinks
 from fastops.runtime.executor import Executor, JobResult
 from fastops.runtime.graph import Edge, Node, identity
 from fastops.runtime.plan import PhysicalPlan
@@ -47,7 +48,7 @@ def _names(cols: Sequence[Any]) -> tuple[str, ...]:
     return tuple(flat)
 
 
-def _configured(stream: "DataStream", config: Any) -> "DataStream":
+def _configured(stream: DataStream, config: Any) -> DataStream:
     """Record an operator's configuration on its node (part of the job fingerprint)."""
     stream.node.config = config
     return stream
@@ -64,7 +65,7 @@ def _missing(what: str, column: str, schema: pa.Schema) -> Exception:
     return MissingColumnError(f"{what} {column!r} not in stream (columns: {schema.names})")
 
 
-def _require(schema: Optional[pa.Schema], columns: Sequence[str], what: str) -> None:
+def _require(schema: pa.Schema | None, columns: Sequence[str], what: str) -> None:
     """Check that ``columns`` exist, when the stream's schema is known."""
     if schema is not None:
         for c in columns:
@@ -91,8 +92,8 @@ def _expression_error(exc: Exception, schema: pa.Schema, what: str) -> Exception
 _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
 
 
-def _aggregate_schema(window: Any, keys: Sequence[str], aggs: dict, time: Optional[str], lateness: Any,
-                      schema: Optional[pa.Schema]) -> Optional[pa.Schema]:
+def _aggregate_schema(window: Any, keys: Sequence[str], aggs: dict, time: str | None, lateness: Any,
+                      schema: pa.Schema | None) -> pa.Schema | None:
     """Check a window / running aggregate now (columns and their types, when the
     input schema is known); its output schema, or None if the input's is unknown."""
     from fastops.core.window.aggregator import WindowAggregator
@@ -107,7 +108,7 @@ def _aggregate_schema(window: Any, keys: Sequence[str], aggs: dict, time: Option
                             schema=schema).output_schema
 
 
-def _schema_from(schema: Any) -> Optional[pa.Schema]:
+def _schema_from(schema: Any) -> pa.Schema | None:
     if schema is None or isinstance(schema, pa.Schema):
         return schema
     if all(isinstance(s, str) for s in schema):
@@ -141,8 +142,8 @@ class StreamEnvironment:
     """
 
     def __init__(self, parallelism: int = 1, max_parallelism: int = 128,
-                 channel_capacity: int = 8, threads: Optional[bool] = None,
-                 chaining: bool = True, checkpoint_dir: Optional[str] = None,
+                 channel_capacity: int = 8, threads: bool | None = None,
+                 chaining: bool = True, checkpoint_dir: str | None = None,
                  checkpoint_interval: Any = "5s", checkpoints_retained: int = 3,
                  mode: str = "exactly_once", restart_attempts: int = 0,
                  restart_delay: Any = 0):
@@ -168,11 +169,11 @@ class StreamEnvironment:
         self.restart_attempts = restart_attempts
         self.restart_delay_s = parse_duration(restart_delay) / 1000.0 if restart_delay else 0.0
         self._sinks: list[Node] = []
-        self.last_result: Optional[JobResult] = None
+        self.last_result: JobResult | None = None
         self._collect_jobs = 0  # jobs collect() ran at once (for execute()'s "no sink" error)
 
     # -- sources ---------------------------------------------------------------
-    def from_source(self, source: _sources.Source, parallelism: Optional[int] = None) -> "DataStream":
+    def from_source(self, source: _sources.Source, parallelism: int | None = None) -> DataStream:
         """A stream read from ``source`` (a ``fastops.connectors.sources.Source``).
 
         Parameters
@@ -196,7 +197,7 @@ class StreamEnvironment:
         return DataStream(self, node, schema=source.schema())
 
     def from_collection(self, rows: Sequence[Any], schema: Any = None,
-                        batch_size: int = 65536) -> "DataStream":
+                        batch_size: int = 65536) -> DataStream:
         """Rows as tuples (with ``schema`` names or ``(name, type)`` pairs) or dicts."""
         rows = list(rows)
         arrow_schema = _schema_from(schema)
@@ -210,7 +211,7 @@ class StreamEnvironment:
         table = pa.Table.from_pylist(rows, schema=arrow_schema)
         return self.from_source(_sources.TableSource(table, batch_size, "from_collection"), 1)
 
-    def from_pandas(self, df: Any, batch_size: int = 65536) -> "DataStream":
+    def from_pandas(self, df: Any, batch_size: int = 65536) -> DataStream:
         """The rows of a pandas DataFrame (its index is dropped), in batches.
 
         Parameters
@@ -236,7 +237,7 @@ class StreamEnvironment:
         table = pa.Table.from_pandas(df, preserve_index=False)
         return self.from_source(_sources.TableSource(table, batch_size, "from_pandas"), 1)
 
-    def from_arrow(self, data: Any, batch_size: int = 65536) -> "DataStream":
+    def from_arrow(self, data: Any, batch_size: int = 65536) -> DataStream:
         """A Table, a RecordBatch, a list of batches, or an iterator of batches."""
         _sources.check_batch_size(batch_size)
         if isinstance(data, pa.RecordBatch):
@@ -249,7 +250,7 @@ class StreamEnvironment:
             return self.from_source(_sources.IteratorSource(data), 1)
         raise TypeError(f"from_arrow needs a Table, batches or an iterator of batches, got {type(data).__name__}")
 
-    def from_parquet(self, path: Any, batch_size: int = 65536) -> "DataStream":
+    def from_parquet(self, path: Any, batch_size: int = 65536) -> DataStream:
         """The rows of Parquet files: a file, a directory (read recursively;
         names starting with ``_`` or ``.`` are skipped) or a glob, or a list of these.
 
@@ -279,7 +280,7 @@ class StreamEnvironment:
         """
         return self.from_source(_sources.FileSource(path, "parquet", batch_size))
 
-    def from_csv(self, path: Any, batch_size: int = 65536, schema: Optional[pa.Schema] = None) -> "DataStream":
+    def from_csv(self, path: Any, batch_size: int = 65536, schema: pa.Schema | None = None) -> DataStream:
         """The rows of CSV files (a header line, comma-separated): a file, a
         directory or a glob, or a list of these.
 
@@ -310,7 +311,7 @@ class StreamEnvironment:
         """
         return self.from_source(_sources.FileSource(path, "csv", batch_size, schema))
 
-    def from_ipc(self, path: Any, batch_size: int = 65536) -> "DataStream":
+    def from_ipc(self, path: Any, batch_size: int = 65536) -> DataStream:
         """The rows of Arrow IPC (Feather v2) files: a file, a directory or a glob.
 
         Parameters
@@ -327,8 +328,8 @@ class StreamEnvironment:
         """
         return self.from_source(_sources.FileSource(path, "ipc", batch_size))
 
-    def from_generator(self, fn: Callable[[], Iterable[Any]], rate: Optional[float] = None,
-                       deterministic: bool = False) -> "DataStream":
+    def from_generator(self, fn: Callable[[], Iterable[Any]], rate: float | None = None,
+                       deterministic: bool = False) -> DataStream:
         """Batches from ``fn()`` (a generator function); ``rate`` in rows/s paces it."""
         return self.from_source(_sources.GeneratorSource(fn, rate, deterministic), 1)
 
@@ -350,7 +351,7 @@ class StreamEnvironment:
         return CheckpointStorage(self.checkpoint_dir, self.checkpoints_retained)
 
     def _run(self, sinks: list[Node], job_name: str, restore: Any = "latest",
-             progress: Optional[Callable[[list], Any]] = None) -> JobResult:
+             progress: Callable[[list], Any] | None = None) -> JobResult:
         import time as _time
 
         from fastops.runtime.errors import JobFailed
@@ -407,7 +408,7 @@ class StreamEnvironment:
         return result
 
     def execute(self, job_name: str = "fastops job", restore: Any = "latest",
-                progress: Union[bool, Callable[[list], Any], None] = None) -> JobResult:
+                progress: bool | Callable[[list], Any] | None = None) -> JobResult:
         """Run every sink added so far; they are then cleared (as in Flink).
 
         With a ``checkpoint_dir``, ``restore="latest"`` resumes from the newest
@@ -439,8 +440,8 @@ class StreamEnvironment:
 class DataStream:
     """A stream of record batches: the output of one node (or one of its side outputs)."""
 
-    def __init__(self, env: StreamEnvironment, node: Node, tag: Optional[str] = None,
-                 time_column: Optional[str] = None, schema: Optional[pa.Schema] = None):
+    def __init__(self, env: StreamEnvironment, node: Node, tag: str | None = None,
+                 time_column: str | None = None, schema: pa.Schema | None = None):
         self.env = env
         self.node = node
         self.tag = tag
@@ -457,9 +458,9 @@ class DataStream:
     def _edge(self, partitioning: str = "forward", keys: tuple[str, ...] = (), input_index: int = 0) -> Edge:
         return Edge(self.node, partitioning, keys, self.tag, input_index)
 
-    def _then(self, name: str, factory: Callable[[], Any], parallelism: Optional[int] = None,
+    def _then(self, name: str, factory: Callable[[], Any], parallelism: int | None = None,
               partitioning: str = "forward", keys: tuple[str, ...] = (),
-              time_column: Optional[str] = "inherit", schema: Optional[pa.Schema] = None) -> "DataStream":
+              time_column: str | None = "inherit", schema: pa.Schema | None = None) -> DataStream:
         if parallelism is not None:
             _check_parallelism(parallelism)
         p = parallelism or self.node.parallelism
@@ -467,7 +468,7 @@ class DataStream:
         tc = self.time_column if time_column == "inherit" else time_column
         return DataStream(self.env, node, time_column=tc, schema=schema)
 
-    def set_parallelism(self, parallelism: int) -> "DataStream":
+    def set_parallelism(self, parallelism: int) -> DataStream:
         """Set this operator's parallelism (before anything consumes it)."""
         _check_parallelism(parallelism)
         if self.node.is_source:
@@ -475,22 +476,19 @@ class DataStream:
         self.node.parallelism = _check_parallelism(parallelism)
         return self
 
-    def name(self, name: str) -> "DataStream":
+    def name(self, name: str) -> DataStream:
         self.node.name = name
         return self
 
     # -- event time ------------------------------------------------------------
     def with_watermark(self, column: str, max_out_of_orderness: Any = 0,
-                       idle_timeout: Any = None, monotonous: bool = False) -> "DataStream":
+                       idle_timeout: Any = None, monotonous: bool = False) -> DataStream:
         """Use ``column`` as event time (int ms or Arrow timestamps) and emit
         watermarks ``max(ts) - max_out_of_orderness - 1`` (or, with
         ``monotonous=True``, ``max(ts) - 1``). An input with no data for
         ``idle_timeout`` stops holding downstream watermarks back."""
-        from fastops.core.durations import parse_duration
-        from fastops.core.watermarks import BoundedOutOfOrderness, MonotonousTimestamps
-
-        from fastops.core.durations import parse_positive_duration
-        from fastops.core.watermarks import to_ms
+        from fastops.core.durations import parse_duration, parse_positive_duration
+        from fastops.core.watermarks import BoundedOutOfOrderness, MonotonousTimestamps, to_ms
 
         if not isinstance(column, str):
             raise TypeError(f"the time column must be a name, got {column!r}")
@@ -507,18 +505,18 @@ class DataStream:
                            {"column": column, "bound_ms": bound, "idle_ms": idle, "monotonous": monotonous})
 
     # -- transformations -------------------------------------------------------
-    def map(self, fn: Callable[[pa.RecordBatch], Any], name: Optional[str] = None) -> "DataStream":
+    def map(self, fn: Callable[[pa.RecordBatch], Any], name: str | None = None) -> DataStream:
         """``fn(batch) -> batch`` (vectorised)."""
         label = name or getattr(fn, "__name__", "map")
         return _configured(self._then(f"map({label})" if name is None else name, lambda: _basic.Map(fn, label)),
                            identity(fn))
 
-    def flat_map(self, fn: Callable[[pa.RecordBatch], Any], name: Optional[str] = None) -> "DataStream":
+    def flat_map(self, fn: Callable[[pa.RecordBatch], Any], name: str | None = None) -> DataStream:
         label = name or getattr(fn, "__name__", "flat_map")
         return _configured(self._then(f"flat_map({label})" if name is None else name,
                                       lambda: _basic.FlatMap(fn, label)), identity(fn))
 
-    def filter(self, predicate: Any, name: Optional[str] = None) -> "DataStream":
+    def filter(self, predicate: Any, name: str | None = None) -> DataStream:
         """Keep rows where ``predicate`` (an expression, or ``fn(batch) -> mask``) holds."""
         label = name or ("filter" if isinstance(predicate, pc.Expression)
                          else f"filter({getattr(predicate, '__name__', 'fn')})")
@@ -532,7 +530,7 @@ class DataStream:
         return _configured(self._then(label, lambda: _basic.Filter(predicate, label), schema=self.schema),
                            str(predicate) if isinstance(predicate, pc.Expression) else identity(predicate))
 
-    def select(self, *columns: str, **expressions: Any) -> "DataStream":
+    def select(self, *columns: str, **expressions: Any) -> DataStream:
         """Keep ``columns`` and add ``name=expression`` columns, in that order."""
         spec: dict[str, Any] = {c: c for c in columns}
         spec.update(expressions)
@@ -541,14 +539,14 @@ class DataStream:
         return _configured(self._then("select", lambda: _basic.Project(spec, keep_existing=False), schema=schema),
                            {k: str(v) for k, v in spec.items()})
 
-    def with_columns(self, **expressions: Any) -> "DataStream":
+    def with_columns(self, **expressions: Any) -> DataStream:
         """Add or replace columns computed by pyarrow.compute expressions."""
         schema = self._projected(expressions, True, "with_columns")
         return _configured(self._then("with_columns", lambda: _basic.Project(dict(expressions), keep_existing=True),
                                       schema=schema),
                            {k: str(v) for k, v in expressions.items()})
 
-    def _projected(self, spec: dict[str, Any], keep_existing: bool, what: str) -> Optional[pa.Schema]:
+    def _projected(self, spec: dict[str, Any], keep_existing: bool, what: str) -> pa.Schema | None:
         """Check select / with_columns expressions; their output schema if the input's is known."""
         for name, v in spec.items():
             if not isinstance(v, (str, pc.Expression)):
@@ -562,8 +560,8 @@ class DataStream:
             raise _expression_error(exc, self.schema, what) from None
 
     def transform(self, name: str, operator_factory: Callable[[], Any],
-                  parallelism: Optional[int] = None, partitioning: str = "forward",
-                  keys: Sequence[str] = ()) -> "DataStream":
+                  parallelism: int | None = None, partitioning: str = "forward",
+                  keys: Sequence[str] = ()) -> DataStream:
         """Apply a custom ``fastops.operators.Operator`` (a fresh one per task),
         after a ``partitioning`` exchange (forward, rebalance, broadcast, or hash
         with ``keys``); ``parallelism=1`` gathers the stream into one task."""
@@ -572,9 +570,9 @@ class DataStream:
         return _configured(self._then(name, operator_factory, parallelism, partitioning, tuple(keys)),
                            identity(operator_factory))
 
-    def connect(self, other: "DataStream", name: str, operator_factory: Callable[[], Any],
-                keys: Sequence[str] = (), other_keys: Optional[Sequence[str]] = None,
-                parallelism: Optional[int] = None) -> "DataStream":
+    def connect(self, other: DataStream, name: str, operator_factory: Callable[[], Any],
+                keys: Sequence[str] = (), other_keys: Sequence[str] | None = None,
+                parallelism: int | None = None) -> DataStream:
         """A two-input custom operator: rows of this stream arrive with
         ``input_index`` 0, rows of ``other`` with 1 (``Operator.process_input``).
         With ``keys`` both inputs are hash-exchanged by key (``other_keys`` for
@@ -589,13 +587,13 @@ class DataStream:
                     inputs=[self._edge(how, lk, 0), other._edge(how, rk, 1)])
         return DataStream(self.env, node, time_column=None)
 
-    def rebalance(self) -> "DataStream":
+    def rebalance(self) -> DataStream:
         return self._then("rebalance", _basic.Operator, self.env.parallelism, "rebalance", schema=self.schema)
 
-    def broadcast(self) -> "DataStream":
+    def broadcast(self) -> DataStream:
         return self._then("broadcast", _basic.Operator, self.env.parallelism, "broadcast", schema=self.schema)
 
-    def key_by(self, *columns: Union[str, Sequence[str]]) -> "KeyedStream":
+    def key_by(self, *columns: str | Sequence[str]) -> KeyedStream:
         """Partition by key: rows of one key go to one task (by key group)."""
         keys = _names(columns)
         _require(self.schema, keys, "key column")
@@ -605,7 +603,7 @@ class DataStream:
             KeyTable(keys)._prepare([pa.array([], self.schema.field(k).type) for k in keys])
         return KeyedStream(self, keys)
 
-    def union(self, *others: "DataStream") -> "DataStream":
+    def union(self, *others: DataStream) -> DataStream:
         """Rows of every stream, in one stream (same schema expected)."""
         streams = [self, *others]
         p = max(s.node.parallelism for s in streams)
@@ -615,11 +613,11 @@ class DataStream:
         schema = self.schema if all(s.schema is not None and s.schema.equals(self.schema) for s in streams) else None
         return DataStream(self.env, node, time_column=tcs.pop() if len(tcs) == 1 else None, schema=schema)
 
-    def join(self, other: "DataStream") -> "JoinBuilder":
+    def join(self, other: DataStream) -> JoinBuilder:
         """A windowed inner join: ``a.join(b).on("k").window(Tumbling("1s")).apply()``."""
         return JoinBuilder(self, other)
 
-    def side_output(self, tag: str) -> "DataStream":
+    def side_output(self, tag: str) -> DataStream:
         """The side output ``tag`` of this operator (``"late"`` for window operators)."""
         return DataStream(self.env, self.node, tag=tag, time_column=self.time_column,
                           schema=self._side_schemas.get(tag))
@@ -661,7 +659,7 @@ class DataStream:
     def to_pandas(self) -> Any:
         return self.collect().to_pandas()
 
-    def sink_to_parquet(self, directory: str, overwrite: bool = False) -> "DataStream":
+    def sink_to_parquet(self, directory: str, overwrite: bool = False) -> DataStream:
         """Write Parquet files into ``directory`` (on ``env.execute()``), one per
         task and checkpoint epoch, exactly once. A job that starts from no
         checkpoint refuses a directory holding committed files unless
@@ -670,17 +668,17 @@ class DataStream:
                    lambda: _sinks.FileSink(directory, "parquet", overwrite=overwrite)).config = os.fspath(directory)
         return self
 
-    def sink_to_ipc(self, directory: str, overwrite: bool = False) -> "DataStream":
+    def sink_to_ipc(self, directory: str, overwrite: bool = False) -> DataStream:
         """Like ``sink_to_parquet``, in Arrow IPC files."""
         self._sink("sink_to_ipc",
                    lambda: _sinks.FileSink(directory, "ipc", overwrite=overwrite)).config = os.fspath(directory)
         return self
 
-    def print(self) -> "DataStream":
+    def print(self) -> DataStream:
         self._sink("print", _sinks.PrintSink)
         return self
 
-    def sink_to(self, fn: Callable[[pa.RecordBatch], Any]) -> "DataStream":
+    def sink_to(self, fn: Callable[[pa.RecordBatch], Any]) -> DataStream:
         """Call ``fn(batch)`` for every batch (on ``env.execute()``)."""
         if not callable(fn):
             raise TypeError(f"sink_to needs a callable, got {type(fn).__name__}")
@@ -701,16 +699,16 @@ class KeyedStream:
         self.keys = keys
 
     def _keyed(self, name: str, factory: Callable[[], Any], time_column: Any = "inherit",
-               schema: Optional[pa.Schema] = None) -> DataStream:
+               schema: pa.Schema | None = None) -> DataStream:
         return self.stream._then(name, factory, self.stream.env.parallelism, "hash", self.keys, time_column, schema)
 
-    def map(self, fn: Callable[[pa.RecordBatch], Any], name: Optional[str] = None) -> DataStream:
+    def map(self, fn: Callable[[pa.RecordBatch], Any], name: str | None = None) -> DataStream:
         """``fn(batch) -> batch`` after the hash exchange: a task sees only its keys."""
         label = name or getattr(fn, "__name__", "map")
         return _configured(self._keyed(f"map({label})" if name is None else name, lambda: _basic.Map(fn, label)),
                            identity(fn))
 
-    def flat_map(self, fn: Callable[[pa.RecordBatch], Any], name: Optional[str] = None) -> DataStream:
+    def flat_map(self, fn: Callable[[pa.RecordBatch], Any], name: str | None = None) -> DataStream:
         label = name or getattr(fn, "__name__", "flat_map")
         return _configured(self._keyed(f"flat_map({label})" if name is None else name,
                                        lambda: _basic.FlatMap(fn, label)), identity(fn))
@@ -719,7 +717,7 @@ class KeyedStream:
         """A custom operator after the hash exchange."""
         return _configured(self._keyed(name, operator_factory), identity(operator_factory))
 
-    def window(self, window: Any) -> "WindowedStream":
+    def window(self, window: Any) -> WindowedStream:
         from fastops.core.window.assigners import as_window
 
         as_window(window)  # a TypeError here, not when the job runs
@@ -727,10 +725,8 @@ class KeyedStream:
 
     def aggregate(self, **aggs: Any) -> DataStream:
         """A running aggregate per key: after each batch, the new value of every key it touched."""
-        from fastops.operators.window import RunningAggregateOperator
-
-        from fastops.operators.window import ARRIVAL
         from fastops.core.window.assigners import GlobalWindow
+        from fastops.operators.window import ARRIVAL, RunningAggregateOperator
 
         keys, tc = self.keys, self.stream.time_column
         if not aggs:
@@ -742,7 +738,7 @@ class KeyedStream:
         return _configured(self._keyed("aggregate", lambda: RunningAggregateOperator(keys, aggs, tc), schema=out),
                            {"keys": list(keys), "aggregates": _describe_aggs(aggs), "time_column": tc})
 
-    def process(self, function: Any, name: Optional[str] = None) -> DataStream:
+    def process(self, function: Any, name: str | None = None) -> DataStream:
         """Run a ``KeyedProcessFunction`` (keyed state, event-time timers)."""
         from fastops.operators.process import KeyedProcessFunction, KeyedProcessOperator
 
@@ -763,7 +759,7 @@ class WindowedStream:
         self.window = window
         self.lateness: Any = 0
 
-    def allowed_lateness(self, lateness: Any) -> "WindowedStream":
+    def allowed_lateness(self, lateness: Any) -> WindowedStream:
         from fastops.core.durations import parse_duration
 
         if parse_duration(lateness) < 0:
@@ -808,7 +804,7 @@ class JoinBuilder:
         self.right_keys: tuple[str, ...] = ()
         self._window: Any = None
 
-    def on(self, keys: Union[str, Sequence[str]], right_keys: Union[str, Sequence[str], None] = None) -> "JoinBuilder":
+    def on(self, keys: str | Sequence[str], right_keys: str | Sequence[str] | None = None) -> JoinBuilder:
         self.left_keys = _names([keys])
         self.right_keys = _names([right_keys]) if right_keys is not None else self.left_keys
         if len(self.left_keys) != len(self.right_keys):
@@ -817,7 +813,7 @@ class JoinBuilder:
         _require(self.right.schema, self.right_keys, "join key (right)")
         return self
 
-    def window(self, window: Any) -> "JoinBuilder":
+    def window(self, window: Any) -> JoinBuilder:
         from fastops.core.window.assigners import Sliding, Tumbling
 
         if not isinstance(window, (Tumbling, Sliding)):
@@ -845,7 +841,7 @@ class JoinBuilder:
                     inputs=[self.left._edge("hash", lk, 0), self.right._edge("hash", rk, 1)])
         return DataStream(env, node, time_column=None, schema=self._schema(suffixes))
 
-    def _schema(self, suffixes: tuple[str, str]) -> Optional[pa.Schema]:
+    def _schema(self, suffixes: tuple[str, str]) -> pa.Schema | None:
         """The joined rows' schema (an Arrow join of no rows), if both sides' are known."""
         from fastops.core.window.assigners import bound_type
 

@@ -2,7 +2,6 @@
 
 The public face of :mod:`fastops.core.sketches`.
 """
-from fastops.core.sketches import (KLL, BloomFilter, CountMinSketch, HyperLogLog, Reservoir,
-                                   SpaceSaving)
+from fastops.core.sketches import KLL, BloomFilter, CountMinSketch, HyperLogLog, Reservoir, SpaceSaving
 
-__all__ = ["HyperLogLog", "CountMinSketch", "KLL", "SpaceSaving", "BloomFilter", "Reservoir"]
+__all__ = ["KLL", "BloomFilter", "CountMinSketch", "HyperLogLog", "Reservoir", "SpaceSaving"]

@@ -4,4 +4,4 @@ The public face of :mod:`fastops.core.window.assigners`.
 """
 from fastops.core.window.assigners import GlobalWindow, Session, Sliding, Tumbling
 
-__all__ = ["Tumbling", "Sliding", "Session", "GlobalWindow"]
+__all__ = ["GlobalWindow", "Session", "Sliding", "Tumbling"]

@@ -186,7 +186,7 @@ def test_demo_sql_face_gives_the_same_rewards():
     args = ["--events", "300k", "--no-progress", "--players", "2000", "--events-per-s", "5000", "--seed", "3"]
     ds_run, sql_run = fastops_cmd("demo", *args), fastops_cmd("demo", "--sql", *args)
     assert ds_run.returncode == 0 and sql_run.returncode == 0, sql_run.stderr
-    grab = lambda out: next(ln for ln in out.splitlines() if ln.startswith("rewards "))  # noqa: E731
+    grab = lambda out: next(ln for ln in out.splitlines() if ln.startswith("rewards "))
     assert grab(ds_run.stdout) == grab(sql_run.stdout)
     assert "face         SQL" in sql_run.stdout
     r = fastops_cmd("demo", "--sql", "--output", "x")

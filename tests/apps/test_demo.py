@@ -23,8 +23,8 @@ from fastops.apps import demo
 BOUND = 5000
 # a small world: 2,000 players, 5,000 events per second of event time, so
 # 400k events span 80 s and several players pass 500 pops in a minute
-SMALL = dict(events=400_000, players=2_000, events_per_s=5_000, batch_size=16_384, seed=11,
-             offline_fraction=0.002, threads=False)
+SMALL = {"events": 400_000, "players": 2_000, "events_per_s": 5_000, "batch_size": 16_384, "seed": 11,
+             "offline_fraction": 0.002, "threads": False}
 
 
 def small(**kw) -> demo.DemoConfig:
@@ -145,7 +145,7 @@ def test_threads_and_parallelism_give_the_same_rewards(run_small):
     par = demo.run_demo(small(parallelism=2, threads=True, offline_fraction=0.0, slow_fraction=0.0),
                         progress=False)
     ref = demo.run_demo(small(offline_fraction=0.0, slow_fraction=0.0), progress=False)
-    key = lambda t: sorted(zip(_ms(t.column("window_start")), t.column("player_id").to_pylist(),  # noqa: E731
+    key = lambda t: sorted(zip(_ms(t.column("window_start")), t.column("player_id").to_pylist(),
                                t.column("pops").to_pylist()))
     assert key(par.rewards) == key(ref.rewards)
     assert len(key(ref.rewards)) > 0
@@ -298,8 +298,8 @@ def test_progress_callback_sees_rows_and_watermark():
     assert [r for r, _ in seen] == sorted(r for r, _ in seen)
 
 
-@pytest.mark.parametrize("kw", [dict(events=0), dict(players=-1), dict(rate=0), dict(seed=-2),
-                                dict(offline_fraction=2.0), dict(parallelism=True)])
+@pytest.mark.parametrize("kw", [{"events": 0}, {"players": -1}, {"rate": 0}, {"seed": -2},
+                                {"offline_fraction": 2.0}, {"parallelism": True}])
 def test_config_rejects_bad_values(kw):
     with pytest.raises(ValueError):
         demo.DemoConfig(**kw)

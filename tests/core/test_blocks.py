@@ -6,8 +6,8 @@ import pyarrow as pa
 import pytest
 
 import fastops
-from fastops.core import arrow as _arrow
 from fastops.core import aggregates as agg
+from fastops.core import arrow as _arrow
 
 BIG = 100_000  # int64 items: 800 kB, recycled
 SMALL = 1_000

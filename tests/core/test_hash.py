@@ -5,7 +5,6 @@ import ctypes
 import datetime as dt
 import decimal
 import mmap
-import os
 import re
 import struct
 import sys
@@ -17,12 +16,13 @@ import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import fastops
+from fastops._kernels import core as _core
 from support import reference as ref
-from support.strategies import (ALL_TYPES, BINARY_TYPES, INT_TYPES, TS_TYPES, VIEW_TYPES,
-                                int_values, values_for)
-
-import fastops  # noqa: E402
-from fastops._kernels import core as _core  # noqa: E402
+from support.strategies import (
+    ALL_TYPES,
+    values_for,
+)
 
 SEEDS = st.integers(0, 2**64 - 1)
 

@@ -172,7 +172,7 @@ def test_fixed_keys_rebuilt_before_and_after_a_null_key(typ):
     kt.lookup_or_insert([pa.array([None, 7], pa.int64()).cast(typ)])
     null_gid = kt.num_groups - (2 if 7 not in first else 1)
     ids = np.array([null_gid, 0, null_gid], dtype=np.int64)
-    assert kt.keys(ids)[0].cast(pa.int64()).to_pylist() == [None, list(first)[0], None]
+    assert kt.keys(ids)[0].cast(pa.int64()).to_pylist() == [None, next(iter(first)), None]
     for table in (KeyTable(["k"]), kt):
         table.lookup_or_insert([pa.array([1, 2], pa.int64()).cast(typ)])
         with pytest.raises(KeyError, match="out of range"):
@@ -235,7 +235,7 @@ def test_eight_byte_keys_hashed_in_the_kernel(typ):
 
 
 def test_key_kernels_reject_what_they_would_index_outside():
-    i64 = lambda *v: np.array(v, np.int64)  # noqa: E731
+    i64 = lambda *v: np.array(v, np.int64)
     for kernel, dtype in [(_keys.normalize_f64, np.uint64), (_keys.normalize_f32, np.uint32)]:
         with pytest.raises(ValueError, match="outputs hold 2 rows, 3 needed"):
             kernel(np.zeros(3, dtype), np.zeros(2, np.uint64))

@@ -5,8 +5,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
-import os
-import sys
 from collections import Counter
 
 import numpy as np
@@ -16,11 +14,10 @@ import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import fastops
+from fastops._kernels import core as _core
 from support import reference as ref
 from support.strategies import ALL_TYPES, values_for
-
-import fastops  # noqa: E402
-from fastops._kernels import core as _core  # noqa: E402
 
 SCHEMES = ["hash", "key_group", "consistent"]
 
@@ -392,8 +389,8 @@ def test_id_kernels_reject_what_they_would_index_outside():
 
 
 def test_placement_kernels_reject_rows_they_cannot_place():
-    i32 = lambda *v: np.array(v, np.int32)  # noqa: E731
-    i64 = lambda *v: np.array(v, np.int64)  # noqa: E731
+    i32 = lambda *v: np.array(v, np.int32)
+    i64 = lambda *v: np.array(v, np.int64)
     ids, counts, starts = i32(0, 1, 2, 1), i64(1, 3), np.zeros(3, np.int64)
     for order in (False, True):
         with pytest.raises(ValueError, match=r"partition_dest: id 2 of row 2 outside \[0, 2\)"):

@@ -54,7 +54,7 @@ _E8 = np.zeros(0, np.uint8)
 
 def _bad_offsets_calls(src):
     """Every kernel that hashes a hash source, on ``src``."""
-    z64 = lambda n: np.zeros(n, np.int64)  # noqa: E731
+    z64 = lambda n: np.zeros(n, np.int64)
     n, regs, table = src[5], np.zeros((1, 16), np.uint8), np.zeros((2, 8), np.int64)
     return {
         "sketch_hash": lambda: _sketch.sketch_hash(*src, np.zeros(n, np.uint64), z64(n)),

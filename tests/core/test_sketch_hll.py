@@ -96,7 +96,7 @@ def test_sliced_arrays_with_nulls():
     part = base.slice(13, 2000)
     h = HyperLogLog(14)
     h.update(part)
-    exact = len(set(x for x in part.to_pylist() if x is not None))
+    exact = len({x for x in part.to_pylist() if x is not None})
     assert abs(h.estimate() - exact) <= 0.02 * exact
 
 

@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 
 import fastops as fo
 from fastops.core import aggregates as agg
-from fastops.table import Tumble
-from fastops.table.expressions import col as tcol
 from fastops.core.window.aggregator import State, WindowAggregator
 from fastops.core.window.assigners import Session, Sliding, Tumbling
+from fastops.table import Tumble
+from fastops.table.expressions import col as tcol
 
 ZONES = ["Europe/Berlin", "America/New_York", "Asia/Kolkata", "UTC"]
 BASE = 1_704_103_200_000  # 2024-01-01 10:00 UTC, in ms

@@ -3,9 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import random
-import sys
 
 import numpy as np
 import pyarrow as pa
@@ -13,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from support import window_reference as ref
 from fastops.core import aggregates as agg
 from fastops.core.window.aggregator import State, WindowAggregator
 from fastops.core.window.assigners import GlobalWindow, Session, Sliding, Tumbling
+from support import window_reference as ref
 
 KEY_TYPES = {
     "int": (pa.int64(), st.integers(-3, 3)),
@@ -325,7 +323,7 @@ def test_sliding_stacks_switch_to_a_count_each_on_nan_and_null():
     for (start, k), (n, total, top) in want.items():
         r = got[(pa.scalar(start, pa.timestamp("ms")).as_py(), k)]
         assert r["n"] == n and r["m"] == top, (start, k, r, n, top)
-        assert (total is None and r["s"] is None) or np.isnan(total) and np.isnan(r["s"]) or r["s"] == total
+        assert (total is None and r["s"] is None) or (np.isnan(total) and np.isnan(r["s"])) or r["s"] == total
 
 
 def test_output_schema_and_types():

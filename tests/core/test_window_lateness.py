@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import sys
 from collections import Counter
 
 import numpy as np
@@ -16,7 +14,6 @@ from hypothesis import strategies as st
 from fastops.core import aggregates as agg
 from fastops.core.window.aggregator import WindowAggregator
 from fastops.core.window.assigners import Session, Sliding, Tumbling
-
 from support import window_reference as ref
 
 AGGS = {"n": ("count_rows", None, 1), "s": ("sum", "v", 1), "mx": ("max", "v", 1), "l": ("last", "v", 1)}
@@ -407,7 +404,7 @@ def test_plugin_aggregate_protocol(window):
     v = rng.standard_normal(n)
     null = rng.random(n) < 0.1
     vals = pa.array(v, mask=null)
-    mk = lambda: WindowAggregator(window, ["k"], {"ss": _SumSquares("v"), "n": agg.count("v")})  # noqa: E731
+    mk = lambda: WindowAggregator(window, ["k"], {"ss": _SumSquares("v"), "n": agg.count("v")})
     wa = mk()
     outs = []
     for i in range(0, n, 700):

@@ -22,8 +22,8 @@ import pytest
 
 import fastops as fo
 from fastops.core import aggregates as agg
-from fastops.runtime.errors import JobFailed
 from fastops.core.window.assigners import Session, Sliding, Tumbling
+from fastops.runtime.errors import JobFailed
 
 FASTOPS_DIR = os.path.dirname(fo.__file__) + os.sep
 

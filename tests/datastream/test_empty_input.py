@@ -52,7 +52,7 @@ def assert_same_schema(empty: pa.Table, full: pa.Table) -> None:
 
 @pytest.mark.parametrize("window", WINDOWS, ids=lambda w: type(w).__name__)
 def test_windowed_aggregate_of_empty_pandas_frame(window):
-    make = lambda env, s: aggregated(env, s, window)  # noqa: E731
+    make = lambda env, s: aggregated(env, s, window)
     assert_same_schema(collected(make, 0), collected(make, 6))
 
 
@@ -154,7 +154,7 @@ def test_schema_does_not_depend_on_the_number_of_rows(n, window, pipeline):
     make = PIPELINES[pipeline]
     got, ref = collected(make, n), collected(make, 6)
     assert got.schema.equals(ref.schema)
-    make_w = lambda env, s: aggregated(env, s, window)  # noqa: E731
+    make_w = lambda env, s: aggregated(env, s, window)
     assert collected(make_w, n).schema.equals(collected(make_w, 6).schema)
 
 

@@ -6,20 +6,17 @@ slot against ``window_reference.aggregate``.
 """
 from __future__ import annotations
 
-import os
-import sys
-
 import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from support import window_reference as ref
-from fastops._kernels import window as _window  # noqa: E402
+from fastops._kernels import window as _window
 from fastops.core import aggregates as agg
-from fastops.core.aggregates import Columns, ResultColumns, ResultPlan, builtin_layout, update_builtins  # noqa: E402
-from fastops.core.window.aggregator import _stack_layout  # noqa: E402
+from fastops.core.aggregates import Columns, ResultColumns, ResultPlan, builtin_layout, update_builtins
+from fastops.core.window.aggregator import _stack_layout
+from support import window_reference as ref
 
 # (reference kind, column, ddof)
 AGGS = [("count_rows", None, 1), ("count", "f", 1), ("sum", "f", 1), ("sum", "i", 1), ("min", "f", 1),

@@ -12,8 +12,8 @@ import pyarrow.compute as pc
 import pytest
 
 import fastops as fo
-from fastops.operators import Operator
 from fastops.core.messages import MAX_WATERMARK
+from fastops.operators import Operator
 
 
 def rows_of(table: pa.Table) -> Counter:

@@ -9,7 +9,8 @@ import bisect
 import datetime as _dt
 import math
 import struct
-from typing import Any, Iterable, List, Optional, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.types as pat
@@ -66,7 +67,7 @@ def value_bytes(value: Any, t: pa.DataType) -> bytes:
     raise TypeError(f"no reference for {t}")
 
 
-def column_values(arr: pa.Array | pa.ChunkedArray) -> List[Any]:
+def column_values(arr: pa.Array | pa.ChunkedArray) -> list[Any]:
     """Python values of a column (None for nulls); temporal types other than
     date32 as their integer storage (each element's own integer)."""
     t = arr.type
@@ -77,17 +78,17 @@ def column_values(arr: pa.Array | pa.ChunkedArray) -> List[Any]:
     return arr.to_pylist()
 
 
-def hash_column(arr: pa.Array | pa.ChunkedArray, seed: int = 0) -> List[int]:
+def hash_column(arr: pa.Array | pa.ChunkedArray, seed: int = 0) -> list[int]:
     t = arr.type
     return [null_hash(seed) if v is None else xxh64(value_bytes(v, t), seed)
             for v in column_values(arr)]
 
 
-def combine(acc: Sequence[int], h: Sequence[int], seed: int = 0) -> List[int]:
+def combine(acc: Sequence[int], h: Sequence[int], seed: int = 0) -> list[int]:
     return [xxh64(struct.pack("<QQ", a, b), seed) for a, b in zip(acc, h)]
 
 
-def hash_columns(columns: Sequence[pa.Array | pa.ChunkedArray], seed: int = 0) -> List[int]:
+def hash_columns(columns: Sequence[pa.Array | pa.ChunkedArray], seed: int = 0) -> list[int]:
     acc = hash_column(columns[0], seed)
     for col in columns[1:]:
         acc = combine(acc, hash_column(col, seed), seed)
@@ -142,7 +143,7 @@ class Ring:
 
 def partition_ids(hashes: Iterable[int], num_partitions: int, scheme: str = "hash",
                   max_parallelism: int = 128, virtual_nodes: int = 64,
-                  seed: int = 0, ring: Optional[Ring] = None) -> List[int]:
+                  seed: int = 0, ring: Ring | None = None) -> list[int]:
     if scheme == "hash":
         return [owner_hash(h, num_partitions) for h in hashes]
     if scheme == "key_group":

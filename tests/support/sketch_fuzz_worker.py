@@ -295,7 +295,7 @@ def fuzz(name: str, cases: int, seed: int, prog: int | None, crash_at: int = -1,
             if i == hog_at:     # ... and an allocation past the cap (4 GiB)
                 np.ones(2**29, dtype=np.int64)
             _, _, ok = run_case(name, blobs, seed, i)
-        except Exception as exc:  # noqa: BLE001 - every failure is reported
+        except Exception as exc:
             kind, data = mutate(np.random.default_rng([seed, NAMES.index(name), i]), blobs)
             failures.append({"case": i, "kind": kind, "error": f"{type(exc).__name__}: {exc}",
                              "hex": data.hex()})

@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 
 def canon(v: Any) -> Any:
@@ -138,7 +139,7 @@ def close(a: Any, b: Any, rel: float = 1e-9, abs_tol: float = 1e-9) -> bool:
     return a == b
 
 
-def lateness_model(batches: list[list[dict]], watermarks: list[Optional[int]], window: tuple,
+def lateness_model(batches: list[list[dict]], watermarks: list[int | None], window: tuple,
                    allowed_lateness: int, time: str = "ts") -> tuple[list[dict], list[dict]]:
     """Split rows into (kept, late) under the tumbling/sliding lateness rule:
     a row is late if every window containing it has ``end + lateness <= wm``

@@ -15,7 +15,7 @@ import fastops as fo
 from fastops.table import SqlError, udaf, udf, udtf
 
 D = decimal.Decimal
-T = lambda m: dt.datetime(2020, 4, 15, 8, m)  # noqa: E731
+T = lambda m: dt.datetime(2020, 4, 15, 8, m)
 
 # The Bid table of Flink's "Window Table-Valued Functions" page
 BIDS = [(T(5), D("4.00"), "C"), (T(7), D("2.00"), "A"), (T(9), D("5.00"), "D"),

@@ -66,7 +66,7 @@ def test_string_min_max_in_group_by_and_windows(mode):
          .group_by(col("w"), col("k")).select(col("k"), col("w").start.alias("ws"), col("s").max.alias("hi")))
     got = w.to_pandas()
     ref = (df.dropna().assign(ws=df.ts.dt.floor("10s")).groupby(["k", "ws"]).s.max().reset_index())
-    key = lambda r: (r[0], pd.Timestamp(r[1]), r[2])  # noqa: E731
+    key = lambda r: (r[0], pd.Timestamp(r[1]), r[2])
     assert sorted(map(key, got[["k", "ws", "hi"]].values.tolist())) == \
         sorted(map(key, ref[["k", "ws", "s"]].values.tolist()))
 

@@ -14,8 +14,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fastops as fo
-from fastops.table import (AggregateFunction, DataTypes, PlanError, Session, Slide, Tumble, UDFError, col, lit,
-                           udaf, udf, udtf)
+from fastops.table import (
+    AggregateFunction,
+    DataTypes,
+    PlanError,
+    Session,
+    Slide,
+    Tumble,
+    UDFError,
+    col,
+    lit,
+    udaf,
+    udf,
+    udtf,
+)
 
 
 def _sorted(df: pd.DataFrame) -> list:
@@ -432,7 +444,7 @@ def test_changelog_operator_snapshot_restore(rows, batch, cut):
     table = pa.table({"k": pa.array([r[0] for r in rows], pa.string()),
                       "v": pa.array([r[1] for r in rows], pa.int64())})
     batches = table.to_batches(max_chunksize=batch) if rows else []
-    make = lambda: ChangelogAggregate(["k"], {"n": agg.count(), "s": agg.sum("v")}, table.schema)  # noqa: E731
+    make = lambda: ChangelogAggregate(["k"], {"n": agg.count(), "s": agg.sum("v")}, table.schema)
 
     def run(op, bs):
         op.open(OperatorContext("g", 0, 1, 128))
@@ -445,7 +457,7 @@ def test_changelog_operator_snapshot_restore(rows, batch, cut):
     resumed = make()
     resumed.restore(first.snapshot())
     tail = run(resumed, batches[c:])
-    flat = lambda bs: [r for b in bs for r in b.to_pylist()]  # noqa: E731
+    flat = lambda bs: [r for b in bs for r in b.to_pylist()]
     assert flat(head) + flat(tail) == flat(whole)
 
 

@@ -318,7 +318,7 @@ def test_interval_bounds_are_read_from_the_condition():
     a = t_env.from_arrow(pa.table({"k": [1], "t": pa.array([0], pa.timestamp("ms"))}), rowtime="t", watermark="0s")
     b = t_env.from_arrow(pa.table({"k2": [1], "t2": pa.array([0], pa.timestamp("ms"))}), rowtime="t2",
                          watermark="0s")
-    plan = lambda c: a.join(b, (col("k") == col("k2")) & c).explain()  # noqa: E731
+    plan = lambda c: a.join(b, (col("k") == col("k2")) & c).explain()
     assert "[-5000, 5000]" in plan(col("t2").between(col("t") - lit(5).seconds, col("t") + lit(5).seconds))
     assert "[-3000, 0]" in plan((col("t") <= col("t2") + lit(3).seconds) & (col("t2") <= col("t")))
     assert "IntervalJoin" not in plan(col("t2") >= col("t"))  # one side unbounded: a regular join

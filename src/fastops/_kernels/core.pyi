@@ -86,7 +86,7 @@ def partition_lookup(hashes: _U64,    # const uint64_t[::1]
                      out: _Ids,       # id_t[::1]
                      counts: _I64,    # int64_t[::1]: P entries, or 0 (no histogram)
                      ) -> int: ...    # 0
-def partition_fixed(values: Union[_U32, _U64],  # const key_t[::1]: 4- or 8-byte keys, no nulls
+def partition_fixed(values: _U32 | _U64,  # const key_t[::1]: 4- or 8-byte keys, no nulls
                     is_float: bool,   # bint: hash as float bits (-0.0, NaN canonical)
                     seed: int,        # uint64_t
                     num_partitions: int,  # uint64_t

@@ -1,5 +1,5 @@
 """Typed stubs for the key table kernel (``fastops._kernels.keys``)."""
-from typing import Optional, Sequence, Union
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -10,8 +10,8 @@ def normalize_f32(bits: np.ndarray,  # const uint32[::1]
                   out: np.ndarray,   # uint64[::1], modified
                   ) -> None: ...
 
-_FixedSpec = tuple[np.ndarray, Optional[np.ndarray]]  # (uint64 values, uint8 nulls | None)
-_VarSpec = tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]  # (int64 offsets, uint8 data, nulls)
+_FixedSpec = tuple[np.ndarray, np.ndarray | None]  # (uint64 values, uint8 nulls | None)
+_VarSpec = tuple[np.ndarray, np.ndarray, np.ndarray | None]  # (int64 offsets, uint8 data, nulls)
 
 class KeyIndex:
     def __init__(self, kinds: Sequence[int]) -> None: ...  # 0 fixed, 1 variable width
@@ -20,7 +20,7 @@ class KeyIndex:
     @property
     def capacity(self) -> int: ...
     def lookup_or_insert(self, hashes: np.ndarray,  # const uint64[::1]
-                         columns: list[Union[_FixedSpec, _VarSpec]],
+                         columns: list[_FixedSpec | _VarSpec],
                          out: np.ndarray,            # int64[::1], modified
                          ) -> int: ...
     def lookup_or_insert_words(self, values: np.ndarray,  # const uint64[::1]: 8-byte keys, no nulls

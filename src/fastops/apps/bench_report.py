@@ -25,10 +25,11 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any
 
-__all__ = ["Workload", "Report", "discover", "normalise", "run", "summary_table", "write_chart"]
+__all__ = ["Report", "Workload", "discover", "normalise", "run", "summary_table", "write_chart"]
 
 SUITE_ORDER = ("partition", "window", "sketch", "pipeline", "checkpoint", "sql", "join")
 TIMEOUT_S = {"quick": 300, "full": 3600}
@@ -40,19 +41,19 @@ class Workload:
 
     suite: str
     name: str
-    fastops: Optional[float]
+    fastops: float | None
     peers: dict[str, float] = field(default_factory=dict)
     fastops_engine: str = "fastops"
 
     @property
-    def best_peer(self) -> Optional[tuple[str, float]]:
+    def best_peer(self) -> tuple[str, float] | None:
         if not self.peers:
             return None
         name = max(self.peers, key=lambda k: self.peers[k])
         return name, self.peers[name]
 
     @property
-    def ratio(self) -> Optional[float]:
+    def ratio(self) -> float | None:
         """fastops rows/s over the best peer's (> 1: fastops is faster)."""
         best = self.best_peer
         if best is None or self.fastops is None or best[1] <= 0:
@@ -72,7 +73,7 @@ class Report:
     workloads: list[Workload]
     suites: dict[str, dict]  # suite -> {"status", "seconds", "json", "error"?}
     text: str = ""
-    chart: Optional[str] = None
+    chart: str | None = None
 
     @property
     def failed(self) -> list[str]:
@@ -89,7 +90,7 @@ def discover(bench_dir: str) -> dict[str, str]:
     return dict(sorted(found.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
 
 
-def _num(v: Any) -> Optional[float]:
+def _num(v: Any) -> float | None:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
     v = float(v)
@@ -190,7 +191,7 @@ def normalise(suite: str, data: Any) -> list[Workload]:
     return []
 
 
-def _rate(v: Optional[float]) -> str:
+def _rate(v: float | None) -> str:
     if v is None:
         return "-"
     if v >= 1e6:
@@ -210,12 +211,12 @@ def summary_table(workloads: Sequence[Workload]) -> str:
                      f"{w.ratio:.2f}x" if w.ratio is not None else "-"])
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
     line = "+" + "+".join("-" * (x + 2) for x in widths) + "+"
-    fmt = lambda cells: "|" + "|".join(  # noqa: E731
+    fmt = lambda cells: "|" + "|".join(
         f" {c.ljust(x) if i == 0 else c.rjust(x)} " for i, (c, x) in enumerate(zip(cells, widths))) + "|"
     return "\n".join([line, fmt(head), line, *[fmt(r) for r in rows], line])
 
 
-def write_chart(workloads: Sequence[Workload], path: str) -> Optional[str]:
+def write_chart(workloads: Sequence[Workload], path: str) -> str | None:
     """Horizontal bars per workload: fastops and the fastest peer of the same
     run (log scale), labelled with the ratio. Returns the path, or None (with a message) without matplotlib."""
     try:
@@ -276,7 +277,7 @@ def _run_suite(script: str, json_path: str, quick: bool, log_path: str) -> dict:
     return info
 
 
-def run(bench_dir: str, out_dir: str, quick: bool = False, only: Optional[Sequence[str]] = None,
+def run(bench_dir: str, out_dir: str, quick: bool = False, only: Sequence[str] | None = None,
         echo: bool = True) -> Report:
     """Run the suites, write ``results.json`` and ``throughput.png`` into ``out_dir``."""
     suites = discover(bench_dir)

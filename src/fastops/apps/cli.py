@@ -17,9 +17,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
-__all__ = ["main", "build_parser"]
+__all__ = ["build_parser", "main"]
 
 PROG = "fastops"
 
@@ -27,7 +27,7 @@ PROG = "fastops"
 class _Parser(argparse.ArgumentParser):
     """argparse, but a bad argument is one line: ``fastops demo: error: ...``."""
 
-    def error(self, message: str) -> "NoReturn":  # type: ignore[name-defined]  # noqa: F821
+    def error(self, message: str) -> NoReturn:  # type: ignore[name-defined]
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
@@ -164,7 +164,7 @@ def _fail(prog: str, message: str, code: int = 1) -> int:
     return code
 
 
-def _unreadable(path: str) -> Optional[str]:
+def _unreadable(path: str) -> str | None:
     """Why ``path`` cannot be read, as a short sentence (None when it can)."""
     if not os.path.exists(path):
         where = "" if os.path.isabs(path) else f" (relative to {os.getcwd()})"
@@ -174,7 +174,7 @@ def _unreadable(path: str) -> Optional[str]:
     return None
 
 
-def _read_parquet_arg(path: str) -> "pa.Table":  # noqa: F821
+def _read_parquet_arg(path: str) -> pa.Table:
     """A ``--table`` path (a file, a directory or a glob) read as one Arrow table.
 
     Raises FileNotFoundError, PermissionError or ValueError with a sentence naming
@@ -256,7 +256,7 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _find_bench_dir(explicit: Optional[str]) -> Optional[str]:
+def _find_bench_dir(explicit: str | None) -> str | None:
     if explicit:
         return explicit
     here = os.path.abspath("bench")
@@ -307,7 +307,7 @@ def _run(args: argparse.Namespace) -> int:
             return code
         print(code, file=sys.stderr)
         return 1
-    except BaseException:  # noqa: BLE001 - the user's job: show its traceback
+    except BaseException:
         traceback.print_exc()
         return 1
     finally:
@@ -332,7 +332,7 @@ def _sql(args: argparse.Namespace) -> int:
         tenv.create_temporary_view(name, tenv.from_arrow(data))
     try:
         table = tenv.sql_query(args.query).execute().to_arrow()
-    except Exception as exc:  # noqa: BLE001 - a bad query is the user's error: one line
+    except Exception as exc:
         return _fail("fastops sql", f"{type(exc).__name__}: {exc}".replace("\n", " "))
     print(format_grid(table, max_rows=args.rows))
     return 0
@@ -341,7 +341,7 @@ def _sql(args: argparse.Namespace) -> int:
 _COMMANDS = {"demo": _demo, "bench": _bench, "run": _run, "sql": _sql}
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``fastops`` command (returns the exit status)."""
     parser = build_parser()
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))

@@ -49,20 +49,32 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
 
-from fastops.core import arrow as _arrow
-from fastops.core import aggregates as agg
-from fastops.runtime import progress as _progress
 from fastops.connectors.sources import END, Reader, Source
-from fastops.operators.base import Operator
+from fastops.core import aggregates as agg
+from fastops.core import arrow as _arrow
 from fastops.core.window.assigners import Sliding, Tumbling
+from fastops.operators.base import Operator
+from fastops.runtime import progress as _progress
 
-__all__ = ["DemoConfig", "PlayerEventSource", "generate_batch", "generate_events", "build_job",
-           "run_demo", "format_grid", "pops_per_pane", "RewardFilter", "PerWindow", "EVENT_TYPES", "START_MS"]
+__all__ = [
+    "EVENT_TYPES",
+    "START_MS",
+    "DemoConfig",
+    "PerWindow",
+    "PlayerEventSource",
+    "RewardFilter",
+    "build_job",
+    "format_grid",
+    "generate_batch",
+    "generate_events",
+    "pops_per_pane",
+    "run_demo",
+]
 
 DEFAULT_EVENTS = 50_000_000  # about 10-20 s on a 2-core machine
 START_MS = 1_700_000_040_000  # 2023-11-14 22:14:00 UTC, a minute boundary
@@ -96,16 +108,16 @@ class DemoConfig:
     players: int = 50_000
     events_per_s: int = 20_000
     batch_size: int = 131_072
-    rate: Optional[float] = None
+    rate: float | None = None
     parallelism: int = 1
     threshold: int = 500
     top_n: int = 5
     out_of_orderness_ms: int = 5_000
     slow_fraction: float = 0.005   # delayed by up to 8 s
     offline_fraction: float = 0.00005  # delayed by 2-6 min: late
-    checkpoint_dir: Optional[str] = None
+    checkpoint_dir: str | None = None
     checkpoint_interval: Any = "2s"
-    output: Optional[str] = None
+    output: str | None = None
     threads: bool = True  # one thread per task (operators overlap), also at parallelism 1
 
     def __post_init__(self) -> None:
@@ -147,7 +159,7 @@ class _World:
         self.level = rng.integers(1, 120, players + 1).astype(np.int32)
 
     @classmethod
-    def get(cls, seed: int, players: int) -> "_World":
+    def get(cls, seed: int, players: int) -> _World:
         key = (seed, players)
         w = cls._cache.get(key)
         if w is None:
@@ -204,13 +216,13 @@ def generate_events(cfg: DemoConfig) -> pa.Table:
 
 class _EventReader(Reader):
     def __init__(self, cfg: DemoConfig, index: int, parallelism: int, position: int,
-                 on_batch: Optional[Callable[[int, pa.RecordBatch], None]] = None):
+                 on_batch: Callable[[int, pa.RecordBatch], None] | None = None):
         self.cfg = cfg
         self.on_batch = on_batch
         self.index = index
         self.parallelism = parallelism
         self.done = int(position or 0)  # batches this split has produced
-        self.t0: Optional[float] = None
+        self.t0: float | None = None
         self.rows = 0
         self.rate = cfg.rate / parallelism if cfg.rate else None
 
@@ -243,7 +255,7 @@ class PlayerEventSource(Source):
     name = "player_events"
     replayable = True
 
-    def __init__(self, cfg: DemoConfig, on_batch: Optional[Callable[[int, pa.RecordBatch], None]] = None):
+    def __init__(self, cfg: DemoConfig, on_batch: Callable[[int, pa.RecordBatch], None] | None = None):
         self.cfg = cfg
         self.on_batch = on_batch
 
@@ -366,13 +378,13 @@ class RewardFilter(Operator):
             del self.seen[end]
         return []
 
-    def snapshot(self) -> Optional[bytes]:
+    def snapshot(self) -> bytes | None:
         ends = np.array(list(self.seen), dtype=np.int64)
         lens = np.array([len(v) for v in self.seen.values()], dtype=np.int64)
         pids = np.concatenate(list(self.seen.values())) if self.seen else np.zeros(0, np.int64)
         return len(ends).to_bytes(8, "little") + ends.tobytes() + lens.tobytes() + pids.astype(np.int64).tobytes()
 
-    def restore(self, state: Optional[bytes]) -> None:
+    def restore(self, state: bytes | None) -> None:
         if state is None:
             return
         k = int.from_bytes(state[:8], "little")
@@ -390,7 +402,7 @@ class PerWindow(Operator):
     in one task. ``keep(batch) -> mask`` drops rows on arrival (optional)."""
 
     def __init__(self, name: str, fn: Callable[[pa.Table], pa.Table],
-                 keep: Optional[Callable[[pa.RecordBatch], np.ndarray]] = None):
+                 keep: Callable[[pa.RecordBatch], np.ndarray] | None = None):
         self.name = name
         self.fn = fn
         self.keep = keep
@@ -424,7 +436,7 @@ class PerWindow(Operator):
     def close(self) -> list:
         return self._fire(list(self.pending))
 
-    def snapshot(self) -> Optional[bytes]:
+    def snapshot(self) -> bytes | None:
         if not self.pending:
             return None
         tables = [pa.Table.from_batches(bs) for bs in self.pending.values()]
@@ -432,7 +444,7 @@ class PerWindow(Operator):
         head = len(blobs).to_bytes(8, "little") + b"".join(len(b).to_bytes(8, "little") for b in blobs)
         return head + b"".join(blobs)
 
-    def restore(self, state: Optional[bytes]) -> None:
+    def restore(self, state: bytes | None) -> None:
         self.pending = {}
         if state is None:
             return
@@ -497,7 +509,7 @@ def local_top_n(n: int) -> Callable[[pa.RecordBatch], pa.RecordBatch]:
 
 # ------------------------------------------------------------------ the job
 
-def build_job(env: Any, cfg: DemoConfig, source: Optional[Source] = None) -> dict[str, Any]:
+def build_job(env: Any, cfg: DemoConfig, source: Source | None = None) -> dict[str, Any]:
     """Add the reward engine to ``env``; returns the output streams by name
     (``rewards``, ``leaderboard``, ``per_minute``, ``late``)."""
     events = (env.from_source(source or PlayerEventSource(cfg), cfg.parallelism)
@@ -514,8 +526,8 @@ def build_job(env: Any, cfg: DemoConfig, source: Optional[Source] = None) -> dic
 
     # per minute over the whole game: a window without keys (Flink's windowAll),
     # so it runs as one task that every source task feeds
-    minute_aggs = dict(active_players=agg.approx_distinct("player_id", precision=14),
-                       events=agg.count(), purchases=agg.count("value"), revenue=agg.sum("value"))
+    minute_aggs = {"active_players": agg.approx_distinct("player_id", precision=14),
+                       "events": agg.count(), "purchases": agg.count("value"), "revenue": agg.sum("value")}
     minutes = events.transform(
         "per_minute", lambda: WindowOperator(Tumbling("1 min"), (), minute_aggs, "ts"), parallelism=1)
     per_minute = minutes.select("window_start", "window_end", "active_players", "events", "purchases",
@@ -531,7 +543,7 @@ def _collect(stream: Any, name: str) -> Any:
 
 # ------------------------------------------------------------------ printing
 
-def format_grid(table: pa.Table, max_rows: Optional[int] = 20) -> str:
+def format_grid(table: pa.Table, max_rows: int | None = 20) -> str:
     """A table as PyFlink's ``TableResult.print()`` draws it (batch layout: a
     boxed grid, values right-aligned, ending in ``N rows in set``), through
     the Table API's printer. Doubles are rounded to cents; at most
@@ -557,7 +569,7 @@ class Progress(_progress.Progress):
     engine", counting the rows of the ``player_events`` source tasks (also
     when used without a plan, as a bare ``progress(metrics)`` callback)."""
 
-    def __init__(self, total: Optional[int] = None, stream: Any = None, enabled: bool = True,
+    def __init__(self, total: int | None = None, stream: Any = None, enabled: bool = True,
                  label: str = "reward engine"):
         super().__init__(total, stream, enabled, label, sources=(PlayerEventSource.name,))
 
@@ -585,7 +597,7 @@ def _sorted(t: pa.Table, keys: list[tuple[str, str]]) -> pa.Table:
     return t.sort_by(keys) if t.num_rows else t
 
 
-def _read_output(directory: str) -> Optional[pa.Table]:
+def _read_output(directory: str) -> pa.Table | None:
     import pyarrow.dataset as ds
 
     if not os.path.isdir(directory):
@@ -798,7 +810,7 @@ def run_demo_sql(cfg: DemoConfig, progress: bool = False, stream: Any = None) ->
     return DemoResult(rewards, board, per_minute, late, _SqlJob(jobs), cfg, "SQL")
 
 
-def _run_query(t_env: Any, cfg: DemoConfig, query: str, feed: Optional[_SqlProgress]) -> tuple[pa.Table, Any]:
+def _run_query(t_env: Any, cfg: DemoConfig, query: str, feed: _SqlProgress | None) -> tuple[pa.Table, Any]:
     """One SQL query over a fresh generated stream: (its rows, its JobResult)."""
     import fastops as fo
 

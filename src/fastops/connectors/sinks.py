@@ -27,7 +27,7 @@ import os
 import re
 import sys
 import threading
-from typing import Any, Callable, Optional, TextIO
+from typing import Any, Callable, TextIO
 
 import pyarrow as pa
 
@@ -119,10 +119,10 @@ class CollectResult:
         self._lock = threading.Lock()
         self.committed: list[tuple[int, int, list[pa.RecordBatch]]] = []  # (task, epoch, batches)
         self.sealed: dict[tuple[int, int], list[pa.RecordBatch]] = {}
-        self.schema: Optional[pa.Schema] = None
+        self.schema: pa.Schema | None = None
 
     def seal(self, task_index: int, epoch: int, batches: list[pa.RecordBatch],
-             schema: Optional[pa.Schema]) -> None:
+             schema: pa.Schema | None) -> None:
         with self._lock:
             if self.schema is None and schema is not None:
                 self.schema = schema
@@ -172,7 +172,7 @@ class CollectSink(TransactionalSink):
 
     def begin(self, epoch: int) -> None:
         self._open: list[pa.RecordBatch] = []
-        self._schema: Optional[pa.Schema] = None
+        self._schema: pa.Schema | None = None
 
     def write(self, batch: pa.RecordBatch) -> None:
         self._schema = self._schema or batch.schema
@@ -218,7 +218,7 @@ class FunctionSink(Sink):
 class PrintSink(Sink):
     """Prints every row, prefixed by the task number when parallel (as Flink)."""
 
-    def __init__(self, stream: Optional[TextIO] = None, name: str = "print"):
+    def __init__(self, stream: TextIO | None = None, name: str = "print"):
         self.stream = stream
         self.name = name
 
@@ -246,7 +246,7 @@ class FileSink(TransactionalSink):
     (which deletes them).
     """
 
-    def __init__(self, directory: str, fmt: str, name: Optional[str] = None, overwrite: bool = False):
+    def __init__(self, directory: str, fmt: str, name: str | None = None, overwrite: bool = False):
         if fmt not in ("parquet", "ipc"):
             raise ValueError(f"unknown file format {fmt!r}")
         self.directory = os.fspath(directory)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import glob as _glob
 import os
 import time
-from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -41,7 +42,7 @@ class Source:
         """How many readers can share the input (1: not splittable)."""
         return 1
 
-    def schema(self) -> Optional[pa.Schema]:
+    def schema(self) -> pa.Schema | None:
         return None
 
     def open(self, index: int, parallelism: int, position: Any = None) -> Reader:
@@ -60,7 +61,7 @@ def check_batch_size(value: Any) -> int:
     return int(value)
 
 
-def _to_batches(table: pa.Table, batch_size: Optional[int]) -> list[pa.RecordBatch]:
+def _to_batches(table: pa.Table, batch_size: int | None) -> list[pa.RecordBatch]:
     if batch_size is not None:
         batch_size = check_batch_size(batch_size)
     return table.to_batches(max_chunksize=batch_size) if table.num_rows else []
@@ -88,7 +89,7 @@ class TableSource(Source):
     Split ``i`` of ``p`` reads batches ``i, i + p, i + 2p, ...``.
     """
 
-    def __init__(self, table: pa.Table, batch_size: Optional[int] = 65536, name: str = "from_arrow"):
+    def __init__(self, table: pa.Table, batch_size: int | None = 65536, name: str = "from_arrow"):
         self.table = table
         self.batches = _to_batches(table, batch_size)
         self.name = name
@@ -118,13 +119,13 @@ class IteratorSource(Source):
 
 
 class _IterReader(Reader):
-    def __init__(self, it: Iterator[Any], rate: Optional[float], name: str, skip: int = 0):
+    def __init__(self, it: Iterator[Any], rate: float | None, name: str, skip: int = 0):
         self.it = it
         self.rate = rate
         self.name = name
         self.rows = 0
         self.count = 0
-        self.t0: Optional[float] = None
+        self.t0: float | None = None
         for _ in range(skip):
             if next(self.it, END) is END:
                 break
@@ -160,7 +161,7 @@ class GeneratorSource(Source):
     calling ``fn`` again yields the same batches, which makes it replayable.
     """
 
-    def __init__(self, fn: Callable[[], Iterable[Any]], rate: Optional[float] = None,
+    def __init__(self, fn: Callable[[], Iterable[Any]], rate: float | None = None,
                  deterministic: bool = False, name: str = "from_generator"):
         if not callable(fn):
             raise TypeError(f"from_generator needs a callable, got {type(fn).__name__}")
@@ -203,7 +204,7 @@ class FileSource(Source):
     of ``p`` reads fragments ``i, i + p, ...`` in order."""
 
     def __init__(self, path: str | Sequence[str], fmt: str, batch_size: int = 65536,
-                 schema: Optional[pa.Schema] = None):
+                 schema: pa.Schema | None = None):
         import pyarrow.dataset as ds
 
         if fmt not in ("parquet", "csv", "ipc"):

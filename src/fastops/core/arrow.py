@@ -8,7 +8,7 @@ memoryviews) and arrays built from kernel outputs.
 from __future__ import annotations
 
 import io
-from typing import Any, Optional, Union
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -40,7 +40,7 @@ def chunks(values: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
     return [values]
 
 
-def validity(arr: pa.Array) -> Optional[np.ndarray]:
+def validity(arr: pa.Array) -> np.ndarray | None:
     """The validity bitmap as uint8 (bit ``arr.offset + i``), or None if no nulls."""
     if arr.null_count == 0:
         return None
@@ -82,7 +82,7 @@ def binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return offsets, data
 
 
-def fixed_width_bytes(t: pa.DataType) -> Optional[int]:
+def fixed_width_bytes(t: pa.DataType) -> int | None:
     """Byte width of a fixed-width, non-boolean primitive type, else None
     (a function of the type id alone, so it is worked out once per id: this
     runs for every column of every batch)."""
@@ -98,10 +98,10 @@ def fixed_width_bytes(t: pa.DataType) -> Optional[int]:
     return width
 
 
-_WIDTH_BY_ID: dict[int, Optional[int]] = {}
+_WIDTH_BY_ID: dict[int, int | None] = {}
 
 
-def view_storage(t: pa.DataType) -> Optional[pa.DataType]:
+def view_storage(t: pa.DataType) -> pa.DataType | None:
     """``large_string`` / ``large_binary`` for ``string_view`` / ``binary_view``
     (None for any other type). Kernels read offsets and data buffers, so view
     arrays are cast to these (the same values) on the way in."""
@@ -190,7 +190,7 @@ class BlockCache:
         self.free: dict[int, list[np.ndarray]] = {}
         self.held = 0  # bytes waiting in ``free``
 
-    def lease(self, nbytes: int) -> "_Lease":
+    def lease(self, nbytes: int) -> _Lease:
         cls = (nbytes - 1).bit_length()
         try:
             block = self.free[cls].pop()  # atomic: another thread may be here too
@@ -216,8 +216,8 @@ class BlockCache:
 class _Lease(np.ndarray):
     """A block's bytes on loan; returns the block to its cache when collected."""
 
-    cache: Optional[BlockCache] = None
-    block: Optional[np.ndarray] = None
+    cache: BlockCache | None = None
+    block: np.ndarray | None = None
 
     def __del__(self) -> None:
         cache, block = self.cache, self.block
@@ -265,7 +265,7 @@ def grown(a: np.ndarray, n: int, fill: Any = 0) -> np.ndarray:
     return b
 
 
-def bitmap(valid: Optional[np.ndarray]) -> tuple[Optional[pa.Buffer], int]:
+def bitmap(valid: np.ndarray | None) -> tuple[pa.Buffer | None, int]:
     """(validity buffer, null count) for the boolean mask ``valid``: no buffer
     when no entry is False (or ``valid`` is None)."""
     if valid is None:
@@ -275,7 +275,7 @@ def bitmap(valid: Optional[np.ndarray]) -> tuple[Optional[pa.Buffer], int]:
 
 
 def binary_array(t: pa.DataType, offsets: np.ndarray, data: np.ndarray,
-                 valid: Optional[np.ndarray], what: str) -> pa.Array:
+                 valid: np.ndarray | None, what: str) -> pa.Array:
     """An array of the string / binary type ``t`` (``binary_parts`` the other
     way): int64 ``offsets`` (n + 1, from 0) into the bytes ``data``, null where
     ``valid`` is False. Types with 32-bit offsets get them narrowed; ValueError
@@ -300,7 +300,7 @@ def as_batch(data: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
     return data.combine_chunks().to_batches()[0]
 
 
-def to_ipc(data: Union[pa.RecordBatch, pa.Table]) -> bytes:
+def to_ipc(data: pa.RecordBatch | pa.Table) -> bytes:
     """``data`` as Arrow IPC stream bytes: how states and snapshots are serialised."""
     sink = io.BytesIO()
     with pa.ipc.new_stream(sink, data.schema) as w:

@@ -15,14 +15,15 @@ Conventions:
 """
 from __future__ import annotations
 
-from typing import Any, Sequence, Union
+from collections.abc import Sequence
+from typing import Any, Union
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.types as pat
 
-from fastops.core import arrow as _arrow
 from fastops._kernels import core as _core
+from fastops.core import arrow as _arrow
 
 ArrayLike = Union[pa.Array, pa.ChunkedArray, np.ndarray]
 

@@ -20,14 +20,14 @@ dictionary arrays are decoded to their value type.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.types as pat
 
-from fastops.core import arrow as _arrow
 from fastops._kernels import keys as _keys
+from fastops.core import arrow as _arrow
 from fastops.core.hashing import hash_columns
 
 __all__ = ["KeyTable"]
@@ -35,7 +35,7 @@ __all__ = ["KeyTable"]
 _NO_NAMES: tuple = ()
 
 
-def _key_kind(t: pa.DataType) -> Optional[int]:
+def _key_kind(t: pa.DataType) -> int | None:
     if _arrow.is_binary_like(t):
         return 1
     if pat.is_boolean(t) or pat.is_integer(t) or pat.is_floating(t) or pat.is_temporal(t):
@@ -49,7 +49,7 @@ def _unpack(bitmap: np.ndarray, offset: int, n: int) -> np.ndarray:
     return np.unpackbits(bitmap, bitorder="little", count=offset + n)[offset:]
 
 
-def _null_mask(arr: pa.Array) -> Optional[np.ndarray]:
+def _null_mask(arr: pa.Array) -> np.ndarray | None:
     valid = _arrow.validity(arr)
     if valid is None:
         return None
@@ -103,11 +103,11 @@ class KeyTable:
     """
 
     def __init__(self, names: Sequence[str] = _NO_NAMES,
-                 types: Optional[Sequence[pa.DataType]] = None, seed: int = 0):
+                 types: Sequence[pa.DataType] | None = None, seed: int = 0):
         self.names = [str(n) for n in names]
         self.seed = int(seed)
-        self.types: Optional[list[pa.DataType]] = None
-        self._index: Optional[_keys.KeyIndex] = None
+        self.types: list[pa.DataType] | None = None
+        self._index: _keys.KeyIndex | None = None
         self._word_key = False
         self._ngroups_nokey = 0
         if types is not None:
@@ -172,7 +172,7 @@ class KeyTable:
     def __len__(self) -> int:
         return self.num_groups
 
-    def lookup_or_insert(self, columns: Sequence, hashes: Optional[np.ndarray] = None) -> np.ndarray:
+    def lookup_or_insert(self, columns: Sequence, hashes: np.ndarray | None = None) -> np.ndarray:
         """Group id (int64) of every row of ``columns``; new keys get new ids.
 
         ``hashes`` may pass precomputed ``hash_columns(columns, seed)`` values.
@@ -216,7 +216,7 @@ class KeyTable:
             self._ngroups_nokey = 1
         return np.zeros(n, dtype=np.int64)
 
-    def group_hashes(self, ids: Optional[np.ndarray] = None) -> np.ndarray:
+    def group_hashes(self, ids: np.ndarray | None = None) -> np.ndarray:
         """The 64-bit row hash of each group (all groups if ``ids`` is None)."""
         ids = self._ids(ids)
         if self._index is None:
@@ -226,7 +226,7 @@ class KeyTable:
             raise self._bad_id(ids)
         return out
 
-    def _ids(self, ids: Optional[np.ndarray]) -> np.ndarray:
+    def _ids(self, ids: np.ndarray | None) -> np.ndarray:
         """``ids`` as contiguous int64 (every group for None); the kernels check the range."""
         if ids is None:
             return np.arange(self.num_groups, dtype=np.int64)
@@ -236,7 +236,7 @@ class KeyTable:
         bad = ids[(ids < 0) | (ids >= self.num_groups)][0]
         return KeyError(f"group id {int(bad)} out of range (0..{self.num_groups - 1})")
 
-    def keys(self, ids: Optional[np.ndarray] = None) -> list[pa.Array]:
+    def keys(self, ids: np.ndarray | None = None) -> list[pa.Array]:
         """The key columns of groups ``ids`` (all groups if None), original types."""
         ids = self._ids(ids)
         if self._index is None or self.types is None:
@@ -271,7 +271,7 @@ class KeyTable:
             out.append(arr if view == t else arr.cast(view))
         return out
 
-    def keys_batch(self, ids: Optional[np.ndarray] = None) -> pa.RecordBatch:
+    def keys_batch(self, ids: np.ndarray | None = None) -> pa.RecordBatch:
         """``keys(ids)`` as a RecordBatch named by the key columns."""
         cols = self.keys(ids)
         if not cols:
@@ -295,7 +295,7 @@ class KeyTable:
         return pa.RecordBatch.from_arrays(cols, schema=schema)
 
     @classmethod
-    def restore(cls, batch: pa.RecordBatch) -> "KeyTable":
+    def restore(cls, batch: pa.RecordBatch) -> KeyTable:
         """A KeyTable equal to the one ``snapshot`` was taken from (same ids)."""
         meta = batch.schema.metadata or {}
         seed = int(meta.get(b"fastops.core.keys.seed", b"0"))

@@ -14,15 +14,16 @@ Schemes (``h = hash64(key columns, seed)``):
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Sequence, Union
+from typing import Union
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.types as pat
 
-from fastops.core import arrow as _arrow
 from fastops._kernels import core as _core
+from fastops.core import arrow as _arrow
 from fastops.core.hashing import _check_seed, hash_columns
 
 SCHEMES = ("hash", "key_group", "consistent")

@@ -15,8 +15,6 @@ with ``t > watermark`` are still expected).
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.types as pat
@@ -96,9 +94,9 @@ class BoundedOutOfOrderness:
             raise ValueError(f"max_out_of_orderness must be >= 0, got {max_out_of_orderness!r}")
         self.max_out_of_orderness = bound
         self.current: int = MIN_WATERMARK
-        self.max_timestamp: Optional[int] = None
+        self.max_timestamp: int | None = None
 
-    def on_batch(self, ts_ms) -> Optional[int]:
+    def on_batch(self, ts_ms) -> int | None:
         """Observe a batch's event times; the new watermark if it advanced, else None."""
         ts = ts_ms if isinstance(ts_ms, np.ndarray) else to_ms(ts_ms)
         if len(ts) == 0:
@@ -108,7 +106,7 @@ class BoundedOutOfOrderness:
             self.max_timestamp = m
         return self.advance(self.max_timestamp - self.max_out_of_orderness - 1)
 
-    def advance(self, candidate: int) -> Optional[int]:
+    def advance(self, candidate: int) -> int | None:
         """Move to ``candidate`` if it is ahead; backwards moves are ignored."""
         candidate = max(int(candidate), MIN_WATERMARK)
         if candidate > self.current:

@@ -8,12 +8,11 @@ forwards watermarks itself after ``on_watermark``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import pyarrow as pa
 
 from fastops.core.arrow import as_batch
-
 
 
 @dataclass(frozen=True)
@@ -63,11 +62,11 @@ class Operator:
         """End of input: emit whatever is still held."""
         return []
 
-    def snapshot(self) -> Optional[bytes]:
+    def snapshot(self) -> bytes | None:
         """Operator state as bytes (never pickled code), or None if stateless."""
         return None
 
-    def restore(self, state: Optional[bytes]) -> None:
+    def restore(self, state: bytes | None) -> None:
         if state is not None:
             raise ValueError(f"operator {self.name!r} is stateless but got state to restore")
 

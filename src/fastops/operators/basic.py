@@ -2,7 +2,8 @@
 the watermark assigner."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Optional, Union
+from collections.abc import Iterable
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -33,7 +34,7 @@ def evaluate(batch: pa.RecordBatch, columns: dict[str, Any]) -> pa.RecordBatch:
 class _SameSchema:
     """Every batch a function returns must have the schema of its first one."""
 
-    schema: Optional[pa.Schema] = None
+    schema: pa.Schema | None = None
 
     def _checked(self, batch: pa.RecordBatch, what: str) -> pa.RecordBatch:
         if self.schema is None:
@@ -90,7 +91,7 @@ class Filter(Operator):
     batch). Null in the mask drops the row, as SQL's WHERE does.
     """
 
-    def __init__(self, predicate: Union[pc.Expression, BatchFn], name: str = "filter"):
+    def __init__(self, predicate: pc.Expression | BatchFn, name: str = "filter"):
         if not isinstance(predicate, pc.Expression) and not callable(predicate):
             raise TypeError(f"filter needs an expression or a function, got {type(predicate).__name__}")
         self.predicate = predicate
@@ -149,7 +150,7 @@ class WatermarkAssigner(Operator):
     generates_watermarks = True
 
     def __init__(self, column: str, strategy_factory: Callable[[], Any],
-                 idle_timeout_ms: Optional[int] = None, name: str = "watermark"):
+                 idle_timeout_ms: int | None = None, name: str = "watermark"):
         self.column = column
         self.strategy_factory = strategy_factory
         self.idle_timeout_ms = idle_timeout_ms
@@ -177,10 +178,10 @@ class WatermarkAssigner(Operator):
     def on_watermark(self, t_ms: int) -> list:
         return [Watermark(MAX_WATERMARK)] if t_ms == MAX_WATERMARK else []
 
-    def snapshot(self) -> Optional[bytes]:
+    def snapshot(self) -> bytes | None:
         cur = getattr(self.strategy, "current", None)
         return None if cur is None else int(cur).to_bytes(8, "little", signed=True)
 
-    def restore(self, state: Optional[bytes]) -> None:
+    def restore(self, state: bytes | None) -> None:
         if state is not None and hasattr(self.strategy, "restore"):
             self.strategy.restore(int.from_bytes(state, "little", signed=True))

@@ -16,7 +16,8 @@ all rows of a batch at once; timers fire when the watermark passes them.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -28,18 +29,18 @@ from fastops.operators.base import Operator, OperatorContractError, check_batch
 class KeyedProcessFunction:
     """Subclass and override ``process_batch`` (and ``on_timer`` if you use timers)."""
 
-    def open(self, ctx: "ProcessContext") -> None:
+    def open(self, ctx: ProcessContext) -> None:
         """Called once per task before any batch."""
 
-    def process_batch(self, batch: pa.RecordBatch, ctx: "ProcessContext") -> Any:
+    def process_batch(self, batch: pa.RecordBatch, ctx: ProcessContext) -> Any:
         """Rows of one key group; return a RecordBatch, an iterable of them, or None."""
         raise NotImplementedError
 
-    def on_timer(self, timestamps: pa.Array, keys: pa.RecordBatch, ctx: "ProcessContext") -> Any:
+    def on_timer(self, timestamps: pa.Array, keys: pa.RecordBatch, ctx: ProcessContext) -> Any:
         """Timers whose time <= the watermark: one row per (key, time), in time order."""
         return None
 
-    def close(self, ctx: "ProcessContext") -> Any:
+    def close(self, ctx: ProcessContext) -> Any:
         """End of input."""
         return None
 
@@ -59,14 +60,14 @@ class ValueState:
     writing cost O(rows of the batch), not O(keys held).
     """
 
-    def __init__(self, name: str, type: pa.DataType, ctx: "ProcessContext"):
+    def __init__(self, name: str, type: pa.DataType, ctx: ProcessContext):
         self.name = name
         self.type = type
         self._ctx = ctx
-        self._values: Optional[np.ndarray] = None  # dtype fixed by the first update
+        self._values: np.ndarray | None = None  # dtype fixed by the first update
         self._set = np.zeros(0, dtype=bool)
 
-    def _grow(self, dtype: Optional[np.dtype] = None) -> None:
+    def _grow(self, dtype: np.dtype | None = None) -> None:
         n = self._ctx.keys.num_groups
         if self._values is None and dtype is not None:
             self._values = np.empty(len(self._set), dtype=dtype)
@@ -123,7 +124,7 @@ class ProcessContext:
         self.task_index = task_index
         self.parallelism = parallelism
         self.current_watermark = MIN_WATERMARK
-        self.key_group: Optional[int] = None
+        self.key_group: int | None = None
         self._states: dict[str, ValueState] = {}
         self._cache: tuple[Any, np.ndarray] = (None, np.zeros(0, np.int64))
         self._timer_ids = np.zeros(0, np.int64)
@@ -175,7 +176,7 @@ class ProcessContext:
         self._timer_ids = np.concatenate([self._timer_ids, ids])
         self._timer_ts = np.concatenate([self._timer_ts, ts.astype(np.int64)])
 
-    def _due(self, t_ms: int) -> Optional[tuple[np.ndarray, np.ndarray]]:
+    def _due(self, t_ms: int) -> tuple[np.ndarray, np.ndarray] | None:
         due = self._timer_ts <= t_ms
         if not due.any():
             return None
@@ -198,7 +199,7 @@ def _outputs(value: Any, name: str) -> list:
 
 class KeyedProcessOperator(Operator):
     def __init__(self, function: KeyedProcessFunction, keys: tuple[str, ...],
-                 time_column: Optional[str], name: str):
+                 time_column: str | None, name: str):
         import copy
 
         self.function = copy.deepcopy(function)  # one instance per task

@@ -2,7 +2,7 @@
 ``fastops.WindowAggregator``."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -11,7 +11,7 @@ from fastops.core.messages import MAX_WATERMARK
 from fastops.operators.base import Operator, Tagged
 
 
-def _nonempty(batch: Optional[pa.RecordBatch]) -> list:
+def _nonempty(batch: pa.RecordBatch | None) -> list:
     return [batch] if batch is not None and batch.num_rows else []
 
 
@@ -43,10 +43,10 @@ class WindowOperator(Operator):
     def close(self) -> list:
         return _nonempty(self.aggregator.flush()) + self._late()
 
-    def snapshot(self) -> Optional[bytes]:
+    def snapshot(self) -> bytes | None:
         return self.aggregator.snapshot().to_bytes()
 
-    def restore(self, state: Optional[bytes]) -> None:
+    def restore(self, state: bytes | None) -> None:
         from fastops.core.window.aggregator import State
 
         if state is not None:
@@ -61,7 +61,7 @@ class RunningAggregateOperator(Operator):
     value of every key that batch touched (an upsert stream). ``first`` /
     ``last`` follow event time if the stream has it, else arrival order."""
 
-    def __init__(self, keys: tuple[str, ...], aggs: dict[str, Any], time_column: Optional[str] = None):
+    def __init__(self, keys: tuple[str, ...], aggs: dict[str, Any], time_column: str | None = None):
         from fastops.core.window.aggregator import WindowAggregator
         from fastops.core.window.assigners import GlobalWindow
 
@@ -79,10 +79,10 @@ class RunningAggregateOperator(Operator):
         self.aggregator.process(batch)
         return _nonempty(self.aggregator.take_updates())
 
-    def snapshot(self) -> Optional[bytes]:
+    def snapshot(self) -> bytes | None:
         return self.aggregator.snapshot().to_bytes()
 
-    def restore(self, state: Optional[bytes]) -> None:
+    def restore(self, state: bytes | None) -> None:
         from fastops.core.window.aggregator import State
 
         if state is not None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Any, Optional
+from typing import Any
 
 import pyarrow as pa
 
@@ -35,7 +35,7 @@ class InputGate:
         self._next = 0
         self._blocked: set[int] = set()
 
-    def new_channel(self, capacity: Optional[int], input_index: int = 0) -> "Channel":
+    def new_channel(self, capacity: int | None, input_index: int = 0) -> Channel:
         ch = Channel(self, len(self.channels), capacity, input_index)
         self.channels.append(ch)
         return ch
@@ -50,7 +50,7 @@ class InputGate:
             self._blocked.clear()
             self.data_ready.notify_all()
 
-    def _pick(self) -> Optional[tuple[int, Any]]:
+    def _pick(self) -> tuple[int, Any] | None:
         n = len(self.channels)
         for k in range(n):
             i = (self._next + k) % n
@@ -64,12 +64,12 @@ class InputGate:
                 return i, item
         return None
 
-    def poll(self) -> Optional[tuple[int, Any]]:
+    def poll(self) -> tuple[int, Any] | None:
         """Take the next item of any input without waiting, or None."""
         with self.lock:
             return self._pick()
 
-    def get(self, timeout: Optional[float] = None) -> Optional[tuple[int, Any]]:
+    def get(self, timeout: float | None = None) -> tuple[int, Any] | None:
         """Wait for the next ``(channel index, item)``; None after ``timeout`` seconds."""
         deadline = None if timeout is None else time.perf_counter() + timeout
         with self.lock:
@@ -96,7 +96,7 @@ class InputGate:
 class Channel:
     """One sender -> one receiver. ``capacity=None`` means unbounded (one-thread mode)."""
 
-    def __init__(self, gate: InputGate, index: int, capacity: Optional[int], input_index: int):
+    def __init__(self, gate: InputGate, index: int, capacity: int | None, input_index: int):
         if capacity is not None and capacity < 1:
             raise ValueError(f"channel capacity must be >= 1, got {capacity}")
         self.gate = gate

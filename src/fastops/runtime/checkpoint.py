@@ -27,7 +27,7 @@ import shutil
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from fastops.core.files import fsync_dir, write_durably
 from fastops.core.hashing import hash_bytes
@@ -103,7 +103,7 @@ class Manifest:
     tasks: dict  # "chain/task" -> {"position", "operators": [file | None], "sinks": {...}}
     graph: Any = None  # the job graph it was taken from (PhysicalPlan.describe_graph)
 
-    def operator_state(self, task_key: str, op_index: int) -> Optional[bytes]:
+    def operator_state(self, task_key: str, op_index: int) -> bytes | None:
         entry = self.tasks[task_key]["operators"][op_index]
         if entry is None:
             return None
@@ -208,7 +208,7 @@ class CheckpointStorage:
         return Manifest(raw["checkpoint_id"], path, raw["fingerprint"], bool(raw["finished"]),
                         raw["tasks"], raw.get("graph"))
 
-    def latest(self, skipped: Optional[list] = None) -> Optional[Manifest]:
+    def latest(self, skipped: list | None = None) -> Manifest | None:
         """The newest checkpoint that verifies. Each broken one is skipped with a
         warning (logger ``fastops``) and appended to ``skipped``."""
         for _, path in reversed(self._dirs()):
@@ -228,7 +228,7 @@ class CheckpointStorage:
 class Coordinator:
     """Triggers checkpoints, collects acknowledgements, writes and commits."""
 
-    def __init__(self, storage: Optional[CheckpointStorage], interval_s: Optional[float],
+    def __init__(self, storage: CheckpointStorage | None, interval_s: float | None,
                  fingerprint: str, first_id: int, sinks: list, sources: list, expected: set[str],
                  graph: Any = None):
         self.storage = storage
@@ -240,7 +240,7 @@ class Coordinator:
         self.sources = sources  # SourceTask instances
         self.expected = expected  # task keys
         self.lock = threading.Lock()
-        self.pending: Optional[int] = None
+        self.pending: int | None = None
         self.acks: dict[str, TaskSnapshot] = {}
         self.triggered_at = 0.0
         self.last_trigger = time.perf_counter()

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 from types import TracebackType
-from typing import Optional
 
 import pyarrow as pa
 
@@ -37,7 +36,7 @@ def _first_rows(batch: pa.RecordBatch) -> str:
                                for name, col in zip(batch.schema.names, batch.columns)) + "}"
 
 
-def describe_batch(batch: Optional[pa.RecordBatch], rows: int = 5) -> str:
+def describe_batch(batch: pa.RecordBatch | None, rows: int = 5) -> str:
     """The batch in an error message: size, schema and its first ``rows`` rows."""
     if batch is None:
         return "no batch"
@@ -55,7 +54,7 @@ class JobFailed(RuntimeError):
     """
 
     def __init__(self, operator: str, task: str, cause: BaseException,
-                 batch: Optional[pa.RecordBatch] = None):
+                 batch: pa.RecordBatch | None = None):
         self.operator = operator
         self.task = task
         self.batch = batch
@@ -65,4 +64,4 @@ class JobFailed(RuntimeError):
         )
         super().__init__(message)
 
-from fastops.operators.base import OperatorContractError  # noqa: E402,F401
+from fastops.operators.base import OperatorContractError  # noqa: F401

@@ -9,11 +9,16 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from fastops.runtime.channels import Cancelled
-from fastops.runtime.checkpoint import (CheckpointStats, CheckpointStorage, CheckpointStorageError,
-                                        Coordinator, Manifest)
+from fastops.runtime.checkpoint import (
+    CheckpointStats,
+    CheckpointStorage,
+    CheckpointStorageError,
+    Coordinator,
+    Manifest,
+)
 from fastops.runtime.errors import JobFailed, user_traceback
 from fastops.runtime.metrics import TaskMetrics
 from fastops.runtime.plan import PhysicalPlan
@@ -31,7 +36,7 @@ class JobResult:
     rows_out: int
     outputs: dict[int, Any] = field(default_factory=dict)  # sink node id -> collected result
     checkpoints: list[CheckpointStats] = field(default_factory=list)
-    restored_from: Optional[int] = None  # checkpoint id the (last) attempt started from
+    restored_from: int | None = None  # checkpoint id the (last) attempt started from
     restore_s: float = 0.0
     restarts: int = 0
     rows_replayed: int = 0  # rows read again after in-process restarts
@@ -58,7 +63,7 @@ class JobResult:
         return "\n".join(lines)
 
 
-def _failure(task: Optional[Task], exc: BaseException) -> JobFailed:
+def _failure(task: Task | None, exc: BaseException) -> JobFailed:
     if isinstance(exc, CheckpointStorageError):  # the storage failed, not the task that was running
         return exc
     name = task.name if task is not None else "job"
@@ -86,15 +91,15 @@ class Executor:
     """Runs a physical plan to completion."""
 
     def __init__(self, threads: bool = True, channel_capacity: int = 8,
-                 progress: Optional[Any] = None, progress_interval_s: float = 0.25):
+                 progress: Any | None = None, progress_interval_s: float = 0.25):
         self.threads = threads
         self.channel_capacity = channel_capacity
         self.progress = progress  # called with the live list of TaskMetrics
         self.progress_interval_s = progress_interval_s
         self._last_progress = 0.0
         self.last_tasks: list[Task] = []  # of the latest attempt, also when it failed
-        self.restored: Optional[Manifest] = None
-        self.coordinator: Optional[Coordinator] = None
+        self.restored: Manifest | None = None
+        self.coordinator: Coordinator | None = None
 
     def _report(self, tasks: list[Task], force: bool = False) -> None:
         if self.progress is None:
@@ -104,7 +109,7 @@ class Executor:
             self._last_progress = now
             self.progress([t.metrics for t in tasks])
 
-    def rows_since(self, checkpoint_id: Optional[int]) -> int:
+    def rows_since(self, checkpoint_id: int | None) -> int:
         """Rows the latest attempt read after checkpoint ``checkpoint_id`` (all
         of them if that attempt took no such checkpoint): what a restart replays."""
         total = 0
@@ -113,9 +118,9 @@ class Executor:
                 total += t.metrics.rows_in - t.rows_at_checkpoint.get(checkpoint_id, 0)
         return total
 
-    def run(self, plan: PhysicalPlan, job_name: str, storage: Optional[CheckpointStorage] = None,
-            interval_s: Optional[float] = None, exactly_once: bool = True,
-            restore: Optional[Manifest] = None) -> Run:
+    def run(self, plan: PhysicalPlan, job_name: str, storage: CheckpointStorage | None = None,
+            interval_s: float | None = None, exactly_once: bool = True,
+            restore: Manifest | None = None) -> Run:
         cancel = threading.Event()
         t_restore = time.perf_counter()
         positions = {k: v["position"] for k, v in restore.tasks.items()} if restore else None
@@ -131,7 +136,7 @@ class Executor:
                                   plan.describe_graph())
         self.coordinator = coordinator  # its completed checkpoints (a progress bar reads them)
         t0 = time.perf_counter()
-        current: Optional[Task] = None
+        current: Task | None = None
         try:
             for t in tasks:
                 current = t
@@ -145,7 +150,7 @@ class Executor:
                     t.restore(restore.tasks.get(t.key, {}), restore)
                 else:
                     t.start_fresh()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self._close_sources(tasks)
             failed = _failure(current, exc)
             raise failed from failed.__cause__
@@ -167,7 +172,7 @@ class Executor:
         return Run(tasks, time.perf_counter() - t0, coordinator.stats, restore_s)
 
     def _run_inline(self, tasks: list[Task], coordinator: Coordinator) -> None:
-        current: Optional[Task] = None
+        current: Task | None = None
         try:
             while not all(t.finished for t in tasks):
                 coordinator.maybe_trigger()
@@ -183,7 +188,7 @@ class Executor:
                 self._report(tasks)
                 if not progressed:
                     time.sleep(0.0005)  # every source is waiting for data
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self._close_sources(tasks)
             failed = _failure(current, exc)
             raise failed from failed.__cause__
@@ -198,7 +203,7 @@ class Executor:
                 task.run()
             except Cancelled:
                 pass
-            except BaseException as exc:  # noqa: BLE001
+            except BaseException as exc:
                 with lock:
                     errors.append((task, exc))
                 cancel.set()

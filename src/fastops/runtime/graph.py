@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 PARTITIONINGS = ("forward", "hash", "rebalance", "broadcast")
 
@@ -14,10 +14,10 @@ _ids = itertools.count(1)
 class Edge:
     """An input of a node: where rows come from and how they are distributed."""
 
-    upstream: "Node"
+    upstream: Node
     partitioning: str = "forward"
     keys: tuple[str, ...] = ()
-    tag: Optional[str] = None  # a side output of the upstream node
+    tag: str | None = None  # a side output of the upstream node
     input_index: int = 0  # which input of a multi-input node (join: 0 left, 1 right)
 
     def __post_init__(self) -> None:
@@ -37,7 +37,7 @@ class Node:
 
     name: str
     parallelism: int
-    factory: Optional[Callable[[], Any]] = None  # -> Operator
+    factory: Callable[[], Any] | None = None  # -> Operator
     source: Any = None  # a connectors.Source for source nodes
     inputs: list[Edge] = field(default_factory=list)
     is_sink: bool = False

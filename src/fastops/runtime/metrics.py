@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Optional
 
 
 @dataclass
@@ -31,9 +30,9 @@ class TaskMetrics:
     idle_s: float = 0.0
     backpressured_s: float = 0.0
     cpu_s: float = 0.0  # CPU time of the thread(s) that ran this task
-    watermark: Optional[int] = None
+    watermark: int | None = None
     started: float = field(default_factory=time.perf_counter)
-    finished: Optional[float] = None
+    finished: float | None = None
 
     @property
     def elapsed_s(self) -> float:
@@ -65,7 +64,7 @@ class TaskMetrics:
         return self.rows_in / self.busy_s if self.busy_s > 0 else float("inf")
 
     @property
-    def watermark_lag_ms(self) -> Optional[float]:
+    def watermark_lag_ms(self) -> float | None:
         """Wall-clock time now minus the current watermark (event time), in ms."""
         if self.watermark is None:
             return None

@@ -6,7 +6,7 @@ import difflib
 import json
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from fastops.core.hashing import hash_bytes
 from fastops.operators.base import OperatorContext
@@ -84,14 +84,14 @@ class PhysicalPlan:
     chain_of: dict[int, ChainSpec] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, sinks: list[Node], max_parallelism: int, chaining: bool = True) -> "PhysicalPlan":
+    def build(cls, sinks: list[Node], max_parallelism: int, chaining: bool = True) -> PhysicalPlan:
         nodes = reachable(sinks)
         consumers: dict[int, list[tuple[Node, Edge]]] = {n.id: [] for n in nodes}
         for n in nodes:
             for e in n.inputs:
                 consumers[e.upstream.id].append((n, e))
 
-        def chainable(node: Node) -> Optional[Node]:
+        def chainable(node: Node) -> Node | None:
             main = [(c, e) for c, e in consumers[node.id] if e.tag is None]
             if not chaining or len(main) != 1:
                 return None
@@ -155,8 +155,8 @@ class PhysicalPlan:
     def describe(self) -> list:
         return [f"Task {c.index + 1}: {c.name()} (parallelism {c.parallelism})" for c in self.chains]
 
-    def instantiate(self, cancel: threading.Event, channel_capacity: Optional[int],
-                    positions: Optional[dict] = None) -> list[Task]:
+    def instantiate(self, cancel: threading.Event, channel_capacity: int | None,
+                    positions: dict | None = None) -> list[Task]:
         """Create the tasks with their operators, gates, channels and writers;
         source readers start at ``positions[task key]`` when restoring."""
         tasks: dict[tuple[int, int], Task] = {}
@@ -169,7 +169,7 @@ class PhysicalPlan:
                     gates[(c.index, i)] = InputGate(cancel)
 
         # writers per (chain, task, node position, tag) -> list of OutputWriter
-        writers: dict[tuple[int, int, int, Optional[str]], list[OutputWriter]] = {}
+        writers: dict[tuple[int, int, int, str | None], list[OutputWriter]] = {}
         for c in self.chains:
             for e in c.head.inputs:
                 up = self.chain_of[e.upstream.id]

@@ -19,9 +19,10 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-__all__ = ["Progress", "source_total_rows", "source_rows_at"]
+__all__ = ["Progress", "source_rows_at", "source_total_rows"]
 
 _FAR = 2**62  # watermarks beyond this are the start / end markers, not times
 
@@ -34,7 +35,7 @@ def _fragment_rows(fragment: Any) -> int:
     return fragment.count_rows()
 
 
-def source_total_rows(source: Any) -> Optional[int]:
+def source_total_rows(source: Any) -> int | None:
     """Rows ``source`` will produce in all, or None when that is not known
     without reading it (CSV files, generators, iterators)."""
     from fastops.connectors.sources import FileSource, TableSource
@@ -49,7 +50,7 @@ def source_total_rows(source: Any) -> Optional[int]:
     return None
 
 
-def source_rows_at(source: Any, index: int, parallelism: int, position: Any) -> Optional[int]:
+def source_rows_at(source: Any, index: int, parallelism: int, position: Any) -> int | None:
     """Rows split ``index`` of ``parallelism`` had read at ``position`` (a
     position from a checkpoint), or None when the source cannot tell."""
     from fastops.connectors.sources import FileSource, TableSource
@@ -67,7 +68,7 @@ def source_rows_at(source: Any, index: int, parallelism: int, position: Any) -> 
     return None
 
 
-def _fmt_ts(ms: Optional[int]) -> str:
+def _fmt_ts(ms: int | None) -> str:
     if ms is None or ms < -_FAR:
         return "-"
     if ms > _FAR:
@@ -118,8 +119,8 @@ class Progress:
     >>> bar.close()
     """
 
-    def __init__(self, total: Optional[int] = None, stream: Any = None, enabled: bool = True,
-                 label: str = "job", sources: Optional[Sequence[str]] = None):
+    def __init__(self, total: int | None = None, stream: Any = None, enabled: bool = True,
+                 label: str = "job", sources: Sequence[str] | None = None):
         self.total = total
         self.stream = stream if stream is not None else sys.stderr
         self.enabled = enabled
@@ -130,10 +131,10 @@ class Progress:
         self.bar: Any = None
         self._lock = threading.Lock()
         self._t0 = time.perf_counter()
-        self._rows0: Optional[int] = None  # rows at the first update (restored ones)
+        self._rows0: int | None = None  # rows at the first update (restored ones)
         self._last_plain = 0.0
         self._plain_width = 0
-        self._undrawn: Optional[tuple] = None  # the latest state a rate limit skipped
+        self._undrawn: tuple | None = None  # the latest state a rate limit skipped
         self._plan: Any = None
         self._executor: Any = None
         self._restored: tuple[Any, int] = (None, 0)  # (manifest, rows it covers)
@@ -213,7 +214,7 @@ class Progress:
         self.update(rows, min(wms) if wms else None, checkpoints)
 
     # -- drawing -------------------------------------------------------------------
-    def update(self, rows: int, watermark: Optional[int] = None, checkpoints: Optional[int] = None,
+    def update(self, rows: int, watermark: int | None = None, checkpoints: int | None = None,
                note: str = "") -> None:
         """Draw ``rows`` read so far, the watermark (ms) and the checkpoints
         completed (``None`` leaves either out). Safe to call from any thread."""
@@ -225,7 +226,7 @@ class Progress:
                 return
             self._draw(rows, self._info(rows, watermark, checkpoints, note))
 
-    def _info(self, rows: int, watermark: Optional[int], checkpoints: Optional[int], note: str) -> str:
+    def _info(self, rows: int, watermark: int | None, checkpoints: int | None, note: str) -> str:
         dt = max(time.perf_counter() - self._t0, 1e-9)
         parts = [f"{rows:,}/{self.total:,} rows" if self.total else f"{rows:,} rows",
                  _fmt_rate((rows - (self._rows0 or 0)) / dt)]

@@ -12,7 +12,7 @@ was asked to overwrite.
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import Any
 
 from fastops.runtime.checkpoint import CheckpointStorage, Manifest
 from fastops.runtime.graph import Node
@@ -21,8 +21,8 @@ from fastops.runtime.plan import PhysicalPlan, graph_difference
 log = logging.getLogger("fastops")
 
 
-def restore_point(storage: Optional[CheckpointStorage], restore: Any, plan: PhysicalPlan,
-                  skipped: list) -> Optional[Manifest]:
+def restore_point(storage: CheckpointStorage | None, restore: Any, plan: PhysicalPlan,
+                  skipped: list) -> Manifest | None:
     """The checkpoint to resume from (``restore``: "latest", a path, or None /
     False for a fresh start); ValueError if it was taken from another job."""
     if restore is None or restore is False:
@@ -48,7 +48,7 @@ def check_same_job(manifest: Manifest, plan: PhysicalPlan) -> None:
         "restore=None")
 
 
-def reconcile_sinks(sinks: list[Node], manifest: Optional[Manifest]) -> list[str]:
+def reconcile_sinks(sinks: list[Node], manifest: Manifest | None) -> list[str]:
     """Roll back the sinks' committed output of epochs after ``manifest``
     (everything, for a fresh start); returns what moved, each also logged."""
     checkpoint_id = manifest.checkpoint_id if manifest is not None else 0

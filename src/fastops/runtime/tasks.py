@@ -3,22 +3,31 @@ output writers (exchanges)."""
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 
-from fastops.operators.base import Operator, OperatorContext, Tagged
+from fastops.core.messages import (
+    END_OF_STREAM,
+    IDLE,
+    MAX_WATERMARK,
+    MIN_WATERMARK,
+    CheckpointBarrier,
+    EndOfStream,
+    Idle,
+    Watermark,
+)
 from fastops.core.partitioning import partition
+from fastops.operators.base import Operator, OperatorContext, Tagged
 from fastops.runtime.channels import Channel, InputGate
-from fastops.core.messages import (END_OF_STREAM, IDLE, MAX_WATERMARK, MIN_WATERMARK,
-                                      CheckpointBarrier, EndOfStream, Idle, Watermark)
 from fastops.runtime.metrics import TaskMetrics
 
 
 class OperatorError(Exception):
     """An operator raised; carries what the job failure report needs."""
 
-    def __init__(self, operator: str, batch: Optional[pa.RecordBatch], cause: BaseException):
+    def __init__(self, operator: str, batch: pa.RecordBatch | None, cause: BaseException):
         super().__init__(f"{operator}: {cause!r}")
         self.operator = operator
         self.batch = batch
@@ -81,7 +90,7 @@ class Chain:
         self.operators = operators
         self.outputs = outputs
         self.side_outputs = side_outputs
-        self.metrics: Optional[TaskMetrics] = None
+        self.metrics: TaskMetrics | None = None
 
     def process(self, input_index: int, batch: pa.RecordBatch) -> None:
         self._deliver(0, batch, input_index)
@@ -105,14 +114,14 @@ class Chain:
         for i, op in enumerate(self.operators):
             self._route(i, self._call(op, "close", None) or [])
 
-    def _call(self, op: Operator, method: str, batch: Optional[pa.RecordBatch], *args: Any) -> Any:
+    def _call(self, op: Operator, method: str, batch: pa.RecordBatch | None, *args: Any) -> Any:
         """Call an operator method; its exception becomes an OperatorError."""
         try:
             return getattr(op, method)(*args)
-        except Exception as exc:  # noqa: BLE001 - reported as a job failure
+        except Exception as exc:
             raise OperatorError(op.name, batch, exc) from exc
 
-    def _route(self, i: int, outs: Optional[list]) -> None:
+    def _route(self, i: int, outs: list | None) -> None:
         for out in outs or ():
             if isinstance(out, Tagged):
                 for w in self.side_outputs[i].get(out.tag, ()):
@@ -152,7 +161,7 @@ class WatermarkTracker:
         self.done = [False] * n
         self.current = MIN_WATERMARK
 
-    def _combine(self) -> Optional[int]:
+    def _combine(self) -> int | None:
         active = [w for w, i, d in zip(self.wm, self.idle, self.done) if not i and not d]
         if active:
             cand = min(active)
@@ -168,17 +177,17 @@ class WatermarkTracker:
     def on_batch(self, i: int) -> None:
         self.idle[i] = False
 
-    def on_watermark(self, i: int, t: int) -> Optional[int]:
+    def on_watermark(self, i: int, t: int) -> int | None:
         self.idle[i] = False
         if t > self.wm[i]:
             self.wm[i] = t
         return self._combine()
 
-    def on_idle(self, i: int) -> Optional[int]:
+    def on_idle(self, i: int) -> int | None:
         self.idle[i] = True
         return self._combine()
 
-    def on_end(self, i: int) -> Optional[int]:
+    def on_end(self, i: int) -> int | None:
         self.done[i] = True
         self.wm[i] = MAX_WATERMARK
         return self._combine()
@@ -228,7 +237,7 @@ class Task:
             elif not manifest.finished:
                 try:
                     op.restore(manifest.operator_state(self.key, i))
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     raise OperatorError(op.name, None, exc) from exc
 
     def snapshot(self, checkpoint_id: int) -> Any:
@@ -259,13 +268,13 @@ class SourceTask(Task):
     """Reads a source split and pushes its batches through the chain."""
 
     def __init__(self, name: str, reader: Any, chain: Chain, contexts: list[OperatorContext],
-                 metrics: TaskMetrics, idle_timeout_ms: Optional[int] = None):
+                 metrics: TaskMetrics, idle_timeout_ms: int | None = None):
         super().__init__(name, chain, contexts, metrics)
         self.reader = reader
         self.idle_timeout_ms = idle_timeout_ms
         self._last_data = time.perf_counter()
         self._idle_sent = False
-        self.pending_barrier: Optional[int] = None  # set by the checkpoint coordinator
+        self.pending_barrier: int | None = None  # set by the checkpoint coordinator
         self.rows_at_checkpoint: dict[int, int] = {}  # for "rows replayed" after a restart
 
     def _checkpoint(self, checkpoint_id: int) -> None:
@@ -309,7 +318,7 @@ class SourceTask(Task):
     def close_reader(self) -> None:
         try:
             self.reader.close()
-        except Exception:  # noqa: BLE001 - closing after a failure
+        except Exception:
             pass
 
 
@@ -322,7 +331,7 @@ class OperatorTask(Task):
         self.gate = gate
         self.watermarks = WatermarkTracker(0)
         self._live = 0
-        self._aligning: Optional[int] = None  # checkpoint whose barriers are arriving
+        self._aligning: int | None = None  # checkpoint whose barriers are arriving
         self._barriers: set[int] = set()
         self._align_t0 = 0.0
 

@@ -15,13 +15,43 @@ imported only when SQL is used.
 """
 from fastops.table.environment import EnvironmentSettings, TableEnvironment
 from fastops.table.expressions import Expr, call, coalesce, col, concat, if_then_else, lit
-from fastops.table.functions import (AggregateFunction, ScalarFunction, TableFunction, UDFError, udaf, udf,
-                                     udtf)
+from fastops.table.functions import (
+                                     AggregateFunction,
+                                     ScalarFunction,
+                                     TableFunction,
+                                     UDFError,
+                                     udaf,
+                                     udf,
+                                     udtf,
+)
 from fastops.table.plan import PlanError, SqlError
 from fastops.table.table import Row, Session, Slide, Table, TableResult, Tumble
 from fastops.table.types import DataTypes
 
-__all__ = ["TableEnvironment", "EnvironmentSettings", "Table", "TableResult", "Row", "col", "lit", "call",
-           "concat", "coalesce", "if_then_else", "Expr", "udf", "udaf", "udtf", "ScalarFunction",
-           "AggregateFunction", "TableFunction", "UDFError", "PlanError", "SqlError", "Tumble", "Slide",
-           "Session", "DataTypes"]
+__all__ = [
+                                     "AggregateFunction",
+                                     "DataTypes",
+                                     "EnvironmentSettings",
+                                     "Expr",
+                                     "PlanError",
+                                     "Row",
+                                     "ScalarFunction",
+                                     "Session",
+                                     "Slide",
+                                     "SqlError",
+                                     "Table",
+                                     "TableEnvironment",
+                                     "TableFunction",
+                                     "TableResult",
+                                     "Tumble",
+                                     "UDFError",
+                                     "call",
+                                     "coalesce",
+                                     "col",
+                                     "concat",
+                                     "if_then_else",
+                                     "lit",
+                                     "udaf",
+                                     "udf",
+                                     "udtf",
+]

@@ -19,7 +19,7 @@ the same.
 from __future__ import annotations
 
 import struct
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from fastops.core.arrow import as_batch, from_ipc, to_ipc
 from fastops.operators.base import Operator
 
-__all__ = ["OP_COLUMN", "ROW_KINDS", "ChangelogAggregate", "materialize", "insert_only"]
+__all__ = ["OP_COLUMN", "ROW_KINDS", "ChangelogAggregate", "insert_only", "materialize"]
 
 OP_COLUMN = "__op"
 ROW_KINDS = ("+I", "-U", "+U", "-D")
@@ -95,7 +95,7 @@ class ChangelogAggregate(Operator):
     Output columns: the keys, the aggregates, then :data:`OP_COLUMN`.
     """
 
-    def __init__(self, keys: Sequence[str], aggs: dict, schema: Optional[pa.Schema] = None):
+    def __init__(self, keys: Sequence[str], aggs: dict, schema: pa.Schema | None = None):
         from fastops.core.window.aggregator import WindowAggregator
         from fastops.core.window.assigners import GlobalWindow
 
@@ -110,7 +110,7 @@ class ChangelogAggregate(Operator):
         from fastops.core.keys import KeyTable
 
         self.groups = KeyTable(self.keys)
-        self.emitted: Optional[pa.Table] = None  # every row emitted as current, by position
+        self.emitted: pa.Table | None = None  # every row emitted as current, by position
         self.pos = np.zeros(0, dtype=np.int64)  # group id -> row of ``emitted`` (-1: none)
 
     def _gids(self, upd: pa.RecordBatch) -> np.ndarray:
@@ -190,7 +190,7 @@ class ChangelogAggregate(Operator):
         self.emitted = self.emitted.take(pa.array(self.pos[valid])).combine_chunks()
         self.pos[valid] = np.arange(len(valid), dtype=np.int64)
 
-    def snapshot(self) -> Optional[bytes]:
+    def snapshot(self) -> bytes | None:
         if self.emitted is not None:
             self._compact()
         parts = [self.aggregator.snapshot().to_bytes(),
@@ -199,7 +199,7 @@ class ChangelogAggregate(Operator):
                  self.pos.astype("<i8").tobytes()]
         return _pack_parts(parts)
 
-    def restore(self, state: Optional[bytes]) -> None:
+    def restore(self, state: bytes | None) -> None:
         from fastops.core.keys import KeyTable
         from fastops.core.window.aggregator import State
 

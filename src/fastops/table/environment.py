@@ -15,8 +15,9 @@ from __future__ import annotations
 import os
 import re
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -26,7 +27,7 @@ from fastops.table.plan import PlanError, Scan, compile_plan, insert_only_of
 from fastops.table.table import Table, TableResult, message_result, ok_result
 from fastops.table.types import to_arrow, to_sql
 
-__all__ = ["TableEnvironment", "EnvironmentSettings"]
+__all__ = ["EnvironmentSettings", "TableEnvironment"]
 
 
 class EnvironmentSettings:
@@ -36,11 +37,11 @@ class EnvironmentSettings:
         self.mode = mode
 
     @staticmethod
-    def in_streaming_mode() -> "EnvironmentSettings":
+    def in_streaming_mode() -> EnvironmentSettings:
         return EnvironmentSettings("streaming")
 
     @staticmethod
-    def in_batch_mode() -> "EnvironmentSettings":
+    def in_batch_mode() -> EnvironmentSettings:
         return EnvironmentSettings("batch")
 
     def is_streaming_mode(self) -> bool:
@@ -54,12 +55,12 @@ class ConnectorTable:
     name: str
     schema: pa.Schema
     options: dict
-    time_col: Optional[str] = None
-    watermark_ms: Optional[int] = None
+    time_col: str | None = None
+    watermark_ms: int | None = None
     primary_key: list = field(default_factory=list)
 
 
-def _schema_of(schema: Any, n_cols: Optional[int] = None) -> tuple[Optional[list[str]], Optional[pa.Schema]]:
+def _schema_of(schema: Any, n_cols: int | None = None) -> tuple[list[str] | None, pa.Schema | None]:
     """(names, typed schema) from names, (name, type) pairs or a pa.Schema."""
     if schema is None:
         return None, None
@@ -102,13 +103,13 @@ class TableEnvironment:
         self._functions: dict[str, Any] = {}
 
     @classmethod
-    def create(cls, settings: Any = None, mode: Optional[str] = None, **kwargs: Any) -> "TableEnvironment":
+    def create(cls, settings: Any = None, mode: str | None = None, **kwargs: Any) -> TableEnvironment:
         if mode is None:
             mode = settings.mode if isinstance(settings, EnvironmentSettings) else (settings or "streaming")
         return cls(mode, **kwargs)
 
     # -- sources -----------------------------------------------------------------
-    def _scan(self, table: pa.Table, name: str, rowtime: Optional[str] = None,
+    def _scan(self, table: pa.Table, name: str, rowtime: str | None = None,
               watermark: Any = None) -> Table:
         from fastops.core.durations import parse_duration
 
@@ -124,7 +125,7 @@ class TableEnvironment:
             wm = parse_duration(watermark)
         return Table(self, Scan("arrow", table, table.schema, rowtime, wm, name, self.batch_size))
 
-    def from_arrow(self, table: Any, schema: Any = None, rowtime: Optional[str] = None,
+    def from_arrow(self, table: Any, schema: Any = None, rowtime: str | None = None,
                    watermark: Any = None) -> Table:
         """A Table over a pyarrow Table / RecordBatch. ``rowtime`` and
         ``watermark`` (a delay such as ``"2s"``) declare event time, as a DDL
@@ -154,12 +155,12 @@ class TableEnvironment:
             cols.append(c)
         return pa.Table.from_arrays(cols, schema=schema)
 
-    def from_pandas(self, pdf: Any, schema: Any = None, rowtime: Optional[str] = None,
+    def from_pandas(self, pdf: Any, schema: Any = None, rowtime: str | None = None,
                     watermark: Any = None) -> Table:
         table = pa.Table.from_pandas(pdf, preserve_index=False)
         return self.from_arrow(table, schema, rowtime, watermark)
 
-    def from_elements(self, elements: Sequence[Any], schema: Any = None, rowtime: Optional[str] = None,
+    def from_elements(self, elements: Sequence[Any], schema: Any = None, rowtime: str | None = None,
                       watermark: Any = None) -> Table:
         """Rows as tuples (or dicts). ``schema``: names, ``(name, type)`` pairs
         or a pyarrow schema; without one, columns are ``_1, _2, ...``."""
@@ -264,8 +265,11 @@ class TableEnvironment:
         return self.list_views()
 
     def create_temporary_function(self, path: str, function: Any) -> None:
-        from fastops.table.functions import (UserDefinedAggregateFunction, UserDefinedScalarFunction,
-                                             UserDefinedTableFunction)
+        from fastops.table.functions import (
+            UserDefinedAggregateFunction,
+            UserDefinedScalarFunction,
+            UserDefinedTableFunction,
+        )
 
         if not isinstance(function, (UserDefinedScalarFunction, UserDefinedAggregateFunction,
                                      UserDefinedTableFunction)):
@@ -335,8 +339,9 @@ class TableEnvironment:
 
     # -- SQL ---------------------------------------------------------------------------
     def sql_query(self, query: str) -> Table:
-        from fastops.table.sql import SqlError, compile_query, parse
         from sqlglot import exp
+
+        from fastops.table.sql import SqlError, compile_query, parse
 
         tree, prep = parse(query, self._function_names())
         if not isinstance(tree, (exp.Select, exp.Union, exp.Subquery)):
@@ -350,8 +355,9 @@ class TableEnvironment:
     def execute_sql(self, stmt: str) -> TableResult:
         """Run one statement: a query (returns its rows), CREATE TABLE / VIEW,
         DROP, INSERT INTO, SHOW TABLES / VIEWS / FUNCTIONS, DESCRIBE, EXPLAIN."""
-        from fastops.table.sql import SqlError, compile_query, parse
         from sqlglot import exp
+
+        from fastops.table.sql import SqlError, compile_query, parse
 
         s = stmt.strip().rstrip(";").strip()
         head = s.upper().split()
@@ -404,8 +410,9 @@ class TableEnvironment:
         raise SqlError(f"unsupported statement {type(tree).__name__.upper()}: {s[:60]!r}")
 
     def _create(self, tree: Any, prep: Any) -> TableResult:
-        from fastops.table.sql import SqlError, compile_query, watermark_delay
         from sqlglot import exp
+
+        from fastops.table.sql import SqlError, compile_query, watermark_delay
 
         kind = (tree.args.get("kind") or "").upper()
         if kind == "VIEW":
@@ -535,7 +542,7 @@ class TableEnvironment:
         return self.sql_query(query).explain()
 
 
-def _probe(node: Any, batch: pa.RecordBatch) -> Optional[pa.Schema]:
+def _probe(node: Any, batch: pa.RecordBatch) -> pa.Schema | None:
     """Run the chain of single-input operators from the source to ``node`` over ``batch``."""
     chain = []
     cur = node

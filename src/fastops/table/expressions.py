@@ -17,7 +17,8 @@ Aggregates are properties or methods of an expression (PyFlink spelling):
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -26,8 +27,18 @@ import pyarrow.types as pat
 
 from fastops.table.types import to_arrow, to_sql
 
-__all__ = ["Expr", "col", "lit", "call", "as_expr", "AggCall", "ExpressionError", "if_then_else",
-           "concat", "coalesce"]
+__all__ = [
+    "AggCall",
+    "Expr",
+    "ExpressionError",
+    "as_expr",
+    "call",
+    "coalesce",
+    "col",
+    "concat",
+    "if_then_else",
+    "lit",
+]
 
 
 class ExpressionError(TypeError):
@@ -53,16 +64,16 @@ class Expr:
     """A scalar (or aggregate) expression over the columns of a table."""
 
     # -- tree -----------------------------------------------------------------
-    def children(self) -> list["Expr"]:
+    def children(self) -> list[Expr]:
         return []
 
-    def with_children(self, kids: list["Expr"]) -> "Expr":
+    def with_children(self, kids: list[Expr]) -> Expr:
         return self
 
     def eval(self, batch: Any) -> Any:  # pa.Array | pa.Scalar
         raise NotImplementedError
 
-    def name(self) -> Optional[str]:
+    def name(self) -> str | None:
         """The output name a projection gives this expression by default."""
         return None
 
@@ -75,7 +86,7 @@ class Expr:
     def contains_agg(self) -> bool:
         return any(c.contains_agg() for c in self.children())
 
-    def transform(self, fn: Callable[["Expr"], Optional["Expr"]]) -> "Expr":
+    def transform(self, fn: Callable[[Expr], Expr | None]) -> Expr:
         """Rewrite bottom-up-first: ``fn(node)`` returns a replacement or None."""
         rep = fn(self)
         if rep is not None:
@@ -86,38 +97,38 @@ class Expr:
         return self.with_children([k.transform(fn) for k in kids])
 
     # -- naming ---------------------------------------------------------------
-    def alias(self, *names: str) -> "Expr":
+    def alias(self, *names: str) -> Expr:
         if len(names) != 1:
             raise ValueError("alias of a scalar expression takes one name")
         return Alias(self, names[0])
 
     # -- operators ------------------------------------------------------------
-    def _bin(self, op: str, other: Any, reverse: bool = False) -> "Expr":
+    def _bin(self, op: str, other: Any, reverse: bool = False) -> Expr:
         o = as_expr(other)
         return Call(op, [o, self] if reverse else [self, o])
 
-    def __add__(self, o): return self._bin("add", o)  # noqa: E704
-    def __radd__(self, o): return self._bin("add", o, True)  # noqa: E704
-    def __sub__(self, o): return self._bin("subtract", o)  # noqa: E704
-    def __rsub__(self, o): return self._bin("subtract", o, True)  # noqa: E704
-    def __mul__(self, o): return self._bin("multiply", o)  # noqa: E704
-    def __rmul__(self, o): return self._bin("multiply", o, True)  # noqa: E704
-    def __truediv__(self, o): return self._bin("divide", o)  # noqa: E704
-    def __rtruediv__(self, o): return self._bin("divide", o, True)  # noqa: E704
-    def __mod__(self, o): return self._bin("mod", o)  # noqa: E704
-    def __rmod__(self, o): return self._bin("mod", o, True)  # noqa: E704
-    def __neg__(self): return Call("negate", [self])  # noqa: E704
-    def __eq__(self, o): return self._bin("equal", o)  # type: ignore[override]  # noqa: E704
-    def __ne__(self, o): return self._bin("not_equal", o)  # type: ignore[override]  # noqa: E704
-    def __lt__(self, o): return self._bin("less", o)  # noqa: E704
-    def __le__(self, o): return self._bin("less_equal", o)  # noqa: E704
-    def __gt__(self, o): return self._bin("greater", o)  # noqa: E704
-    def __ge__(self, o): return self._bin("greater_equal", o)  # noqa: E704
-    def __and__(self, o): return self._bin("and_kleene", o)  # noqa: E704
-    def __rand__(self, o): return self._bin("and_kleene", o, True)  # noqa: E704
-    def __or__(self, o): return self._bin("or_kleene", o)  # noqa: E704
-    def __ror__(self, o): return self._bin("or_kleene", o, True)  # noqa: E704
-    def __invert__(self): return Call("invert", [self])  # noqa: E704
+    def __add__(self, o): return self._bin("add", o)
+    def __radd__(self, o): return self._bin("add", o, True)
+    def __sub__(self, o): return self._bin("subtract", o)
+    def __rsub__(self, o): return self._bin("subtract", o, True)
+    def __mul__(self, o): return self._bin("multiply", o)
+    def __rmul__(self, o): return self._bin("multiply", o, True)
+    def __truediv__(self, o): return self._bin("divide", o)
+    def __rtruediv__(self, o): return self._bin("divide", o, True)
+    def __mod__(self, o): return self._bin("mod", o)
+    def __rmod__(self, o): return self._bin("mod", o, True)
+    def __neg__(self): return Call("negate", [self])
+    def __eq__(self, o): return self._bin("equal", o)  # type: ignore[override]
+    def __ne__(self, o): return self._bin("not_equal", o)  # type: ignore[override]
+    def __lt__(self, o): return self._bin("less", o)
+    def __le__(self, o): return self._bin("less_equal", o)
+    def __gt__(self, o): return self._bin("greater", o)
+    def __ge__(self, o): return self._bin("greater_equal", o)
+    def __and__(self, o): return self._bin("and_kleene", o)
+    def __rand__(self, o): return self._bin("and_kleene", o, True)
+    def __or__(self, o): return self._bin("or_kleene", o)
+    def __ror__(self, o): return self._bin("or_kleene", o, True)
+    def __invert__(self): return Call("invert", [self])
 
     __hash__ = object.__hash__
 
@@ -126,65 +137,65 @@ class Expr:
 
     # -- predicates and functions ---------------------------------------------
     @property
-    def is_null(self) -> "Expr":
+    def is_null(self) -> Expr:
         return Call("is_null", [self])
 
     @property
-    def is_not_null(self) -> "Expr":
+    def is_not_null(self) -> Expr:
         return Call("is_valid", [self])
 
-    def cast(self, t: Any) -> "Expr":
+    def cast(self, t: Any) -> Expr:
         return Cast(self, to_arrow(t))
 
-    def is_in(self, *values: Any) -> "Expr":
+    def is_in(self, *values: Any) -> Expr:
         vals = list(values[0]) if len(values) == 1 and isinstance(values[0], (list, tuple, set)) else list(values)
         return InList(self, vals)
 
     in_ = is_in
 
-    def between(self, lo: Any, hi: Any) -> "Expr":
+    def between(self, lo: Any, hi: Any) -> Expr:
         return (self >= lo) & (self <= hi)
 
-    def like(self, pattern: str) -> "Expr":
+    def like(self, pattern: str) -> Expr:
         return Call("like", [self, as_expr(pattern)])
 
     @property
-    def upper_case(self) -> "Expr":
+    def upper_case(self) -> Expr:
         return Call("upper", [self])
 
     @property
-    def lower_case(self) -> "Expr":
+    def lower_case(self) -> Expr:
         return Call("lower", [self])
 
     @property
-    def char_length(self) -> "Expr":
+    def char_length(self) -> Expr:
         return Call("char_length", [self])
 
     @property
-    def trim(self) -> "Expr":
+    def trim(self) -> Expr:
         return Call("trim", [self])
 
-    def substring(self, start: Any, length: Any = None) -> "Expr":
+    def substring(self, start: Any, length: Any = None) -> Expr:
         args = [self, as_expr(start)] + ([] if length is None else [as_expr(length)])
         return Call("substring", args)
 
     @property
-    def abs(self) -> "Expr":
+    def abs(self) -> Expr:
         return Call("abs", [self])
 
     @property
-    def floor(self) -> "Expr":
+    def floor(self) -> Expr:
         return Call("floor", [self])
 
     @property
-    def ceil(self) -> "Expr":
+    def ceil(self) -> Expr:
         return Call("ceil", [self])
 
-    def round(self, digits: int = 0) -> "Expr":
+    def round(self, digits: int = 0) -> Expr:
         return Call("round", [self, as_expr(digits)])
 
     # -- intervals (lit(10).minutes) ------------------------------------------
-    def _interval(self, ms: int) -> "Expr":
+    def _interval(self, ms: int) -> Expr:
         if not isinstance(self, Lit) or not isinstance(self.value, (int, float)):
             raise TypeError("interval units apply to numeric literals: lit(10).minutes")
         return Interval(int(self.value * ms))
@@ -207,20 +218,20 @@ class Expr:
     var_samp = property(lambda self: AggCall("var_samp", self))
     approx_count_distinct = property(lambda self: AggCall("approx_count_distinct", self))
 
-    def approx_percentile(self, q: float) -> "Expr":
+    def approx_percentile(self, q: float) -> Expr:
         return AggCall("approx_percentile", self, (float(q),))
 
     # -- window properties ----------------------------------------------------
     @property
-    def start(self) -> "Expr":
+    def start(self) -> Expr:
         return WindowProp(self, "start")
 
     @property
-    def end(self) -> "Expr":
+    def end(self) -> Expr:
         return WindowProp(self, "end")
 
     @property
-    def rowtime(self) -> "Expr":
+    def rowtime(self) -> Expr:
         return WindowProp(self, "rowtime")
 
 
@@ -478,7 +489,7 @@ class Cast(Expr):
 class Case(Expr):
     """``CASE WHEN c1 THEN v1 ... ELSE d END`` (a null condition counts as false)."""
 
-    def __init__(self, whens: list[tuple[Expr, Expr]], default: Optional[Expr]):
+    def __init__(self, whens: list[tuple[Expr, Expr]], default: Expr | None):
         self.whens = whens
         self.default = default
 
@@ -567,7 +578,7 @@ class AggCall(Expr):
     """An aggregate: ``count`` (``arg=None``: rows), ``sum``, ``avg``, ``min``,
     ``max``, ``approx_count_distinct``, ``approx_percentile`` or a UDAF."""
 
-    def __init__(self, fn: str, arg: Optional[Expr], params: tuple = (), udaf: Any = None,
+    def __init__(self, fn: str, arg: Expr | None, params: tuple = (), udaf: Any = None,
                  distinct: bool = False):
         self.fn = fn
         self.arg = arg

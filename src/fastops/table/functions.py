@@ -36,7 +36,8 @@ from __future__ import annotations
 
 import io
 import pickle
-from typing import Any, Callable, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -44,8 +45,18 @@ import pyarrow as pa
 from fastops.core.aggregates import SlotAggregate
 from fastops.table.types import to_arrow, to_sql
 
-__all__ = ["udf", "udaf", "udtf", "UDFError", "ScalarFunction", "AggregateFunction", "TableFunction",
-           "UserDefinedScalarFunction", "UserDefinedAggregateFunction", "UserDefinedTableFunction"]
+__all__ = [
+    "AggregateFunction",
+    "ScalarFunction",
+    "TableFunction",
+    "UDFError",
+    "UserDefinedAggregateFunction",
+    "UserDefinedScalarFunction",
+    "UserDefinedTableFunction",
+    "udaf",
+    "udf",
+    "udtf",
+]
 
 
 class UDFError(TypeError):
@@ -129,7 +140,7 @@ class UserDefinedScalarFunction:
 
     kind = "scalar"
 
-    def __init__(self, fn: Any, result_type: Any, func_type: str = "general", name: Optional[str] = None,
+    def __init__(self, fn: Any, result_type: Any, func_type: str = "general", name: str | None = None,
                  input_types: Any = None, deterministic: bool = True):
         if isinstance(fn, ScalarFunction):
             fn = fn.eval
@@ -167,7 +178,7 @@ class UserDefinedScalarFunction:
 class UserDefinedAggregateFunction:
     kind = "aggregate"
 
-    def __init__(self, fn: Any, result_type: Any, func_type: str = "general", name: Optional[str] = None):
+    def __init__(self, fn: Any, result_type: Any, func_type: str = "general", name: str | None = None):
         if result_type is None:
             raise TypeError("udaf needs a result_type")
         self.result_type = to_arrow(result_type)
@@ -304,8 +315,8 @@ class PythonSlotAggregate(SlotAggregate):
 class UserDefinedTableFunction:
     kind = "table"
 
-    def __init__(self, fn: Any, result_types: Sequence[Any], names: Optional[Sequence[str]] = None,
-                 name: Optional[str] = None):
+    def __init__(self, fn: Any, result_types: Sequence[Any], names: Sequence[str] | None = None,
+                 name: str | None = None):
         if isinstance(fn, TableFunction):
             fn = fn.eval
         if not callable(fn):
@@ -319,7 +330,7 @@ class UserDefinedTableFunction:
             raise ValueError("udtf: names and result_types differ in length")
         self.name = name or getattr(fn, "__name__", "udtf")
 
-    def __call__(self, *args: Any) -> "TableFunctionCall":
+    def __call__(self, *args: Any) -> TableFunctionCall:
         from fastops.table.expressions import as_column_expr
 
         return TableFunctionCall(self, [as_column_expr(a) for a in args])
@@ -358,7 +369,7 @@ class TableFunctionCall:
         self.args = args
         self.names = list(fn.names)
 
-    def alias(self, *names: str) -> "TableFunctionCall":
+    def alias(self, *names: str) -> TableFunctionCall:
         if len(names) != len(self.fn.result_types):
             raise ValueError(f"table function {self.fn.name!r} has {len(self.fn.result_types)} columns, "
                              f"got {len(names)} aliases")
@@ -366,7 +377,7 @@ class TableFunctionCall:
         return self
 
 
-def udf(f: Any = None, result_type: Any = None, func_type: str = "general", name: Optional[str] = None,
+def udf(f: Any = None, result_type: Any = None, func_type: str = "general", name: str | None = None,
         input_types: Any = None, deterministic: bool = True) -> Any:
     """A scalar UDF from a function (also usable as ``@udf(result_type=...)``)."""
     if f is None:
@@ -374,7 +385,7 @@ def udf(f: Any = None, result_type: Any = None, func_type: str = "general", name
     return UserDefinedScalarFunction(f, result_type, func_type, name)
 
 
-def udaf(f: Any = None, result_type: Any = None, func_type: str = "general", name: Optional[str] = None,
+def udaf(f: Any = None, result_type: Any = None, func_type: str = "general", name: str | None = None,
          accumulator_type: Any = None, input_types: Any = None) -> Any:
     """An aggregate UDF from an :class:`AggregateFunction` or a function of a Series."""
     if f is None:
@@ -382,8 +393,8 @@ def udaf(f: Any = None, result_type: Any = None, func_type: str = "general", nam
     return UserDefinedAggregateFunction(f, result_type, func_type, name)
 
 
-def udtf(f: Any = None, result_types: Any = None, names: Optional[Sequence[str]] = None,
-         name: Optional[str] = None, input_types: Any = None) -> Any:
+def udtf(f: Any = None, result_types: Any = None, names: Sequence[str] | None = None,
+         name: str | None = None, input_types: Any = None) -> Any:
     """A table UDF: ``fn(*row)`` yields tuples (one output row each)."""
     if f is None:
         return lambda fn: UserDefinedTableFunction(fn, result_types, names, name)

@@ -28,18 +28,18 @@ keys each piece has read or moved, so tests can check the work per batch.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence, Union
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pat
 
-from fastops.core.arrow import UINT_FOR_WIDTH, as_batch, bitmap, fixed_values, fixed_width_bytes, grown
 from fastops._kernels.keys import KeyChains
+from fastops.core.arrow import UINT_FOR_WIDTH, as_batch, bitmap, fixed_values, fixed_width_bytes, grown
 from fastops.core.keys import KeyTable
 
-__all__ = ["JoinKeys", "TimeQueue", "HeldRows", "JoinSide"]
+__all__ = ["HeldRows", "JoinKeys", "JoinSide", "TimeQueue"]
 
 _EMPTY = np.zeros(0, np.int64)
 
@@ -88,7 +88,7 @@ class JoinKeys:
         How to name each key in error messages (e.g. ``"k = k2"``).
     """
 
-    def __init__(self, types: Sequence[pa.DataType], names: Optional[Sequence[str]] = None):
+    def __init__(self, types: Sequence[pa.DataType], names: Sequence[str] | None = None):
         self.types = [t.value_type if pat.is_dictionary(t) else t for t in types]
         self.names = [f"key{i}" for i in range(len(self.types))] if names is None else list(names)
         self.never = any(pat.is_null(t) for t in self.types)
@@ -96,7 +96,7 @@ class JoinKeys:
         self.table = self._new_table()
         self.touched = 0
 
-    def _new_table(self) -> Optional[KeyTable]:
+    def _new_table(self) -> KeyTable | None:
         if self.never:
             return None
         return KeyTable(self.names, types=self._storage)
@@ -105,7 +105,7 @@ class JoinKeys:
     def num_ids(self) -> int:
         return 0 if self.table is None else self.table.num_groups
 
-    def ids(self, columns: Sequence[Union[pa.Array, pa.ChunkedArray]]) -> np.ndarray:
+    def ids(self, columns: Sequence[pa.Array | pa.ChunkedArray]) -> np.ndarray:
         """Key id (int64) of every row of ``columns``; ``-1`` where a key is null."""
         if len(columns) != len(self.types):
             raise ValueError(f"expected {len(self.types)} key columns, got {len(columns)}")
@@ -155,11 +155,11 @@ class HeldRows:
     nested, ...) as ``O(log n)`` Arrow chunks."""
 
     def __init__(self) -> None:
-        self.schema: Optional[pa.Schema] = None  # of the first batch appended
+        self.schema: pa.Schema | None = None  # of the first batch appended
         self.chunks: list[pa.RecordBatch] = []  # the columns not kept as words
         self.num_rows = 0
         self.touched = 0
-        self._words: dict[str, tuple[_Column, Optional[_Column]]] = {}  # name -> (values, validity)
+        self._words: dict[str, tuple[_Column, _Column | None]] = {}  # name -> (values, validity)
         self._other: list[str] = []
 
     def append(self, batch: pa.RecordBatch) -> None:
@@ -193,7 +193,7 @@ class HeldRows:
             self.touched += _merge_runs(self.chunks, lambda c: c.num_rows,
                                         lambda a, b: pa.concat_batches([a, b]))
 
-    def _word_array(self, name: str, data: np.ndarray, present: Optional[np.ndarray]) -> pa.Array:
+    def _word_array(self, name: str, data: np.ndarray, present: np.ndarray | None) -> pa.Array:
         """Column ``name`` (kept as words) of values ``data``, null where
         ``present`` (None: all present) is False."""
         validity, nulls = bitmap(present)
@@ -233,7 +233,7 @@ class HeldRows:
         indices = pa.array(pos, mask=~valid) if not valid.all() else pa.array(pos)
         return list(taken.take(indices).columns)
 
-    def take(self, idx: np.ndarray, names: Optional[Sequence[str]] = None) -> list[pa.Array]:
+    def take(self, idx: np.ndarray, names: Sequence[str] | None = None) -> list[pa.Array]:
         """Columns ``names`` (all if None) at rows ``idx``; index -1 gives null."""
         names = list(self.schema.names) if names is None else list(names)
         valid = idx >= 0
@@ -254,7 +254,7 @@ class HeldRows:
         if len(idx):
             self.append(as_batch(table.take(pa.array(idx))))
 
-    def to_table(self) -> Optional[pa.Table]:
+    def to_table(self) -> pa.Table | None:
         if self.schema is None:
             return None
         chunks = pa.Table.from_batches(self.chunks, schema=pa.schema([self.schema.field(n) for n in self._other]))
@@ -352,7 +352,7 @@ class JoinSide:
         return self.ids.n
 
     def add(self, batch: pa.RecordBatch, ids: np.ndarray, matched: np.ndarray,
-            ts: Optional[np.ndarray] = None) -> None:
+            ts: np.ndarray | None = None) -> None:
         """Hold the rows of ``batch`` with key ids ``ids`` and match counts ``matched``."""
         n = batch.num_rows
         if n == 0:
@@ -392,7 +392,7 @@ class JoinSide:
     def needs_compaction(self) -> bool:
         return self.num_rows - self.live > self.live
 
-    def compact(self, ids: Optional[np.ndarray] = None) -> None:
+    def compact(self, ids: np.ndarray | None = None) -> None:
         """Keep only the live rows (renumbered in order); ``ids``: their new key
         ids (after :meth:`JoinKeys.shrink`), else the current ones."""
         keep = np.flatnonzero(self.alive.values)

@@ -7,7 +7,8 @@ the engine's kernels or Arrow's.
 from __future__ import annotations
 
 import struct
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -20,14 +21,23 @@ from fastops.table.changelog import OP_COLUMN, _pack_parts, _unpack_parts, mater
 from fastops.table.expressions import Expr, PyArrowExpr, broadcast
 from fastops.table.join_index import HeldRows, JoinKeys, JoinSide
 
-__all__ = ["EvalOperator", "FinalAggregate", "DistinctRows", "GatherSort", "StreamJoin", "WindowAssign", "CumulateExpand",
-           "LateralExpand", "evaluate_items"]
+__all__ = [
+    "CumulateExpand",
+    "DistinctRows",
+    "EvalOperator",
+    "FinalAggregate",
+    "GatherSort",
+    "LateralExpand",
+    "StreamJoin",
+    "WindowAssign",
+    "evaluate_items",
+]
 
 _TS = pa.timestamp("ms")
 
 
 def evaluate_items(batch: pa.RecordBatch, items: Sequence[tuple[str, Expr]],
-                   schema: Optional[pa.Schema] = None) -> pa.RecordBatch:
+                   schema: pa.Schema | None = None) -> pa.RecordBatch:
     n = batch.num_rows
     arrays = []
     for i, (name, e) in enumerate(items):
@@ -48,8 +58,8 @@ class EvalOperator(Operator):
     drops the row), then compute ``items`` (name, expression). The op column
     of a changelog passes through."""
 
-    def __init__(self, items: Optional[Sequence[tuple[str, Expr]]], predicate: Optional[Expr] = None,
-                 schema: Optional[pa.Schema] = None, name: str = "calc"):
+    def __init__(self, items: Sequence[tuple[str, Expr]] | None, predicate: Expr | None = None,
+                 schema: pa.Schema | None = None, name: str = "calc"):
         self.items = None if items is None else list(items)
         self.predicate = predicate
         self.schema = schema
@@ -112,10 +122,10 @@ class FinalAggregate(Operator):
         out = self.aggregator.flush()
         return [out] if out.num_rows else []
 
-    def snapshot(self) -> Optional[bytes]:
+    def snapshot(self) -> bytes | None:
         return self.aggregator.snapshot().to_bytes()
 
-    def restore(self, state: Optional[bytes]) -> None:
+    def restore(self, state: bytes | None) -> None:
         from fastops.core.window.aggregator import State
 
         if state is not None:
@@ -149,10 +159,10 @@ class DistinctRows(Operator):
         rows = np.sort(fresh[first])
         return [batch.select(self.columns).take(pa.array(rows))]
 
-    def snapshot(self) -> Optional[bytes]:
+    def snapshot(self) -> bytes | None:
         return to_ipc(self.keys.snapshot())
 
-    def restore(self, state: Optional[bytes]) -> None:
+    def restore(self, state: bytes | None) -> None:
         from fastops.core.keys import KeyTable
 
         if state is not None:
@@ -164,7 +174,7 @@ class GatherSort(Operator):
     (a changelog is applied first). Nulls sort first ascending, last
     descending (Flink's default)."""
 
-    def __init__(self, keys: Sequence[tuple[str, bool]], limit: Optional[int], offset: int = 0):
+    def __init__(self, keys: Sequence[tuple[str, bool]], limit: int | None, offset: int = 0):
         self.keys = list(keys)
         self.limit = limit
         self.offset = offset
@@ -236,8 +246,8 @@ class StreamJoin(Operator):
     """
 
     def __init__(self, left_keys: Sequence[str], right_keys: Sequence[str], how: str,
-                 left_schema: pa.Schema, right_schema: pa.Schema, condition: Optional[Expr] = None,
-                 bounds: Optional[tuple[int, int]] = None, times: tuple = (None, None),
+                 left_schema: pa.Schema, right_schema: pa.Schema, condition: Expr | None = None,
+                 bounds: tuple[int, int] | None = None, times: tuple = (None, None),
                  incremental: bool = False):
         self.keys = (list(left_keys), list(right_keys))
         self.how = how
@@ -419,7 +429,7 @@ class StreamJoin(Operator):
         lt, rt = (rows, None) if side == 0 else (None, rows)
         return self._output(lt, rt, li, ri, ops=np.zeros(len(idx), np.int64) if self.changelog else None)
 
-    def _output(self, left, right, li: np.ndarray, ri: np.ndarray, ops: Optional[np.ndarray] = None) -> list:
+    def _output(self, left, right, li: np.ndarray, ri: np.ndarray, ops: np.ndarray | None = None) -> list:
         """Rows ``left[li] ++ right[ri]`` (index -1: nulls), with row kinds ``ops`` if given."""
         if len(li) == 0:
             return []
@@ -431,7 +441,7 @@ class StreamJoin(Operator):
         return [pa.RecordBatch.from_arrays(arrays, names=names)]
 
     # -- state --------------------------------------------------------------------------
-    def snapshot(self) -> Optional[bytes]:
+    def snapshot(self) -> bytes | None:
         parts = [struct.pack("<q", self.watermark)]
         for side in (0, 1):
             if not self.incremental:
@@ -453,7 +463,7 @@ class StreamJoin(Operator):
             parts.append(to_ipc(t))
         return _pack_parts(parts)
 
-    def restore(self, state: Optional[bytes]) -> None:
+    def restore(self, state: bytes | None) -> None:
         """Load a snapshot; the key index is rebuilt from the held rows."""
         if state is None:
             return
@@ -509,7 +519,7 @@ def _common_type(a: pa.DataType, b: pa.DataType) -> pa.DataType:
         return b
     if pa.types.is_null(b):
         return a
-    num = lambda t: pa.types.is_integer(t) or pa.types.is_floating(t)  # noqa: E731
+    num = lambda t: pa.types.is_integer(t) or pa.types.is_floating(t)
     if num(a) and num(b):
         return pa.float64() if (pa.types.is_floating(a) or pa.types.is_floating(b)) else pa.int64()
     if pa.types.is_string(a) or pa.types.is_large_string(a):

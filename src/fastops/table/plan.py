@@ -35,20 +35,39 @@ from __future__ import annotations
 
 import copy
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from fastops.core.arrow import is_binary_like
-from fastops.table.changelog import OP_COLUMN
-from fastops.table.expressions import (AggCall, Call, Col, Expr, ExpressionError, Interval, Lit, broadcast)
-from fastops.table.types import to_sql
 from fastops.core.window.assigners import bound_type
+from fastops.table.changelog import OP_COLUMN
+from fastops.table.expressions import AggCall, Call, Col, Expr, ExpressionError, Interval, Lit, broadcast
+from fastops.table.types import to_sql
 
-__all__ = ["PlanNode", "Scan", "Project", "Filter", "Aggregate", "Distinct", "Join", "Union", "Sort", "WindowTVF",
-           "Lateral", "WindowDef", "join_of", "split_equi_join", "compile_plan", "explain_plan", "PlanError", "SqlError"]
+__all__ = [
+    "Aggregate",
+    "Distinct",
+    "Filter",
+    "Join",
+    "Lateral",
+    "PlanError",
+    "PlanNode",
+    "Project",
+    "Scan",
+    "Sort",
+    "SqlError",
+    "Union",
+    "WindowDef",
+    "WindowTVF",
+    "compile_plan",
+    "explain_plan",
+    "join_of",
+    "split_equi_join",
+]
 
 _ids = itertools.count()
 _TS = pa.timestamp("ms")
@@ -80,7 +99,7 @@ def infer_type(e: Expr, schema: pa.Schema) -> pa.DataType:
 
 class PlanNode:
     schema: pa.Schema
-    time_col: Optional[str] = None
+    time_col: str | None = None
     changelog: bool = False
     inputs: list = []
 
@@ -94,8 +113,8 @@ class PlanNode:
 class Scan(PlanNode):
     """A catalog table: an Arrow table, files, or a DataStream."""
 
-    def __init__(self, kind: str, payload: Any, schema: pa.Schema, time_col: Optional[str] = None,
-                 watermark_ms: Optional[int] = None, name: str = "table", batch_size: int = 65536):
+    def __init__(self, kind: str, payload: Any, schema: pa.Schema, time_col: str | None = None,
+                 watermark_ms: int | None = None, name: str = "table", batch_size: int = 65536):
         super().__init__()
         self.kind = kind  # "arrow" | "parquet" | "csv" | "stream"
         self.payload = payload
@@ -226,7 +245,7 @@ class WindowTVF(PlanNode):
         return f"WindowTableFunction({self.window.describe()})"
 
 
-def slot_aggregate(call: AggCall, column: Optional[str], input_type: Optional[pa.DataType] = None) -> Any:
+def slot_aggregate(call: AggCall, column: str | None, input_type: pa.DataType | None = None) -> Any:
     """The ``fastops.core.aggregates`` aggregate computing ``call`` over ``column`` (of ``input_type``)."""
     from fastops.core import aggregates as agg
     from fastops.table.aggregates import StringMinMax
@@ -263,7 +282,7 @@ def slot_aggregate(call: AggCall, column: Optional[str], input_type: Optional[pa
     raise PlanError(f"unknown aggregate function {fn!r}")
 
 
-def agg_output_type(a: Any, input_type: Optional[pa.DataType], call: AggCall) -> pa.DataType:
+def agg_output_type(a: Any, input_type: pa.DataType | None, call: AggCall) -> pa.DataType:
     try:
         if hasattr(a, "bind"):
             a.bind(input_type)
@@ -282,7 +301,7 @@ class Aggregate(PlanNode):
     """
 
     def __init__(self, child: PlanNode, keys: Sequence[str], aggs: Sequence[tuple[str, AggCall]],
-                 window: Optional[WindowDef], streaming: bool):
+                 window: WindowDef | None, streaming: bool):
         super().__init__()
         self.keys = list(keys)
         self.aggs = list(aggs)
@@ -358,7 +377,7 @@ class Join(PlanNode):
     in streaming mode, and every join in batch mode, runs at end of input."""
 
     def __init__(self, left: PlanNode, right: PlanNode, left_keys: Sequence[str], right_keys: Sequence[str],
-                 how: str, condition: Optional[Expr] = None, streaming: bool = False):
+                 how: str, condition: Expr | None = None, streaming: bool = False):
         super().__init__()
         if how not in ("inner", "left outer", "right outer", "full outer"):
             raise PlanError(f"unsupported join type {how!r}")
@@ -396,7 +415,7 @@ class Join(PlanNode):
         return f"Join(joinType=[{kind}], where=[{cond}])"
 
 
-def join_of(left: PlanNode, right: PlanNode, condition: Optional[Expr], how: str, streaming: bool) -> Join:
+def join_of(left: PlanNode, right: PlanNode, condition: Expr | None, how: str, streaming: bool) -> Join:
     """The Join node for ``ON condition``: equalities between the sides become
     the keys, the rest is evaluated on each matching pair."""
     lk, rk, rest = split_equi_join(condition, left.schema.names, right.schema.names)
@@ -406,8 +425,8 @@ def join_of(left: PlanNode, right: PlanNode, condition: Optional[Expr], how: str
     return Join(left, right, lk, rk, how, rest, streaming)
 
 
-def split_equi_join(cond: Optional[Expr], left: Sequence[str], right: Sequence[str]
-                    ) -> tuple[list[str], list[str], Optional[Expr]]:
+def split_equi_join(cond: Expr | None, left: Sequence[str], right: Sequence[str]
+                    ) -> tuple[list[str], list[str], Expr | None]:
     """Equalities ``left_col = right_col`` of an AND-ed join condition, and the rest."""
     lk, rk, rest = [], [], []
     ls, rs = set(left), set(right)
@@ -429,7 +448,7 @@ def split_equi_join(cond: Optional[Expr], left: Sequence[str], right: Sequence[s
     return lk, rk, residual
 
 
-def _conjuncts(cond: Optional[Expr]) -> list[Expr]:
+def _conjuncts(cond: Expr | None) -> list[Expr]:
     """The terms of an AND-ed condition (none for no condition)."""
     if cond is None:
         return []
@@ -438,13 +457,13 @@ def _conjuncts(cond: Optional[Expr]) -> list[Expr]:
     return [cond]
 
 
-def _time_term(e: Expr, int_ok: bool) -> Optional[tuple[str, int]]:
+def _time_term(e: Expr, int_ok: bool) -> tuple[str, int] | None:
     """``col``, ``col +/- INTERVAL``, ``INTERVAL + col`` as (column, offset in ms);
     integer literals count as ms when the time columns are integers."""
     if isinstance(e, Col):
         return e.col, 0
 
-    def ms(x: Expr) -> Optional[int]:
+    def ms(x: Expr) -> int | None:
         if isinstance(x, Interval):
             return x.ms
         if int_ok and isinstance(x, Lit) and isinstance(x.value, int) and not isinstance(x.value, bool):
@@ -460,8 +479,8 @@ def _time_term(e: Expr, int_ok: bool) -> Optional[tuple[str, int]]:
     return None
 
 
-def interval_bounds(condition: Optional[Expr], left_keys: Sequence[str], right_keys: Sequence[str],
-                    left: pa.Schema, right: pa.Schema, times: tuple) -> Optional[tuple[int, int]]:
+def interval_bounds(condition: Expr | None, left_keys: Sequence[str], right_keys: Sequence[str],
+                    left: pa.Schema, right: pa.Schema, times: tuple) -> tuple[int, int] | None:
     """``(lo, hi)`` with ``lo <= t_right - t_left <= hi`` implied by the join
     condition over the time attributes ``times`` of the two inputs, or None if
     it bounds the difference on one side only (or not at all).
@@ -519,7 +538,7 @@ class Union(PlanNode):
 
 
 class Sort(PlanNode):
-    def __init__(self, child: PlanNode, keys: Sequence[tuple[str, bool]], limit: Optional[int] = None,
+    def __init__(self, child: PlanNode, keys: Sequence[tuple[str, bool]], limit: int | None = None,
                  offset: int = 0):
         super().__init__()
         for k, _ in keys:
@@ -633,8 +652,8 @@ class Compiler:
             s = DataStream(s.env, s.node, s.tag, time_column=node.time_col)
         return s
 
-    def _calc(self, child: PlanNode, items: Optional[list], predicate: Optional[Expr],
-              schema: Optional[pa.Schema], label: str) -> Any:
+    def _calc(self, child: PlanNode, items: list | None, predicate: Expr | None,
+              schema: pa.Schema | None, label: str) -> Any:
         from fastops.table.operators import EvalOperator
 
         s = self.build(child)
@@ -680,10 +699,10 @@ class Compiler:
         if node.window is None:
             aggs_factory = node.make_aggs
             if self.streaming:
-                factory = lambda: ChangelogAggregate(keys, aggs_factory(), in_schema)  # noqa: E731
+                factory = lambda: ChangelogAggregate(keys, aggs_factory(), in_schema)
             else:
                 out_schema = node.schema
-                factory = lambda: FinalAggregate(keys, aggs_factory(), out_schema, in_schema)  # noqa: E731
+                factory = lambda: FinalAggregate(keys, aggs_factory(), out_schema, in_schema)
             if keys:
                 return s.key_by(*keys).transform("group_by", factory)
             return s._then("group_by", factory, 1, "forward" if s.node.parallelism == 1 else "rebalance")
@@ -730,7 +749,7 @@ class Compiler:
         ls, rs = node.inputs[0].schema, node.inputs[1].schema
         bounds, times = node.bounds, node.times
         incremental = self.streaming and node.incremental
-        factory = lambda: StreamJoin(lk, rk, how, ls, rs, cond, bounds, times, incremental)  # noqa: E731
+        factory = lambda: StreamJoin(lk, rk, how, ls, rs, cond, bounds, times, incremental)
         g = Node(f"join({how})", self.env.parallelism, factory=factory,
                  inputs=[left._edge("hash", tuple(lk), 0), right._edge("hash", tuple(rk), 1)])
         return DataStream(self.env, g)

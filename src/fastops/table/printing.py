@@ -28,13 +28,14 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import unicodedata
-from typing import Any, Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.types as pat
 
-__all__ = ["format_value", "render", "MAX_COLUMN_WIDTH", "NULL_VALUE"]
+__all__ = ["MAX_COLUMN_WIDTH", "NULL_VALUE", "format_value", "render"]
 
 MAX_COLUMN_WIDTH = 30
 NULL_VALUE = "<NULL>"
@@ -133,7 +134,7 @@ def type_width(t: pa.DataType, max_width: int = MAX_COLUMN_WIDTH) -> int:
 
 
 def render(names: Sequence[str], types: Sequence[pa.DataType], rows: Iterable[Sequence[Any]],
-           kinds: Optional[Sequence[str]] = None, max_width: int = MAX_COLUMN_WIDTH) -> str:
+           kinds: Sequence[str] | None = None, max_width: int = MAX_COLUMN_WIDTH) -> str:
     """The grid as a string (ending in a newline). ``kinds`` given: streaming
     layout with the ``op`` column and type-derived widths."""
     cells = [[format_value(v, t) for v, t in zip(r, types)] for r in rows]

@@ -34,8 +34,9 @@ streaming mode gives a changelog, and so does a regular outer join.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -47,12 +48,22 @@ except ImportError as _exc:  # SQL is optional; the Table API works without it
     raise ImportError("fastops' SQL face needs sqlglot: pip install 'fastops[table]' "
                       f"(or pip install sqlglot) ({_exc})") from _exc
 
-from fastops.table.expressions import (AggCall, Call, Case, Cast, Col, Expr, InList, Interval, Lit, UdfCall)
-from fastops.table.plan import (Filter, Lateral, PlanError, PlanNode, Project, Sort, SqlError, WindowDef,
-                                WindowTVF, join_of)
+from fastops.table.expressions import AggCall, Call, Case, Cast, Col, Expr, InList, Interval, Lit, UdfCall
+from fastops.table.plan import (
+    Filter,
+    Lateral,
+    PlanError,
+    PlanNode,
+    Project,
+    Sort,
+    SqlError,
+    WindowDef,
+    WindowTVF,
+    join_of,
+)
 from fastops.table.types import to_arrow
 
-__all__ = ["SqlError", "parse", "compile_query", "preprocess", "check_supported"]
+__all__ = ["SqlError", "check_supported", "compile_query", "parse", "preprocess"]
 
 
 # ---------------------------------------------------------------- preprocessing
@@ -446,7 +457,7 @@ def _pos(node: Any) -> str:
 
 @dataclass
 class ScopeCol:
-    qualifier: Optional[str]
+    qualifier: str | None
     name: str  # visible name
     physical: str  # column in the plan
 
@@ -456,10 +467,10 @@ class Scope:
         self.cols = cols
 
     @staticmethod
-    def of(node: PlanNode, qualifier: Optional[str]) -> "Scope":
+    def of(node: PlanNode, qualifier: str | None) -> Scope:
         return Scope([ScopeCol(qualifier, n, n) for n in node.schema.names])
 
-    def resolve(self, name: str, qualifier: Optional[str], node: Any) -> str:
+    def resolve(self, name: str, qualifier: str | None, node: Any) -> str:
         hits = [c for c in self.cols if c.name.lower() == name.lower()
                 and (qualifier is None or (c.qualifier or "").lower() == qualifier.lower())]
         exact = [c for c in hits if c.name == name]
@@ -473,7 +484,7 @@ class Scope:
             raise SqlError(f"column {full!r} not found{_pos(node)}; available: {known}")
         raise SqlError(f"column {full!r} is ambiguous{_pos(node)}; qualify it with a table name")
 
-    def star(self, qualifier: Optional[str]) -> list[tuple[str, str]]:
+    def star(self, qualifier: str | None) -> list[tuple[str, str]]:
         out = [(c.name, c.physical) for c in self.cols
                if qualifier is None or (c.qualifier or "").lower() == qualifier.lower()]
         return out
@@ -632,7 +643,7 @@ class QueryCompiler:
                           partition=[p.strip('"') for p in part])
         return WindowTVF(child, w)
 
-    def from_clause(self, select: exp.Select) -> tuple[Optional[PlanNode], Scope]:
+    def from_clause(self, select: exp.Select) -> tuple[PlanNode | None, Scope]:
         frm = select.args.get("from") or select.args.get("from_")
         if frm is None:
             return None, Scope([])
@@ -753,7 +764,7 @@ class QueryCompiler:
             items.append((name, e))
         group = q.args.get("group")
         having = q.args.get("having")
-        aliases = {n: e for n, e in items}
+        aliases = dict(items)
         has_agg = any(e.contains_agg() for _, e in items)
         if group is not None or having is not None or has_agg:
             keys = []
@@ -785,7 +796,7 @@ class QueryCompiler:
         names = {n for n, _ in items}
         return name if name not in names else phys
 
-    def window_source(self, node: PlanNode, keys: list[Expr]) -> tuple[Optional[WindowDef], PlanNode]:
+    def window_source(self, node: PlanNode, keys: list[Expr]) -> tuple[WindowDef | None, PlanNode]:
         """A windowed aggregate if ``node`` is a window TVF (seen through filters
         that do not use the window columns, and through projections that pass
         columns on unchanged, as a subquery ``SELECT * FROM TABLE(TUMBLE(...))``
@@ -826,7 +837,7 @@ class QueryCompiler:
                 raise SqlError(f"SESSION partition key(s) {missing} must be in GROUP BY")
         return w, src
 
-    def order_limit(self, q: Any, plan: PlanNode, scope: Optional[Scope], items: list) -> PlanNode:
+    def order_limit(self, q: Any, plan: PlanNode, scope: Scope | None, items: list) -> PlanNode:
         order = q.args.get("order")
         limit = q.args.get("limit")
         offset = q.args.get("offset")
@@ -868,12 +879,12 @@ class QueryCompiler:
         return plan
 
     # -- expressions -------------------------------------------------------------------
-    def expr(self, e: Any, scope: Scope, aliases: Optional[dict] = None) -> Expr:
+    def expr(self, e: Any, scope: Scope, aliases: dict | None = None) -> Expr:
         x = self._expr(e, scope, aliases)
         return x
 
-    def _expr(self, e: Any, scope: Scope, aliases: Optional[dict]) -> Expr:
-        rec = lambda a: self._expr(a, scope, aliases)  # noqa: E731
+    def _expr(self, e: Any, scope: Scope, aliases: dict | None) -> Expr:
+        rec = lambda a: self._expr(a, scope, aliases)
         if isinstance(e, (exp.Subquery, exp.Select)):
             raise _unsupported("a subquery in an expression", e, _SUBQUERY_INSTEAD)
         if isinstance(e, exp.Paren):
@@ -1014,8 +1025,8 @@ class QueryCompiler:
             raise SqlError(f"PERCENTILE_APPROX(column, q) needs a literal q{_pos(e)}")
         return AggCall("approx_percentile", args[0], (float(args[1].value),))
 
-    def _agg(self, e: Any, scope: Scope, aliases: Optional[dict]) -> Optional[Expr]:
-        rec = lambda a: self._expr(a, scope, aliases)  # noqa: E731
+    def _agg(self, e: Any, scope: Scope, aliases: dict | None) -> Expr | None:
+        rec = lambda a: self._expr(a, scope, aliases)
         if isinstance(e, exp.Count):
             this = e.this
             if this is None or isinstance(this, exp.Star):

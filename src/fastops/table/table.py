@@ -14,19 +14,45 @@ Every operation returns a new Table (nothing runs until ``execute``,
 """
 from __future__ import annotations
 
-from typing import Any, Iterator, Optional, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pyarrow as pa
 
 from fastops.table.changelog import OP_COLUMN, ROW_KINDS, materialize
-from fastops.table.expressions import (AggCall, Alias, Cast, Col, Expr, WindowProp, as_column_expr, as_expr)
-from fastops.table.plan import (Aggregate, Distinct, Filter, Lateral, PlanError, PlanNode, Project, Sort, Union,
-                                WindowDef, compile_plan, explain_plan, insert_only_of, join_of, to_table, window_time_expr)
+from fastops.table.expressions import AggCall, Alias, Cast, Col, Expr, WindowProp, as_column_expr, as_expr
+from fastops.table.plan import (
+    Aggregate,
+    Distinct,
+    Filter,
+    Lateral,
+    PlanError,
+    PlanNode,
+    Project,
+    Sort,
+    Union,
+    WindowDef,
+    compile_plan,
+    explain_plan,
+    insert_only_of,
+    join_of,
+    to_table,
+    window_time_expr,
+)
 from fastops.table.printing import render
 from fastops.table.types import to_sql
 
-__all__ = ["Table", "TableResult", "Row", "Tumble", "Slide", "Session", "GroupedTable",
-           "build_aggregate", "Ordering"]
+__all__ = [
+    "GroupedTable",
+    "Ordering",
+    "Row",
+    "Session",
+    "Slide",
+    "Table",
+    "TableResult",
+    "Tumble",
+    "build_aggregate",
+]
 
 
 # ---------------------------------------------------------------- rows and results
@@ -34,7 +60,7 @@ __all__ = ["Table", "TableResult", "Row", "Tumble", "Slide", "Session", "Grouped
 class Row(tuple):
     """A result row: a tuple with field names (``row.id``, ``row["id"]``) and a row kind."""
 
-    def __new__(cls, values: Sequence[Any], names: Sequence[str] = (), kind: str = "+I") -> "Row":
+    def __new__(cls, values: Sequence[Any], names: Sequence[str] = (), kind: str = "+I") -> Row:
         r = super().__new__(cls, values)
         r._names = tuple(names)
         r._kind = kind
@@ -118,7 +144,7 @@ class TableResult:
         data = self._data.select(self._schema.names)
         return data.append_column("op", pa.array(self._kinds(), pa.string()))
 
-    def wait(self, timeout_ms: Optional[int] = None) -> None:
+    def wait(self, timeout_ms: int | None = None) -> None:
         return None
 
     def get_job_client(self) -> Any:
@@ -162,18 +188,18 @@ def _time_name(on: Any) -> str:
 
 class GroupWindow:
     def __init__(self, kind: str, size: int = 0, slide: int = 0, gap: int = 0,
-                 time_col: Optional[str] = None, alias_name: Optional[str] = None):
+                 time_col: str | None = None, alias_name: str | None = None):
         self.kind, self.size, self.slide, self.gap = kind, size, slide, gap
         self.time_col = time_col
         self.alias_name = alias_name
 
-    def on(self, time_field: Any) -> "GroupWindow":
+    def on(self, time_field: Any) -> GroupWindow:
         return GroupWindow(self.kind, self.size, self.slide, self.gap, _time_name(time_field), self.alias_name)
 
-    def alias(self, name: str) -> "GroupWindow":
+    def alias(self, name: str) -> GroupWindow:
         return GroupWindow(self.kind, self.size, self.slide, self.gap, self.time_col, name)
 
-    def every(self, slide: Any) -> "GroupWindow":
+    def every(self, slide: Any) -> GroupWindow:
         if self.kind != "hop":
             raise TypeError("every() applies to Slide windows")
         return GroupWindow(self.kind, self.size, _ms(slide, "slide"), self.gap, self.time_col, self.alias_name)
@@ -228,8 +254,8 @@ _WINDOW_COLS = ("window_start", "window_end", "window_time")
 
 
 def build_aggregate(child: PlanNode, key_exprs: Sequence[Expr], items: Sequence[tuple[str, Expr]],
-                    having: Optional[Expr], window: Optional[WindowDef], streaming: bool,
-                    window_alias: Optional[str] = None) -> PlanNode:
+                    having: Expr | None, window: WindowDef | None, streaming: bool,
+                    window_alias: str | None = None) -> PlanNode:
     """GROUP BY ``key_exprs`` then SELECT ``items`` (and HAVING): the plan
     pre-projects computed keys and aggregate arguments, aggregates, filters,
     then projects the select list over keys and aggregate results."""
@@ -262,7 +288,7 @@ def build_aggregate(child: PlanNode, key_exprs: Sequence[Expr], items: Sequence[
         pre.append((name, k))
 
     def rewrite(e: Expr) -> Expr:
-        def fn(node: Expr) -> Optional[Expr]:
+        def fn(node: Expr) -> Expr | None:
             if isinstance(node, AggCall):
                 r = repr(node)
                 out_cast = None
@@ -359,7 +385,7 @@ def distinct_of(node: PlanNode, streaming: bool) -> PlanNode:
     return build_aggregate(node, [Col(n) for n in node.schema.names], items, None, None, streaming)
 
 
-def _distinct_calls(items: Sequence[tuple[str, Expr]], having: Optional[Expr]) -> list[AggCall]:
+def _distinct_calls(items: Sequence[tuple[str, Expr]], having: Expr | None) -> list[AggCall]:
     found: list[AggCall] = []
 
     def visit(e: Expr) -> None:
@@ -378,8 +404,8 @@ def _distinct_calls(items: Sequence[tuple[str, Expr]], having: Optional[Expr]) -
 
 
 def _distinct_aggregate(child: PlanNode, key_exprs: Sequence[Expr], items: Sequence[tuple[str, Expr]],
-                        having: Optional[Expr], window: Optional[WindowDef], streaming: bool,
-                        window_alias: Optional[str], distinct: list[AggCall]) -> PlanNode:
+                        having: Expr | None, window: WindowDef | None, streaming: bool,
+                        window_alias: str | None, distinct: list[AggCall]) -> PlanNode:
     """``COUNT(DISTINCT x)`` and friends in two steps: group by the keys and ``x``
     (which makes ``x`` distinct per group), then aggregate ``x`` per group.
 
@@ -423,7 +449,7 @@ def _distinct_aggregate(child: PlanNode, key_exprs: Sequence[Expr], items: Seque
                                 window_alias)
 
     def outer(e: Expr) -> Expr:
-        def fn(node: Expr) -> Optional[Expr]:
+        def fn(node: Expr) -> Expr | None:
             if isinstance(node, AggCall):
                 return AggCall(node.fn, Col("__distinct"), node.params, node.udaf, False)
             if isinstance(node, WindowProp):
@@ -445,7 +471,7 @@ def _named(exprs: Sequence[Any], schema: pa.Schema) -> list[tuple[str, Expr]]:
     """(name, expr) for select-like lists; ``"*"`` expands to every column."""
     out: list[tuple[str, Expr]] = []
     for e in exprs:
-        if isinstance(e, str) and e.strip() == "*" or (isinstance(e, Col) and e.col == "*"):
+        if (isinstance(e, str) and e.strip() == "*") or (isinstance(e, Col) and e.col == "*"):
             out.extend((n, Col(n)) for n in schema.names if n != OP_COLUMN)
             continue
         if isinstance(e, str) and "," in e:
@@ -486,7 +512,7 @@ class Table:
         lines.append(")")
         print("\n".join(lines))
 
-    def _new(self, node: PlanNode) -> "Table":
+    def _new(self, node: PlanNode) -> Table:
         return Table(self._t_env, node)
 
     @property
@@ -494,30 +520,30 @@ class Table:
         return self._t_env.mode == "streaming"
 
     # -- relational operations -------------------------------------------------
-    def select(self, *fields: Any) -> "Table":
+    def select(self, *fields: Any) -> Table:
         items = _named(fields, self.schema)
         if any(e.contains_agg() for _, e in items):
             return self._new(build_aggregate(self._node, [], items, None, None, self._streaming))
         return self._new(Project(self._node, items))
 
-    def where(self, predicate: Any) -> "Table":
+    def where(self, predicate: Any) -> Table:
         return self._new(Filter(self._node, as_expr(predicate)))
 
     filter = where
 
-    def add_columns(self, *fields: Any) -> "Table":
+    def add_columns(self, *fields: Any) -> Table:
         new = _named(fields, self.schema)
         clash = [n for n, _ in new if n in self.schema.names]
         if clash:
             raise PlanError(f"add_columns: column {clash[0]!r} exists already (use add_or_replace_columns)")
         return self._new(Project(self._node, [(n, Col(n)) for n in self.schema.names] + new))
 
-    def add_or_replace_columns(self, *fields: Any) -> "Table":
+    def add_or_replace_columns(self, *fields: Any) -> Table:
         new = dict(_named(fields, self.schema))
         items = [(n, new.pop(n, Col(n))) for n in self.schema.names]
         return self._new(Project(self._node, items + list(new.items())))
 
-    def drop_columns(self, *fields: Any) -> "Table":
+    def drop_columns(self, *fields: Any) -> Table:
         drop = set()
         for f in fields:
             e = as_column_expr(f)
@@ -526,7 +552,7 @@ class Table:
             drop.add(e.col)
         return self._new(Project(self._node, [(n, Col(n)) for n in self.schema.names if n not in drop]))
 
-    def rename_columns(self, *fields: Any) -> "Table":
+    def rename_columns(self, *fields: Any) -> Table:
         ren = {}
         for f in fields:
             if not isinstance(f, Alias) or not isinstance(f.expr, Col):
@@ -536,54 +562,54 @@ class Table:
             ren[f.expr.col] = f.alias_name
         return self._new(Project(self._node, [(ren.get(n, n), Col(n)) for n in self.schema.names]))
 
-    def alias(self, field: str, *fields: str) -> "Table":
+    def alias(self, field: str, *fields: str) -> Table:
         names = [field, *fields]
         if len(names) != len(self.schema.names):
             raise PlanError(f"alias: {len(names)} names for {len(self.schema.names)} columns")
         return self._new(Project(self._node, [(a, Col(n)) for a, n in zip(names, self.schema.names)]))
 
-    def group_by(self, *fields: Any) -> "GroupedTable":
+    def group_by(self, *fields: Any) -> GroupedTable:
         return GroupedTable(self, [as_column_expr(f) for f in fields], None)
 
-    def window(self, window: GroupWindow) -> "GroupWindowedTable":
+    def window(self, window: GroupWindow) -> GroupWindowedTable:
         if not isinstance(window, GroupWindow):
             raise TypeError(f"window() takes Tumble / Slide / Session, got {type(window).__name__}")
         return GroupWindowedTable(self, window)
 
-    def distinct(self) -> "Table":
+    def distinct(self) -> Table:
         return self._new(distinct_of(self._node, self._streaming))
 
-    def _join(self, right: "Table", condition: Any, how: str) -> "Table":
+    def _join(self, right: Table, condition: Any, how: str) -> Table:
         cond = as_expr(condition) if condition is not None else None
         return self._new(join_of(self._node, right._node, cond, how, self._streaming))
 
-    def join(self, right: "Table", join_predicate: Any = None) -> "Table":
+    def join(self, right: Table, join_predicate: Any = None) -> Table:
         return self._join(right, join_predicate, "inner")
 
-    def left_outer_join(self, right: "Table", join_predicate: Any = None) -> "Table":
+    def left_outer_join(self, right: Table, join_predicate: Any = None) -> Table:
         return self._join(right, join_predicate, "left outer")
 
-    def right_outer_join(self, right: "Table", join_predicate: Any) -> "Table":
+    def right_outer_join(self, right: Table, join_predicate: Any) -> Table:
         return self._join(right, join_predicate, "right outer")
 
-    def full_outer_join(self, right: "Table", join_predicate: Any) -> "Table":
+    def full_outer_join(self, right: Table, join_predicate: Any) -> Table:
         return self._join(right, join_predicate, "full outer")
 
-    def join_lateral(self, table_function_call: Any, join_predicate: Any = None) -> "Table":
+    def join_lateral(self, table_function_call: Any, join_predicate: Any = None) -> Table:
         if join_predicate is not None:
             raise PlanError("join_lateral with a predicate is not supported; filter afterwards")
         return self._new(Lateral(self._node, table_function_call))
 
-    def left_outer_join_lateral(self, table_function_call: Any) -> "Table":
+    def left_outer_join_lateral(self, table_function_call: Any) -> Table:
         return self._new(Lateral(self._node, table_function_call, left_outer=True))
 
-    def union_all(self, other: "Table") -> "Table":
+    def union_all(self, other: Table) -> Table:
         return self._new(_union([self._node, other._node]))
 
-    def union(self, other: "Table") -> "Table":
+    def union(self, other: Table) -> Table:
         return self.union_all(other).distinct()
 
-    def order_by(self, *fields: Any) -> "Table":
+    def order_by(self, *fields: Any) -> Table:
         keys = []
         for f in fields:
             o = f if isinstance(f, Ordering) else Ordering(as_column_expr(f), True)
@@ -592,16 +618,16 @@ class Table:
             keys.append((o.expr.col, o.ascending))
         return self._new(Sort(self._node, keys))
 
-    def limit(self, fetch: int, offset: int = 0) -> "Table":
+    def limit(self, fetch: int, offset: int = 0) -> Table:
         node = self._node
         if isinstance(node, Sort) and node.limit is None:
             return self._new(Sort(node.inputs[0], node.keys, fetch, offset))
         return self._new(Sort(node, [], fetch, offset))
 
-    def fetch(self, fetch: int) -> "Table":
+    def fetch(self, fetch: int) -> Table:
         return self.limit(fetch)
 
-    def offset(self, offset: int) -> "Table":
+    def offset(self, offset: int) -> Table:
         return self.limit(None, offset)  # type: ignore[arg-type]
 
     # -- running ------------------------------------------------------------------
@@ -618,8 +644,8 @@ class Table:
             data = stream.collect(job_name="table query")
         except JobFailed as exc:
             cause = exc.__cause__
-            from fastops.table.functions import UDFError
             from fastops.table.expressions import ExpressionError
+            from fastops.table.functions import UDFError
             if isinstance(cause, (UDFError, ExpressionError, PlanError)):
                 raise type(cause)(str(cause)) from None
             raise
@@ -667,7 +693,7 @@ def _union(nodes: list[PlanNode]) -> PlanNode:
 
 
 class GroupedTable:
-    def __init__(self, table: Table, keys: list[Expr], window: Optional[GroupWindow]):
+    def __init__(self, table: Table, keys: list[Expr], window: GroupWindow | None):
         self.table = table
         self.keys = keys
         self.window_ = window

@@ -29,7 +29,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.types as pat
 
-__all__ = ["to_arrow", "to_sql", "DataTypes", "timestamp_precision"]
+__all__ = ["DataTypes", "timestamp_precision", "to_arrow", "to_sql"]
 
 _SIMPLE = {
     "TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INT": pa.int32(), "INTEGER": pa.int32(),
@@ -129,25 +129,25 @@ class DataTypes:
     """PyFlink-style type factory; every method returns an Arrow type."""
 
     @staticmethod
-    def TINYINT() -> pa.DataType: return pa.int8()  # noqa: E704
+    def TINYINT() -> pa.DataType: return pa.int8()
     @staticmethod
-    def SMALLINT() -> pa.DataType: return pa.int16()  # noqa: E704
+    def SMALLINT() -> pa.DataType: return pa.int16()
     @staticmethod
-    def INT() -> pa.DataType: return pa.int32()  # noqa: E704
+    def INT() -> pa.DataType: return pa.int32()
     @staticmethod
-    def BIGINT() -> pa.DataType: return pa.int64()  # noqa: E704
+    def BIGINT() -> pa.DataType: return pa.int64()
     @staticmethod
-    def FLOAT() -> pa.DataType: return pa.float32()  # noqa: E704
+    def FLOAT() -> pa.DataType: return pa.float32()
     @staticmethod
-    def DOUBLE() -> pa.DataType: return pa.float64()  # noqa: E704
+    def DOUBLE() -> pa.DataType: return pa.float64()
     @staticmethod
-    def BOOLEAN() -> pa.DataType: return pa.bool_()  # noqa: E704
+    def BOOLEAN() -> pa.DataType: return pa.bool_()
     @staticmethod
-    def STRING() -> pa.DataType: return pa.string()  # noqa: E704
+    def STRING() -> pa.DataType: return pa.string()
     @staticmethod
-    def BYTES() -> pa.DataType: return pa.binary()  # noqa: E704
+    def BYTES() -> pa.DataType: return pa.binary()
     @staticmethod
-    def DATE() -> pa.DataType: return pa.date32()  # noqa: E704
+    def DATE() -> pa.DataType: return pa.date32()
 
     @staticmethod
     def VARCHAR(n: int = 0) -> pa.DataType:

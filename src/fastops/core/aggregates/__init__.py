@@ -45,11 +45,24 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pat
 
-from fastops.core import arrow as _arrow
 from fastops._kernels import window as _window
+from fastops.core import arrow as _arrow
 
-__all__ = ["SlotAggregate", "register", "count", "sum", "min", "max", "mean", "var",
-           "stddev", "first", "last", "registered", "SumOverflowError"]
+__all__ = [
+    "SlotAggregate",
+    "SumOverflowError",
+    "count",
+    "first",
+    "last",
+    "max",
+    "mean",
+    "min",
+    "register",
+    "registered",
+    "stddev",
+    "sum",
+    "var",
+]
 
 #: Raised when an int64 ``sum`` leaves the int64 range (an ``OverflowError``;
 #: ``aggregate``, ``column`` and ``output`` name the aggregate where known).
@@ -71,16 +84,16 @@ class SlotAggregate:
         Short name for messages and ``repr``.
     """
 
-    column: Optional[str] = None
+    column: str | None = None
     name: str = "aggregate"
     #: True: ``update`` also gets the rows' event times (int64 ms) as ``ts``
     needs_time: bool = False
 
-    def output_type(self, input_type: Optional[pa.DataType]) -> pa.DataType:
+    def output_type(self, input_type: pa.DataType | None) -> pa.DataType:
         """Arrow type of ``result`` for inputs of ``input_type``."""
         raise NotImplementedError
 
-    def validate(self, input_type: Optional[pa.DataType]) -> None:
+    def validate(self, input_type: pa.DataType | None) -> None:
         """Raise ``TypeError`` naming the column and type if unsupported."""
 
     def new_state(self) -> Any:
@@ -184,18 +197,18 @@ class Columns:
     resets and snapshots stay columnar. The first field is always ``cnt``.
     """
 
-    __slots__ = ("spec", "names", "store", "off")
+    __slots__ = ("names", "off", "spec", "store")
 
     def __init__(self, spec: dict[str, np.dtype], size: int = 0):
         self.spec = {k: np.dtype(v) for k, v in spec.items()}
-        if list(self.spec)[0] != "cnt" or any(d.itemsize != 8 for d in self.spec.values()):
+        if next(iter(self.spec)) != "cnt" or any(d.itemsize != 8 for d in self.spec.values()):
             raise ValueError("aggregate state needs 'cnt' first and 8-byte fields")
         self.names = list(self.spec)
         self.store = _Records(len(self.spec), size)
         self.off = 0
 
     @staticmethod
-    def share(states: list["Columns"]) -> _Records:
+    def share(states: list[Columns]) -> _Records:
         """Move ``states`` into one record array (contents kept), each at its own
         words; returns its store (of one word per record for no states)."""
         width = record_width(_builtins.max(_builtins.sum(len(st.names) for st in states), 1))
@@ -234,7 +247,7 @@ class Columns:
             [pa.array(np.ascontiguousarray(self[k])) for k in self.names], names=self.names))
 
     @classmethod
-    def from_bytes(cls, spec: dict[str, np.dtype], data: bytes) -> "Columns":
+    def from_bytes(cls, spec: dict[str, np.dtype], data: bytes) -> Columns:
         batch = _arrow.from_ipc(data).combine_chunks()
         if list(batch.schema.names) != list(spec):
             raise ValueError(f"aggregate state has fields {batch.schema.names}, expected {list(spec)}")
@@ -244,7 +257,7 @@ class Columns:
         return out
 
 
-def _numeric_storage(t: pa.DataType) -> Optional[np.dtype]:
+def _numeric_storage(t: pa.DataType) -> np.dtype | None:
     """Storage dtype (int64 / float64) of a numeric-like type, None if unsupported."""
     if pat.is_floating(t):
         return None if t.bit_width == 16 else np.dtype(np.float64)
@@ -272,7 +285,7 @@ def as_storage(arr: pa.Array, dtype: np.dtype) -> np.ndarray:
     return vals.astype(dtype)
 
 
-def from_storage(vals: np.ndarray, null: Optional[np.ndarray], t: pa.DataType) -> pa.Array:
+def from_storage(vals: np.ndarray, null: np.ndarray | None, t: pa.DataType) -> pa.Array:
     """An Arrow array of type ``t`` from int64/float64 storage; ``null`` marks nulls.
     Built from buffers, sharing the memory where ``t`` is 8 bytes wide:
     ``pa.array`` given an integer type reads every value (about 1 ns each)."""
@@ -295,15 +308,15 @@ def _valid(values: pa.Array) -> tuple[np.ndarray, int]:
     return (_EMPTY_U8, 0) if v is None else (v, values.offset)
 
 
-def builtin_layout(aggs: list["BuiltinAggregate"], states: list[Columns]) -> tuple[np.ndarray, np.ndarray]:
+def builtin_layout(aggs: list[BuiltinAggregate], states: list[Columns]) -> tuple[np.ndarray, np.ndarray]:
     """Merge codes (``_window.OPS``) and record word offsets of built-ins with
     these states: fixed once the states are placed, so computed once."""
     return (np.array([a._op() for a in aggs], dtype=np.int64),
             np.array([st.off for st in states], dtype=np.int64))
 
 
-def update_builtins(aggs: list["BuiltinAggregate"], store: _Records, ops: np.ndarray,
-                    offs: np.ndarray, slots: np.ndarray, columns: list[Optional[pa.Array]],
+def update_builtins(aggs: list[BuiltinAggregate], store: _Records, ops: np.ndarray,
+                    offs: np.ndarray, slots: np.ndarray, columns: list[pa.Array | None],
                     ts: np.ndarray, size: int) -> None:
     """Add row ``i`` of each aggregate's input column to slot ``slots[i]``
     (``< 0``: skipped; nulls skipped), every aggregate in one pass over the
@@ -339,7 +352,7 @@ _COUNT_OP = _window.OPS["count"]
 _SUM_I64 = _window.OPS["sum_i64"]
 
 
-def sum_overflow(a: SlotAggregate, output: Optional[str] = None, where: str = "",
+def sum_overflow(a: SlotAggregate, output: str | None = None, where: str = "",
                  detail: str = "") -> SumOverflowError:
     """The error for the int64 ``sum`` ``a`` whose total left the int64 range:
     names the aggregate, its column, the output column (``output``) and
@@ -359,7 +372,7 @@ class ResultColumns:
     ``ResultPlan`` and one null-byte column per nullable aggregate (zeroed,
     1 where null), with their null counts."""
 
-    def __init__(self, plan: "ResultPlan", capacity: int):
+    def __init__(self, plan: ResultPlan, capacity: int):
         self.cols = _arrow.empty(len(plan.words) * capacity, np.int64)[0].reshape(len(plan.words), capacity)
         nn = len(plan.cnt_words)
         self.nulls = _arrow.zeros(nn * capacity, np.uint8).reshape(nn, capacity)  # kernels write only nulls
@@ -370,7 +383,7 @@ class ResultColumns:
     def capacity(self) -> int:
         return self.cols.shape[1]
 
-    def grown(self, rows: int, capacity: int) -> "ResultColumns":
+    def grown(self, rows: int, capacity: int) -> ResultColumns:
         """A copy of the first ``rows`` rows with room for ``capacity``."""
         out = ResultColumns(self.plan, capacity)
         out.cols[:, :rows] = self.cols[:, :rows]
@@ -403,13 +416,13 @@ class ResultPlan:
         self.codes = np.array(codes, dtype=np.int64)
         self.cnt_words = np.array(cnt_words, dtype=np.int64)
 
-    def columns(self, rec: np.ndarray, slots: Optional[np.ndarray] = None) -> ResultColumns:
+    def columns(self, rec: np.ndarray, slots: np.ndarray | None = None) -> ResultColumns:
         """Result columns of the records ``rec[slots]`` (None: every row in order)."""
         out = ResultColumns(self, len(rec) if slots is None else len(slots))
         _window.gather_fields(rec, self.words, self.codes, self.cnt_words, slots, out.cols, out.nulls, out.nnull)
         return out
 
-    def results(self, out: ResultColumns, n: Optional[int] = None) -> list[pa.Array]:
+    def results(self, out: ResultColumns, n: int | None = None) -> list[pa.Array]:
         """Each aggregate's result array from the first ``n`` rows (None: all)."""
         n = out.capacity if n is None else n
         results = []
@@ -427,7 +440,7 @@ class BuiltinAggregate(SlotAggregate):
     needs_input = True
     fields: dict[str, np.dtype] = {}
 
-    def __init__(self, column: Optional[str]):
+    def __init__(self, column: str | None):
         if column is not None and not isinstance(column, str):
             raise TypeError(f"{self.name}: column must be a str, got {type(column).__name__}")
         if self.needs_input and column is None:
@@ -435,7 +448,7 @@ class BuiltinAggregate(SlotAggregate):
         self.column = column
         self._dtype = np.dtype(np.float64)
 
-    def bind(self, input_type: Optional[pa.DataType]) -> None:
+    def bind(self, input_type: pa.DataType | None) -> None:
         """Fix the input type (validates it)."""
         self.validate(input_type)
         if input_type is not None:
@@ -468,12 +481,12 @@ class BuiltinAggregate(SlotAggregate):
         ``_window.FINAL`` code: kernels write them as result columns."""
         raise NotImplementedError
 
-    def from_final(self, cols: list[np.ndarray], null: Optional[np.ndarray]) -> pa.Array:
+    def from_final(self, cols: list[np.ndarray], null: np.ndarray | None) -> pa.Array:
         """The result from the columns of :meth:`final_plan` (typed as the
         state's fields) and the null mask (None: no nulls)."""
         raise NotImplementedError
 
-    def result(self, state: Columns, slots: Optional[np.ndarray]) -> pa.Array:
+    def result(self, state: Columns, slots: np.ndarray | None) -> pa.Array:
         plan = ResultPlan([self], [state])
         return plan.results(plan.columns(state.rec, slots))[0]
 
@@ -670,7 +683,7 @@ class _Picks:
     arena only grows by values that win; it is compacted once garbage
     outweighs the live bytes."""
 
-    __slots__ = ("ref", "length", "ts", "best", "arena", "used", "_compact_at")
+    __slots__ = ("_compact_at", "arena", "best", "length", "ref", "ts", "used")
 
     _MIN_COMPACT = 1 << 20
 
@@ -693,7 +706,7 @@ class _Picks:
             self.length, self.ts = _arrow.grown(self.length, n), _arrow.grown(self.ts, n)
 
     def hold(self, slots: np.ndarray, starts: np.ndarray, lengths: np.ndarray, data: np.ndarray,
-             ts: Optional[np.ndarray]) -> None:
+             ts: np.ndarray | None) -> None:
         """Slot ``slots[i]`` holds the ``lengths[i]`` bytes at ``data[starts[i]:]``
         (copied into the arena) with time ``ts[i]``."""
         self.ref[slots], self.length[slots] = self._append(starts, lengths, data), lengths
@@ -744,7 +757,7 @@ class _Picks:
         self.ref[slots] = -1
 
     @classmethod
-    def from_values(cls, values: pa.Array, ts: Optional[np.ndarray]) -> "_Picks":
+    def from_values(cls, values: pa.Array, ts: np.ndarray | None) -> _Picks:
         """The state holding ``values`` (null: none) in slots 0, 1, ..."""
         out = cls(len(values))
         if isinstance(values, pa.ChunkedArray):
@@ -770,19 +783,19 @@ class _StringPick(SlotAggregate):
         self.column, self.name, self._label = column, name, label
         self._type: pa.DataType = pa.string()
 
-    def validate(self, input_type: Optional[pa.DataType]) -> None:
+    def validate(self, input_type: pa.DataType | None) -> None:
         if input_type is None or not _arrow.is_binary_like(input_type):
             raise TypeError(f"{self._label}({self.column}): {input_type} is not a string or binary column")
         self._type = input_type
 
-    def output_type(self, input_type: Optional[pa.DataType]) -> pa.DataType:
+    def output_type(self, input_type: pa.DataType | None) -> pa.DataType:
         return input_type
 
     def new_state(self) -> _Picks:
         return _Picks()
 
     def update(self, state: _Picks, slots: np.ndarray, values: pa.Array,
-               ts: Optional[np.ndarray] = None) -> _Picks:
+               ts: np.ndarray | None = None) -> _Picks:
         if len(slots) == 0:
             return state
         slots = np.ascontiguousarray(slots, dtype=np.int64)
@@ -870,7 +883,7 @@ class StringFirstLast(_StringPick):
         return f"fastops.core.aggregates.StringFirstLast({self.column!r}, {self.name})"
 
 
-def for_input(a: SlotAggregate, input_type: Optional[pa.DataType]) -> SlotAggregate:
+def for_input(a: SlotAggregate, input_type: pa.DataType | None) -> SlotAggregate:
     """The aggregate that computes ``a`` over inputs of ``input_type``: ``min`` /
     ``max`` / ``first`` / ``last`` of a string or binary column (view types
     too) are :class:`StringMinMax` / :class:`StringFirstLast`, since the
@@ -886,12 +899,12 @@ def for_input(a: SlotAggregate, input_type: Optional[pa.DataType]) -> SlotAggreg
 
 # ---------------------------------------------------------------- constructors
 
-def count(column: Optional[str] = None) -> SlotAggregate:
+def count(column: str | None = None) -> SlotAggregate:
     """Rows per slot, or with ``column`` its non-null values (0 if none)."""
     return Count(column)
 
 
-def sum(column: str) -> SlotAggregate:  # noqa: A001 - the SQL name
+def sum(column: str) -> SlotAggregate:
     """Sum of non-null values: int64 for integers, float64 (compensated) for floats.
 
     An integer sum is checked, never wrapped: if any partial sum leaves the
@@ -906,13 +919,13 @@ def sum(column: str) -> SlotAggregate:  # noqa: A001 - the SQL name
     return Sum(column)
 
 
-def min(column: str) -> SlotAggregate:  # noqa: A001
+def min(column: str) -> SlotAggregate:
     """Smallest non-null value (NaN ignored), input type kept; strings and
     binary compare by bytes (:class:`StringMinMax`)."""
     return MinMax(column, False)
 
 
-def max(column: str) -> SlotAggregate:  # noqa: A001
+def max(column: str) -> SlotAggregate:
     """Largest non-null value (NaN ignored), input type kept; strings and
     binary compare by bytes (:class:`StringMinMax`)."""
     return MinMax(column, True)
@@ -968,4 +981,4 @@ def registered() -> list[str]:
     return list(_REGISTRY)
 
 
-from fastops.core.aggregates import sketch as _sketch_aggs  # noqa: E402,F401  registers sketch aggregates
+from fastops.core.aggregates import sketch as _sketch_aggs  # noqa: F401  registers sketch aggregates

@@ -21,15 +21,15 @@ Error bounds are those of the standalone sketches (:mod:`fastops.core.sketches`)
 from __future__ import annotations
 
 import struct
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.types as pat
 
-from fastops.core import arrow as _arrow
 from fastops._kernels import sketch as _sketch
 from fastops.core import aggregates as agg
+from fastops.core import arrow as _arrow
 from fastops.core import hashing
 from fastops.core import sketches as _sk
 
@@ -99,10 +99,10 @@ class ApproxDistinct(agg.SlotAggregate):
         self.precision = _sk._check_int("precision", precision, 4, 18)
         self.seed = _sk._check_seed(seed)
 
-    def output_type(self, input_type: Optional[pa.DataType]) -> pa.DataType:
+    def output_type(self, input_type: pa.DataType | None) -> pa.DataType:
         return pa.int64()
 
-    def validate(self, input_type: Optional[pa.DataType]) -> None:
+    def validate(self, input_type: pa.DataType | None) -> None:
         if input_type is None or not hashing.supports(input_type):
             raise TypeError(f"{_column_label(self)}: column {self.column!r} has type "
                             f"{input_type}, which cannot be hashed")
@@ -207,10 +207,10 @@ class ApproxQuantile(agg.SlotAggregate):
         self.k = _sk._check_int("k", k, 8, 65535)
         self.seed = _sk._check_seed(seed)
 
-    def output_type(self, input_type: Optional[pa.DataType]) -> pa.DataType:
+    def output_type(self, input_type: pa.DataType | None) -> pa.DataType:
         return pa.float64()
 
-    def validate(self, input_type: Optional[pa.DataType]) -> None:
+    def validate(self, input_type: pa.DataType | None) -> None:
         t = input_type
         if t is not None and pat.is_dictionary(t):
             t = t.value_type
@@ -313,14 +313,14 @@ class ApproxQuantile(agg.SlotAggregate):
 class _TopKState:
     """Space-Saving entries of every slot, flat; ``values`` aligned with them."""
 
-    __slots__ = ("slot", "hash", "count", "err", "values", "nslots")
+    __slots__ = ("count", "err", "hash", "nslots", "slot", "values")
 
     def __init__(self) -> None:
         self.slot = np.zeros(0, dtype=np.int64)
         self.hash = np.zeros(0, dtype=np.uint64)
         self.count = np.zeros(0, dtype=np.int64)
         self.err = np.zeros(0, dtype=np.int64)
-        self.values: Optional[pa.Array] = None
+        self.values: pa.Array | None = None
         self.nslots = 0
 
 
@@ -387,7 +387,7 @@ class TopK(agg.SlotAggregate):
 
     name = "top_k"
 
-    def __init__(self, column: str, k: int = 10, capacity: Optional[int] = None,
+    def __init__(self, column: str, k: int = 10, capacity: int | None = None,
                  seed: int = 0):
         if not isinstance(column, str):
             raise TypeError(f"top_k: column must be a str, got {type(column).__name__}")
@@ -400,11 +400,11 @@ class TopK(agg.SlotAggregate):
     def _value_type(self, input_type: pa.DataType) -> pa.DataType:
         return input_type.value_type if pat.is_dictionary(input_type) else input_type
 
-    def output_type(self, input_type: Optional[pa.DataType]) -> pa.DataType:
+    def output_type(self, input_type: pa.DataType | None) -> pa.DataType:
         return pa.list_(pa.struct([("value", self._value_type(input_type)),
                                    ("count", pa.int64())]))
 
-    def validate(self, input_type: Optional[pa.DataType]) -> None:
+    def validate(self, input_type: pa.DataType | None) -> None:
         if input_type is None or not hashing.supports(input_type) or pat.is_null(input_type):
             raise TypeError(f"{_column_label(self)}: column {self.column!r} has type "
                             f"{input_type}, which cannot be hashed")
@@ -610,7 +610,7 @@ def approx_quantile(column: str, q: float = 0.5, k: int = 200, seed: int = 0) ->
     return ApproxQuantile(column, q, k, seed)
 
 
-def top_k(column: str, k: int = 10, capacity: Optional[int] = None, seed: int = 0) -> TopK:
+def top_k(column: str, k: int = 10, capacity: int | None = None, seed: int = 0) -> TopK:
     """Space-Saving top ``k`` values per window/key (see :class:`TopK`)."""
     return TopK(column, k, capacity, seed)
 

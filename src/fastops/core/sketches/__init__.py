@@ -46,24 +46,25 @@ from __future__ import annotations
 
 import math
 import struct
-from typing import Any, Iterator, NamedTuple, Optional, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pat
 
-from fastops.core import arrow as _arrow
 from fastops._kernels import sketch as _sketch
+from fastops.core import arrow as _arrow
 from fastops.core import hashing
 
 __all__ = [
-    "HyperLogLog",
-    "CountMinSketch",
     "KLL",
-    "SpaceSaving",
     "BloomFilter",
+    "CountMinSketch",
+    "HyperLogLog",
     "Reservoir",
+    "SpaceSaving",
 ]
 
 MAGIC = b"FOSK"
@@ -194,7 +195,7 @@ _NP_MODES = {np.dtype(np.int64): 1, np.dtype(np.uint64): 1, np.dtype(np.int32): 
              np.dtype(np.uint32): 2, np.dtype(np.float64): 5, np.dtype(np.float32): 6}
 
 
-def _np_source(arr: np.ndarray) -> Optional[_Src]:
+def _np_source(arr: np.ndarray) -> _Src | None:
     mode = _NP_MODES.get(arr.dtype)
     if mode is None or arr.ndim != 1:
         return None
@@ -204,7 +205,7 @@ def _np_source(arr: np.ndarray) -> Optional[_Src]:
     return _Src(mode, arr.view(np.uint8), _EMPTY_U8, _EMPTY_U8, 0, len(arr))
 
 
-def _chunk_source(arr: pa.Array, seed: int) -> Optional[_Src]:
+def _chunk_source(arr: pa.Array, seed: int) -> _Src | None:
     """How the kernels read one Arrow chunk; None when every row is null."""
     t = arr.type
     n = len(arr)
@@ -236,7 +237,7 @@ def _chunk_source(arr: pa.Array, seed: int) -> Optional[_Src]:
     return _Src(0, hashes.view(np.uint8), _EMPTY_U8, _EMPTY_U8, 0, n)
 
 
-def _sources(values: Any, seed: int) -> Iterator[tuple[int, int, Optional[_Src], Any]]:
+def _sources(values: Any, seed: int) -> Iterator[tuple[int, int, _Src | None, Any]]:
     """(row offset, rows, source or None, the chunk) for each chunk of ``values``."""
     if isinstance(values, np.ndarray):
         src = _np_source(values)
@@ -254,7 +255,7 @@ def _length(values: Any) -> int:
     return len(values)
 
 
-def _weights(weights: Any, n: int, who: str) -> Optional[np.ndarray]:
+def _weights(weights: Any, n: int, who: str) -> np.ndarray | None:
     """Weights as a contiguous int64 NumPy array of length ``n`` (or None)."""
     if weights is None:
         return None
@@ -281,7 +282,7 @@ def _weights(weights: Any, n: int, who: str) -> Optional[np.ndarray]:
     return np.ascontiguousarray(w, dtype=np.int64)
 
 
-def _valid_weight(chunk: Any, n: int, w: Optional[np.ndarray]) -> int:
+def _valid_weight(chunk: Any, n: int, w: np.ndarray | None) -> int:
     """Total weight of the non-null rows of a chunk (weight 1 each if ``w`` is None)."""
     nulls = 0 if isinstance(chunk, np.ndarray) else chunk.null_count
     if w is None:
@@ -445,13 +446,13 @@ class HyperLogLog:
                 f"cannot merge HyperLogLog(precision={other.precision}, seed={other.seed}) "
                 f"into HyperLogLog(precision={self.precision}, seed={self.seed})")
 
-    def merge(self, other: "HyperLogLog") -> "HyperLogLog":
+    def merge(self, other: HyperLogLog) -> HyperLogLog:
         """Union in place (register-wise max); returns ``self``."""
         self._check_compatible(other)
         _sketch.hll_merge(self._regs, other._regs)
         return self
 
-    def copy(self) -> "HyperLogLog":
+    def copy(self) -> HyperLogLog:
         c = HyperLogLog(self.precision, self.seed)
         c._regs[:] = self._regs
         return c
@@ -460,7 +461,7 @@ class HyperLogLog:
         return _header(T_HLL) + self._BODY.pack(self.precision, self.seed) + self._regs.tobytes()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "HyperLogLog":
+    def from_bytes(cls, data: bytes) -> HyperLogLog:
         r = _Reader(data, T_HLL)
         p, seed = r.unpack(cls._BODY)
         if not 4 <= p <= 18:
@@ -554,7 +555,7 @@ class CountMinSketch:
 
     @classmethod
     def from_error(cls, epsilon: float, delta: float, seed: int = 0,
-                   conservative: bool = False) -> "CountMinSketch":
+                   conservative: bool = False) -> CountMinSketch:
         """Size for ``f̂ ≤ f + εW`` with probability ``1 - δ``:
         ``width = ⌈e/ε⌉``, ``depth = ⌈ln(1/δ)⌉``."""
         if not (isinstance(epsilon, (int, float)) and 0 < epsilon < 1):
@@ -615,7 +616,7 @@ class CountMinSketch:
                 self.width, self.depth, self.seed, self.conservative):
             raise ValueError(f"cannot merge {other!r} into {self!r}: parameters differ")
 
-    def merge(self, other: "CountMinSketch") -> "CountMinSketch":
+    def merge(self, other: CountMinSketch) -> CountMinSketch:
         """Add the counters of ``other``; returns ``self``."""
         self._check_compatible(other)
         _check_total("CountMinSketch.merge", self.total_weight, other.total_weight)
@@ -623,7 +624,7 @@ class CountMinSketch:
         self.total_weight += other.total_weight
         return self
 
-    def copy(self) -> "CountMinSketch":
+    def copy(self) -> CountMinSketch:
         c = CountMinSketch(self.width, self.depth, self.seed, self.conservative)
         c._table[:] = self._table
         c.total_weight = self.total_weight
@@ -635,7 +636,7 @@ class CountMinSketch:
                 + self._table.tobytes())
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "CountMinSketch":
+    def from_bytes(cls, data: bytes) -> CountMinSketch:
         r = _Reader(data, T_CMS)
         if r.flags > 1:
             r.fail(f"unknown flags {r.flags}")
@@ -762,13 +763,13 @@ class BloomFilter:
                 self.num_bits, self.num_hashes, self.seed):
             raise ValueError(f"cannot merge {other!r} into {self!r}: parameters differ")
 
-    def merge(self, other: "BloomFilter") -> "BloomFilter":
+    def merge(self, other: BloomFilter) -> BloomFilter:
         """Union in place (bitwise OR); returns ``self``."""
         self._check_compatible(other)
         _sketch.bits_or(self._words, other._words)
         return self
 
-    def copy(self) -> "BloomFilter":
+    def copy(self) -> BloomFilter:
         c = BloomFilter(self.capacity, self.fp_rate, self.seed)
         c._words[:] = self._words
         return c
@@ -779,7 +780,7 @@ class BloomFilter:
                 + self._words.tobytes())
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "BloomFilter":
+    def from_bytes(cls, data: bytes) -> BloomFilter:
         r = _Reader(data, T_BLOOM)
         k, m, seed, capacity, fp = r.unpack(cls._BODY)
         if not (1 <= capacity <= 2**40) or not (0 < fp < 1):
@@ -904,7 +905,7 @@ class KLL:
         self.k = _check_int("k", k, 8, 65535)
         self.seed = _check_seed(seed)
         self._core = _sketch.KLLCore(self.k, 8, self.seed)
-        self._sorted: Optional[tuple[np.ndarray, np.ndarray]] = None
+        self._sorted: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def n(self) -> int:
@@ -1006,7 +1007,7 @@ class KLL:
         if other.k != self.k:
             raise ValueError(f"cannot merge KLL(k={other.k}) into KLL(k={self.k})")
 
-    def merge(self, other: "KLL") -> "KLL":
+    def merge(self, other: KLL) -> KLL:
         """Union in place; returns ``self``."""
         self._check_compatible(other)
         if self.n + other.n > self.MAX_N:
@@ -1016,7 +1017,7 @@ class KLL:
         self._sorted = None
         return self
 
-    def copy(self) -> "KLL":
+    def copy(self) -> KLL:
         c = KLL(self.k, self.seed)
         c._core = self._core.copy()
         return c
@@ -1030,7 +1031,7 @@ class KLL:
         return _header(T_KLL) + body + sizes + b"".join(lv.tobytes() for lv in levels)
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "KLL":
+    def from_bytes(cls, data: bytes) -> KLL:
         r = _Reader(data, T_KLL)
         k, m, nlev, n, mn, mx, rng = r.unpack(cls._BODY)
         if not 8 <= k <= 65535 or m != 8 or not 1 <= nlev <= 48:
@@ -1141,7 +1142,7 @@ class SpaceSaving:
         self._hashes = np.zeros(0, dtype=np.uint64)
         self._counts = np.zeros(0, dtype=np.int64)
         self._errs = np.zeros(0, dtype=np.int64)
-        self._values: Optional[pa.Array] = None
+        self._values: pa.Array | None = None
 
     def _work(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Capacity-sized copies of the summary for a kernel call."""
@@ -1156,10 +1157,10 @@ class SpaceSaving:
         return self._size
 
     @property
-    def value_type(self) -> Optional[pa.DataType]:
+    def value_type(self) -> pa.DataType | None:
         return None if self._values is None else self._values.type
 
-    def _adopt(self, reps: np.ndarray, new_values: Optional[pa.Array], new_size: int) -> None:
+    def _adopt(self, reps: np.ndarray, new_values: pa.Array | None, new_size: int) -> None:
         """Reorder the summary so that old entries come first, then rebuild
         the representative values with two vectorised takes."""
         reps = reps[:new_size]
@@ -1210,7 +1211,7 @@ class SpaceSaving:
             self._adopt(reps, plain, size)
             self.total_weight += add
 
-    def top(self, k: Optional[int] = None) -> pa.Table:
+    def top(self, k: int | None = None) -> pa.Table:
         """The ``k`` (default: all) largest counters, largest first: a table
         with ``value``, ``count`` (upper bound) and ``lower_bound``
         (``count - error``)."""
@@ -1247,7 +1248,7 @@ class SpaceSaving:
         if other._values is not None:
             self._value_type_check(other._values.type)
 
-    def merge(self, other: "SpaceSaving") -> "SpaceSaving":
+    def merge(self, other: SpaceSaving) -> SpaceSaving:
         """Combine in place (bounds kept, with W = W₁ + W₂); returns ``self``."""
         self._check_compatible(other)
         _check_total("SpaceSaving.merge", self.total_weight, other.total_weight)
@@ -1266,7 +1267,7 @@ class SpaceSaving:
         self.total_weight += other.total_weight
         return self
 
-    def copy(self) -> "SpaceSaving":
+    def copy(self) -> SpaceSaving:
         c = SpaceSaving(self.capacity, self.seed)
         c._hashes = self._hashes.copy()
         c._counts = self._counts.copy()
@@ -1285,7 +1286,7 @@ class SpaceSaving:
                 + self._errs.tobytes() + struct.pack("<Q", len(blob)) + blob)
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "SpaceSaving":
+    def from_bytes(cls, data: bytes) -> SpaceSaving:
         r = _Reader(data, T_SS)
         capacity, size, seed, total = r.unpack(cls._BODY)
         if not 1 <= capacity <= cls.MAX_CAPACITY or size > capacity or total < 0:
@@ -1455,7 +1456,7 @@ class Reservoir:
         """Global row numbers (0-based, in offer order) of the sampled rows."""
         return self._positions[: len(self)].copy()
 
-    def merge(self, other: "Reservoir") -> "Reservoir":
+    def merge(self, other: Reservoir) -> Reservoir:
         """Uniform sample of the union in place; returns ``self``."""
         if not isinstance(other, Reservoir):
             raise TypeError(f"cannot merge Reservoir with {type(other).__name__}")
@@ -1514,7 +1515,7 @@ class Reservoir:
         self._rng[0] = state
         return self
 
-    def copy(self) -> "Reservoir":
+    def copy(self) -> Reservoir:
         c = Reservoir(self.size, self.seed)
         c._istate[:] = self._istate
         c._fstate[:] = self._fstate
@@ -1539,7 +1540,7 @@ class Reservoir:
                 + struct.pack("<Q", len(blob)) + blob)
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "Reservoir":
+    def from_bytes(cls, data: bytes) -> Reservoir:
         r = _Reader(data, T_RESERVOIR)
         size, seen, nxt, w, rng, filled = r.unpack(cls._BODY)
         if r.flags > 2 or not 1 <= size <= cls.MAX_SIZE or filled != min(size, seen):

@@ -60,24 +60,46 @@ from __future__ import annotations
 import bisect
 import copy
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.types as pat
 
-from fastops.core import arrow as _arrow
 from fastops._kernels import window as _window
-from fastops.core.aggregates import (BuiltinAggregate, Columns, ResultColumns, ResultPlan, SlotAggregate, SumOverflowError,
-                         _Records, builtin_layout, for_input, record_width, sum_overflow, update_builtins)
+from fastops.core import arrow as _arrow
+from fastops.core.aggregates import (
+    BuiltinAggregate,
+    Columns,
+    ResultColumns,
+    ResultPlan,
+    SlotAggregate,
+    SumOverflowError,
+    _Records,
+    builtin_layout,
+    for_input,
+    record_width,
+    sum_overflow,
+    update_builtins,
+)
 from fastops.core.durations import parse_duration
 from fastops.core.keys import KeyTable
 from fastops.core.watermarks import MIN_WATERMARK, to_ms
-from fastops.core.window.assigners import (TIME_LIMIT, GlobalWindow, Session, Sliding, Tumbling, as_window, bound_type,
-                              check_event_times, event_time_range)
+from fastops.core.window.assigners import (
+    TIME_LIMIT,
+    GlobalWindow,
+    Session,
+    Sliding,
+    Tumbling,
+    as_window,
+    bound_type,
+    check_event_times,
+    event_time_range,
+)
 
-__all__ = ["WindowAggregator", "State", "MissingColumnError"]
+__all__ = ["MissingColumnError", "State", "WindowAggregator"]
 
 MAX_WATERMARK = 2**63 - 1
 _I64_MIN = -(2**63)
@@ -105,7 +127,7 @@ def _timestamps(ms: np.ndarray, type: pa.DataType = _TS) -> pa.Array:
     return pa.Array.from_buffers(type, len(ms), [None, pa.py_buffer(ms)])
 
 
-def _plugin_type(t: Optional[pa.DataType]) -> Optional[pa.DataType]:
+def _plugin_type(t: pa.DataType | None) -> pa.DataType | None:
     """The type plug-in aggregates see for input type ``t``: string_view /
     binary_view as large_string / large_binary (Arrow's take and filter, which
     plug-ins use, have no kernels for views), else ``t``."""
@@ -162,7 +184,7 @@ class State:
     group_hashes: np.ndarray
     aggs: tuple
     input_schema: pa.Schema
-    late: Optional[pa.RecordBatch] = None
+    late: pa.RecordBatch | None = None
 
     def to_bytes(self) -> bytes:
         names, kinds, payloads = [], [], []
@@ -197,7 +219,7 @@ class State:
         return ipc(batch)
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "State":
+    def from_bytes(cls, data: bytes) -> State:
         try:
             table = _arrow.from_ipc(data)
         except (pa.ArrowInvalid, OSError) as exc:
@@ -344,11 +366,11 @@ class _PaneStacks:
         self.acc = _arrow.grown(np.empty((0, self.width), dtype=np.int64), len(self.ptr))  # prefix record of each group
 
     def clear(self) -> None:
-        self.hi: Optional[int] = None  # the newest pane read
-        self.prefix_block: Optional[int] = None
+        self.hi: int | None = None  # the newest pane read
+        self.prefix_block: int | None = None
         self.prefix_upto = 0
         self.prefix_groups = 0
-        self.suffix_block: Optional[int] = None
+        self.suffix_block: int | None = None
         self.suffix_from = 0
         self.suffix_groups = 0
         self.with_suffix = False  # whether the prepared window has a suffix
@@ -369,7 +391,7 @@ class _PaneStacks:
             self.ptr = _arrow.grown(self.ptr, 64 * len(self.pbits))
             self.acc = _arrow.grown(self.acc, len(self.ptr))
 
-    def prepare(self, wa: "WindowAggregator", s: int) -> int:
+    def prepare(self, wa: WindowAggregator, s: int) -> int:
         """Bring both stacks to window ``[s, s + k)``; returns an upper bound of its rows.
         A record whose counts differ where the layout shares them (a null or
         NaN that one aggregate skipped and another counted) rebuilds both
@@ -391,7 +413,7 @@ class _PaneStacks:
         """The first pane of the block that holds window ``[s, s + k)``'s newest pane."""
         return (s + self.k - 1) // self.k * self.k
 
-    def _prepare(self, wa: "WindowAggregator", s: int) -> int:
+    def _prepare(self, wa: WindowAggregator, s: int) -> int:
         k = self.k
         e = s + k - 1
         b = self._block(s)
@@ -402,7 +424,7 @@ class _PaneStacks:
         self.hi = e if self.hi is None else max(self.hi, e)
         return self.prefix_groups + (self.suffix_groups if self.with_suffix else 0)
 
-    def emit(self, wa: "WindowAggregator", out_groups: np.ndarray, out: ResultColumns, row0: int) -> int:
+    def emit(self, wa: WindowAggregator, out_groups: np.ndarray, out: ResultColumns, row0: int) -> int:
         """The prepared window's rows as result columns from ``row0`` on (see ``dense_window``)."""
         sbits = self.sbits if self.with_suffix else self.sbits[:0]
         nnull = np.empty(len(self.cnt_words), dtype=np.int64)
@@ -411,7 +433,7 @@ class _PaneStacks:
         out.nnull += nnull
         return n
 
-    def _prefix(self, wa: "WindowAggregator", b: int, e: int) -> None:
+    def _prefix(self, wa: WindowAggregator, b: int, e: int) -> None:
         if self.prefix_block != b or self.prefix_upto > e:
             self.prefix_block, self.prefix_upto, self.prefix_groups = b, b - 1, 0
             self.pbits[:] = 0
@@ -423,7 +445,7 @@ class _PaneStacks:
                                                            self.acc, self.pbits))
         self.prefix_upto = e
 
-    def _suffix(self, wa: "WindowAggregator", b0: int, s: int) -> None:
+    def _suffix(self, wa: WindowAggregator, b0: int, s: int) -> None:
         if self.suffix_block != b0 or self.suffix_from > s:
             panes = wa._panes_between(s, b0 + self.k)
             runs = [self.read.pop(q, None) or wa._pane_rows(q) for q in panes]
@@ -470,8 +492,8 @@ class WindowAggregator:
         has the final schema) and validates the columns at construction.
     """
 
-    def __init__(self, window: Any, by: Sequence[str] | str = (), aggs: Optional[Mapping[str, Any]] = None,
-                 time: str = "ts", allowed_lateness: Any = 0, schema: Optional[pa.Schema] = None):
+    def __init__(self, window: Any, by: Sequence[str] | str = (), aggs: Mapping[str, Any] | None = None,
+                 time: str = "ts", allowed_lateness: Any = 0, schema: pa.Schema | None = None):
         self.window = as_window(window)
         if isinstance(by, str):
             by = [by]
@@ -506,20 +528,20 @@ class WindowAggregator:
         self._keys = KeyTable(self.by)
         self._agg_list = list(self.aggs.values())
         self._states: list = []
-        self._input_types: Optional[dict[str, pa.DataType]] = None
-        self._schema: Optional[pa.Schema] = None
+        self._input_types: dict[str, pa.DataType] | None = None
+        self._schema: pa.Schema | None = None
         self._hold_columns: list[str] = []  # see _bind
         self._held: list[pa.RecordBatch] = []
         self._held_rows = 0
         self._held_tmin = 0  # the earliest event time held (while any is)
-        self._out_schema: Optional[pa.Schema] = None
+        self._out_schema: pa.Schema | None = None
         self._bounds = _TS  # window bounds and late rows' watermark: the time column's zone (see _bind)
-        self._empty_out: Optional[tuple[pa.Schema, pa.RecordBatch]] = None
+        self._empty_out: tuple[pa.Schema, pa.RecordBatch] | None = None
         self._wm = MIN_WATERMARK
         self._late: list[pa.RecordBatch] = []
         self.rows_in = 0
         self.rows_late = 0
-        self._overflowed: Optional[SumOverflowError] = None  # an int sum overflowed: the state is unusable
+        self._overflowed: SumOverflowError | None = None  # an int sum overflowed: the state is unusable
         self._init_tables()
         if schema is not None:
             self._bind(schema)
@@ -546,7 +568,7 @@ class WindowAggregator:
             self._hq = np.zeros(256, dtype=np.int64)
             self._hv = np.full(256, -1, dtype=np.int64)
             self._panes: list[int] = []
-            self._stacks: Optional[_PaneStacks] = None  # built with the records (_share_states)
+            self._stacks: _PaneStacks | None = None  # built with the records (_share_states)
             self._emit_groups = np.empty(0, dtype=np.int64)  # emission scratch (see _ensure_emit)
             self._emit_row = np.empty(0, dtype=np.int64)
             self._emit_src = np.empty(0, dtype=np.int64)
@@ -653,7 +675,7 @@ class WindowAggregator:
                                          f"(columns: {list(names)})")
 
     @property
-    def output_schema(self) -> Optional[pa.Schema]:
+    def output_schema(self) -> pa.Schema | None:
         """Schema of emitted batches (known after the first batch or with ``schema=``)."""
         return self._out_schema
 
@@ -762,7 +784,7 @@ class WindowAggregator:
         start = self._offset + j * self._slide
         return f"in window [{np.datetime64(start, 'ms')}, {np.datetime64(start + self._size, 'ms')})"
 
-    def _aggregate(self, batch: pa.RecordBatch, ts: np.ndarray, tmin: Optional[int] = None) -> None:
+    def _aggregate(self, batch: pa.RecordBatch, ts: np.ndarray, tmin: int | None = None) -> None:
         """Add the rows of a checked batch (event times ``ts``, their minimum
         ``tmin``: None only for windows without panes) to the state."""
         try:
@@ -770,7 +792,7 @@ class WindowAggregator:
         except SumOverflowError as exc:
             raise self._overflow(exc, "while adding a batch") from None
 
-    def _add_rows(self, batch: pa.RecordBatch, ts: np.ndarray, tmin: Optional[int]) -> None:
+    def _add_rows(self, batch: pa.RecordBatch, ts: np.ndarray, tmin: int | None) -> None:
         n = batch.num_rows
         if self.by:
             gids = self._keys.lookup_or_insert([batch.column(b) for b in self.by])
@@ -979,7 +1001,7 @@ class WindowAggregator:
         self._empty_out = (schema, pa.RecordBatch.from_pylist([], schema=schema))
         return self._empty_out[1]
 
-    def _build(self, starts: Optional[np.ndarray], ends: Optional[np.ndarray], groups: np.ndarray,
+    def _build(self, starts: np.ndarray | None, ends: np.ndarray | None, groups: np.ndarray,
                slots: np.ndarray | list[pa.Array]) -> pa.RecordBatch:
         """Output rows of ``groups``; ``slots``: the slot of each row, or the
         aggregate results already computed."""
@@ -1227,7 +1249,7 @@ class WindowAggregator:
 
     # ------------------------------------------------------------ late rows
     @property
-    def late(self) -> Optional[pa.RecordBatch]:
+    def late(self) -> pa.RecordBatch | None:
         """Late rows so far (input columns + ``reason`` + ``watermark``), or None."""
         if not self._late:
             return None
@@ -1235,7 +1257,7 @@ class WindowAggregator:
             self._late = [_arrow.as_batch(pa.Table.from_batches(self._late))]
         return self._late[0]
 
-    def take_late(self) -> Optional[pa.RecordBatch]:
+    def take_late(self) -> pa.RecordBatch | None:
         """The late rows, cleared afterwards (None if there are none)."""
         out = self.late
         self._late = []

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -45,7 +45,7 @@ TIME_LIMIT = 2**62  # ms: every window bound the kernels compute lies in [-TIME_
 _MAX_SPAN = TIME_LIMIT // 2  # ms, about 73 million years: event times keep room (see event_time_range)
 
 
-def bound_type(time_type: Optional[pa.DataType]) -> pa.DataType:
+def bound_type(time_type: pa.DataType | None) -> pa.DataType:
     """The type of window bounds over an event-time column of ``time_type``:
     ``timestamp[ms]`` with the column's time zone (none for integer, date or
     zone-naive columns).
@@ -182,7 +182,7 @@ def event_time_range(window: Any) -> tuple[int, int]:
     return -TIME_LIMIT + span, TIME_LIMIT - span
 
 
-def check_event_times(window: Any, ts: np.ndarray, column: str, label: str = "") -> Optional[int]:
+def check_event_times(window: Any, ts: np.ndarray, column: str, label: str = "") -> int | None:
     """A ValueError naming ``column``, the first row and its value if an event
     time in ``ts`` (int64 ms) is outside ``event_time_range(window)``; callers
     check before using any row, so a refused batch leaves no trace. ``label``
