@@ -194,8 +194,7 @@ def check_event_times(window: Any, ts: np.ndarray, column: str, label: str = "")
     tmin, tmax = int(ts.min()), int(ts.max())
     if tmin >= lo and tmax <= hi:
         return tmin
-    row = first_outside(ts, lo, hi)
-    if row >= 0:
-        raise ValueError(f"time column {column!r}: row {row} has event time {int(ts[row])} ms, "
-                         f"outside [{lo}, {hi}], the times whose windows of {label or window} fit "
-                         f"in int64 milliseconds; the batch was not processed")
+    row = first_outside(ts, lo, hi)  # (one is: tmin or tmax)
+    raise ValueError(f"time column {column!r}: row {row} has event time {int(ts[row])} ms, "
+                     f"outside [{lo}, {hi}], the times whose windows of {label or window} fit "
+                     f"in int64 milliseconds; the batch was not processed")
