@@ -305,7 +305,7 @@ def test_sliding_stacks_switch_to_a_count_each_on_nan_and_null():
         b = pa.record_batch({"ts": ts[lo:lo + 8], "k": keys[lo:lo + 8], "x": pa.array(vals[lo:lo + 8], pa.float64())})
         wa.process(b)
         outs.append(wa.advance_watermark(ts[min(lo + 7, len(ts) - 1)] - 1000))
-        widths.append(wa._stacks.width)  # 4: count, sum and its error term, max; 8: a count each
+        widths.append(wa._strategy._stacks.width)  # 4: count, sum and its error term, max; 8: a count each
     outs.append(wa.flush())
     assert widths[2] == 4 and 8 in widths and widths[-1] == 4
     got = {(r["window_start"], r["k"]): r for o in outs for r in o.to_pylist()}

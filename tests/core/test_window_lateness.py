@@ -333,7 +333,7 @@ def test_sparse_and_dense_panes_reuse_slots():
         wa.process(pa.record_batch({"ts": ts, "k": keys, "v": v}))
         outs.append(wa.advance_watermark(int(ts.max()) + 1))
         frames.append(pd.DataFrame({"ws": ts, "k": keys, "v": v}))
-        marks.append(int(wa._counters[0]))
+        marks.append(int(wa._store.slots.counters[0]))
         t0 = int(ts.max()) + 1
     assert wa.num_slots == 0
     assert marks[-1] == marks[1]  # after one sparse and one dense phase, no new slots
@@ -512,7 +512,7 @@ def test_rows_many_panes_out_of_order_per_key(restore):
             wa.restore(state)
         wa.process(batch(rows[i:i + 500]))
     assert wa.num_slots > 0  # reading the state aggregates the held rows
-    assert wa._indexed, "no pane needed the map: the test misses the path it is for"
+    assert wa._strategy._indexed, "no pane needed the map: the test misses the path it is for"
     out = wa.flush()
     assert wa.rows_late == 0
     d = out.drop_columns(["window_start", "window_end"]).to_pydict()

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from fastops._kernels import window as _window
 from fastops.core import aggregates as agg
 from fastops.core.aggregates import Columns, ResultColumns, ResultPlan, builtin_layout, update_builtins
-from fastops.core.window.aggregator import _stack_layout
+from fastops.core.window.panes import _stack_layout
 from support import window_reference as ref
 
 # (reference kind, column, ddof)
