@@ -12,6 +12,8 @@ from fastops.core import aggregates as _aggregates
 from fastops.core.aggregates import (
     SlotAggregate,
     SumOverflowError,
+    approx_distinct,
+    approx_quantile,
     count,
     first,
     last,
@@ -22,9 +24,9 @@ from fastops.core.aggregates import (
     registered,
     stddev,
     sum,
+    top_k,
     var,
 )
-from fastops.core.aggregates.sketch import approx_distinct, approx_quantile, top_k
 
 __all__ = [
     "SlotAggregate",

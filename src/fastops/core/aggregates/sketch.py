@@ -28,10 +28,10 @@ import pyarrow as pa
 import pyarrow.types as pat
 
 from fastops._kernels import sketch as _sketch
-from fastops.core import aggregates as agg
 from fastops.core import arrow as _arrow
 from fastops.core import hashing
 from fastops.core import sketches as _sk
+from fastops.core.aggregates.base import SlotAggregate, register
 
 __all__ = ["ApproxDistinct", "ApproxQuantile", "TopK", "approx_distinct", "approx_quantile",
            "top_k"]
@@ -61,7 +61,7 @@ def _chunks_with_slots(slots: np.ndarray, values: Any):
         pos += len(chunk)
 
 
-def _column_label(a: agg.SlotAggregate) -> str:
+def _column_label(a: SlotAggregate) -> str:
     return f"{a.name}({a.column!r})"
 
 
@@ -81,7 +81,7 @@ class _HLLState:
             self.regs = grown
 
 
-class ApproxDistinct(agg.SlotAggregate):
+class ApproxDistinct(SlotAggregate):
     r"""Distinct count per slot with HyperLogLog (``2**precision`` registers).
 
     Relative standard error :math:`1.04/\sqrt{2^{p}}` (``p = 12``: 1.6 %);
@@ -158,7 +158,7 @@ class ApproxDistinct(agg.SlotAggregate):
         return state
 
     def to_bytes(self, state: _HLLState) -> bytes:
-        n, m = state.regs.shape
+        n = state.regs.shape[0]
         return _MAGIC + struct.pack("<BBQ", 1, self.precision, n) + state.regs.tobytes()
 
     def from_bytes(self, data: bytes) -> _HLLState:
@@ -186,7 +186,7 @@ class ApproxDistinct(agg.SlotAggregate):
 
 # ---------------------------------------------------------------- approx_quantile
 
-class ApproxQuantile(agg.SlotAggregate):
+class ApproxQuantile(SlotAggregate):
     r"""The ``q``-quantile per slot with a KLL sketch of parameter ``k``.
 
     Rank error :math:`\varepsilon \approx 2.296/k^{0.9723}` (1.33 % at
@@ -374,7 +374,7 @@ def _combine(a: tuple, b: tuple, min_a: np.ndarray, min_b: np.ndarray, capacity:
     return g_slot[keep], g_hash[keep], g_cnt[keep], g_err[keep], g_rep[keep]
 
 
-class TopK(agg.SlotAggregate):
+class TopK(SlotAggregate):
     r"""The ``k`` most frequent values per slot (Space-Saving, ``capacity``
     counters per slot, default ``max(8k, 32)``).
 
@@ -615,6 +615,6 @@ def top_k(column: str, k: int = 10, capacity: int | None = None, seed: int = 0) 
     return TopK(column, k, capacity, seed)
 
 
-agg.register("approx_distinct", approx_distinct)
-agg.register("approx_quantile", approx_quantile)
-agg.register("top_k", top_k)
+register("approx_distinct", approx_distinct)
+register("approx_quantile", approx_quantile)
+register("top_k", top_k)
