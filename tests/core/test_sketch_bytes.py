@@ -7,6 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fastops.core import arrow as _arrow
 from fastops.core import sketches as S
 
 
@@ -244,14 +245,14 @@ def test_held_value_types_are_what_updates_leave():
     # never be updated with values of its own type
     s = S.SpaceSaving(4)
     s.update(pa.array(["a", "b", "a"]))
-    ipc = S._arrow.to_ipc(pa.table({"value": s._values.dictionary_encode()}))
+    ipc = _arrow.to_ipc(pa.table({"value": s._values.dictionary_encode()}))
     blob = s.to_bytes()[:32 + 24 * len(s)] + struct.pack("<Q", len(ipc)) + ipc
     with pytest.raises(ValueError, match="unsupported value type dictionary"):
         S.SpaceSaving.from_bytes(blob)
 
     r = S.Reservoir(2, seed=1)
     r.update(pa.array(["x", "y"]))
-    ipc = S._arrow.to_ipc(pa.table({"value": r.sample().dictionary_encode()}))
+    ipc = _arrow.to_ipc(pa.table({"value": r.sample().dictionary_encode()}))
     blob = r.to_bytes()[:56 + 16] + struct.pack("<Q", len(ipc)) + ipc
     with pytest.raises(ValueError, match="not a dictionary"):
         S.Reservoir.from_bytes(blob)

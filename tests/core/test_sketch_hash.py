@@ -7,11 +7,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fastops._kernels import sketch as _sketch
-from fastops.core import sketches as S
+from fastops.core.sketches.common import _sources
 
 
 def _kernel_hashes(arr: pa.Array, seed: int) -> tuple[list[int], list[int]]:
-    src = next(S._sources(arr, seed))[2]
+    src = next(_sources(arr, seed))[2]
     out = np.zeros(src.n, np.uint64)
     rows = np.zeros(src.n, np.int64)
     got = _sketch.sketch_hash(src.mode, src.a, src.b, src.valid, src.voff, src.n, seed,

@@ -30,8 +30,10 @@ import pyarrow.types as pat
 from fastops._kernels import sketch as _sketch
 from fastops.core import arrow as _arrow
 from fastops.core import hashing
-from fastops.core import sketches as _sk
 from fastops.core.aggregates.base import SlotAggregate, register
+from fastops.core.sketches.common import _check_int, _check_seed, _chunk_source, _ipc_table, _plain, _status
+from fastops.core.sketches.hll import hll_estimate_from_histogram
+from fastops.core.sketches.kll import KLL, _float_chunks
 
 __all__ = ["ApproxDistinct", "ApproxQuantile", "TopK", "approx_distinct", "approx_quantile",
            "top_k"]
@@ -96,8 +98,8 @@ class ApproxDistinct(SlotAggregate):
         if not isinstance(column, str):
             raise TypeError(f"approx_distinct: column must be a str, got {type(column).__name__}")
         self.column = column
-        self.precision = _sk._check_int("precision", precision, 4, 18)
-        self.seed = _sk._check_seed(seed)
+        self.precision = _check_int("precision", precision, 4, 18)
+        self.seed = _check_seed(seed)
 
     def output_type(self, input_type: pa.DataType | None) -> pa.DataType:
         return pa.int64()
@@ -117,12 +119,12 @@ class ApproxDistinct(SlotAggregate):
             return state
         state.ensure(int(slots.max()) + 1)
         for sl, chunk in _chunks_with_slots(slots, values):
-            src = _sk._chunk_source(chunk, self.seed)
+            src = _chunk_source(chunk, self.seed)
             if src is None:
                 continue
             st = _sketch.hll_update_slots(state.regs, self.precision, sl, src.mode, src.a,
                                           src.b, src.valid, src.voff, src.n, self.seed)
-            _sk._status(st, "approx_distinct.update")
+            _status(st, "approx_distinct.update")
         return state
 
     def merge(self, state: _HLLState, dst: np.ndarray, src: np.ndarray) -> _HLLState:
@@ -131,7 +133,7 @@ class ApproxDistinct(SlotAggregate):
             raise ValueError("dst and src differ in length")
         if len(dst):
             state.ensure(int(max(dst.max(), src.max())) + 1)
-            _sk._status(_sketch.hll_merge_slots(state.regs, dst, src), "approx_distinct.merge")
+            _status(_sketch.hll_merge_slots(state.regs, dst, src), "approx_distinct.merge")
         return state
 
     def estimates(self, state: _HLLState, slots: np.ndarray) -> np.ndarray:
@@ -144,7 +146,7 @@ class ApproxDistinct(SlotAggregate):
             regs = state.regs[slots[inside]]
             rows = np.repeat(np.arange(len(regs), dtype=np.int64), regs.shape[1])
             hist = np.bincount(rows * q2 + regs.ravel(), minlength=len(regs) * q2)
-            out[inside] = _sk.hll_estimate_from_histogram(hist.reshape(len(regs), q2),
+            out[inside] = hll_estimate_from_histogram(hist.reshape(len(regs), q2),
                                                           self.precision)
         return out
 
@@ -204,8 +206,8 @@ class ApproxQuantile(SlotAggregate):
             raise ValueError(f"approx_quantile({column!r}): q must be in [0, 1], got {q!r}")
         self.column = column
         self.q = float(q)
-        self.k = _sk._check_int("k", k, 8, 65535)
-        self.seed = _sk._check_seed(seed)
+        self.k = _check_int("k", k, 8, 65535)
+        self.seed = _check_seed(seed)
 
     def output_type(self, input_type: pa.DataType | None) -> pa.DataType:
         return pa.float64()
@@ -229,12 +231,12 @@ class ApproxQuantile(SlotAggregate):
             return state
         state.grow(int(slots.max()) + 1)
         for sl, chunk in _chunks_with_slots(slots, values):
-            for vals, valid, voff in _sk._float_chunks(chunk, _column_label(self)):
+            for vals, valid, voff in _float_chunks(chunk, _column_label(self)):
                 if valid.size:
                     ok = np.unpackbits(valid, bitorder="little")[voff:voff + len(vals)]
                     keep = ok.astype(bool)
                     vals, sl = vals[keep], sl[keep]
-                _sk._status(state.update(np.ascontiguousarray(sl), vals),
+                _status(state.update(np.ascontiguousarray(sl), vals),
                             "approx_quantile.update")
         return state
 
@@ -244,7 +246,7 @@ class ApproxQuantile(SlotAggregate):
             raise ValueError("dst and src differ in length")
         if len(dst):
             state.grow(int(max(dst.max(), src.max())) + 1)
-            _sk._status(state.merge(dst, src), "approx_quantile.merge")
+            _status(state.merge(dst, src), "approx_quantile.merge")
         return state
 
     def result(self, state: _sketch.KLLSlots, slots: np.ndarray) -> pa.Array:
@@ -253,7 +255,7 @@ class ApproxQuantile(SlotAggregate):
         inside = slots < len(state)
         if inside.any():
             part = np.empty(int(inside.sum()))
-            _sk._status(state.quantiles(np.ascontiguousarray(slots[inside]), self.q, part),
+            _status(state.quantiles(np.ascontiguousarray(slots[inside]), self.q, part),
                         "approx_quantile.result")
             out[inside] = part
         return pa.array(out, pa.float64(), mask=np.isnan(out))
@@ -261,13 +263,13 @@ class ApproxQuantile(SlotAggregate):
     def reset(self, state: _sketch.KLLSlots, slots: np.ndarray) -> Any:
         slots = _slots(slots)
         slots = slots[slots < len(state)]
-        _sk._status(state.reset(np.ascontiguousarray(slots)), "approx_quantile.reset")
+        _status(state.reset(np.ascontiguousarray(slots)), "approx_quantile.reset")
         return state
 
     def to_bytes(self, state: _sketch.KLLSlots) -> bytes:
         parts = [_MAGIC, struct.pack("<BHQ", 2, self.k, len(state))]
         for i in range(len(state)):  # one record per slot (snapshots only)
-            one = _sk.KLL(self.k)
+            one = KLL(self.k)
             one._core = state.get(i)
             b = one.to_bytes()
             parts.append(struct.pack("<Q", len(b)))
@@ -292,7 +294,7 @@ class ApproxQuantile(SlotAggregate):
             pos += 8
             if pos + ln > len(data):
                 raise ValueError("approx_quantile.from_bytes: truncated")
-            one = _sk.KLL.from_bytes(bytes(data[pos:pos + ln]))
+            one = KLL.from_bytes(bytes(data[pos:pos + ln]))
             if one.k != self.k:
                 raise ValueError("approx_quantile.from_bytes: parameters do not match")
             state.put(i, one._core)
@@ -392,10 +394,10 @@ class TopK(SlotAggregate):
         if not isinstance(column, str):
             raise TypeError(f"top_k: column must be a str, got {type(column).__name__}")
         self.column = column
-        self.k = _sk._check_int("k", k, 1, 1 << 20)
+        self.k = _check_int("k", k, 1, 1 << 20)
         self.capacity = (max(8 * self.k, 32) if capacity is None
-                         else _sk._check_int("capacity", capacity, self.k, 1 << 24))
-        self.seed = _sk._check_seed(seed)
+                         else _check_int("capacity", capacity, self.k, 1 << 24))
+        self.seed = _check_seed(seed)
 
     def _value_type(self, input_type: pa.DataType) -> pa.DataType:
         return input_type.value_type if pat.is_dictionary(input_type) else input_type
@@ -417,11 +419,11 @@ class TopK(SlotAggregate):
         arr = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values)
         if isinstance(arr, pa.ChunkedArray):
             arr = arr.combine_chunks()
-        arr = _sk._plain(arr)
+        arr = _plain(arr)
         n = len(arr)
         out = np.empty(n, dtype=np.uint64)
         rows = np.empty(n, dtype=np.int64)
-        src = _sk._chunk_source(arr, self.seed)
+        src = _chunk_source(arr, self.seed)
         got = 0 if src is None else _sketch.sketch_hash(src.mode, src.a, src.b, src.valid,
                                                         src.voff, src.n, self.seed, out, rows)
         return out[:got], rows[:got], arr
@@ -579,7 +581,7 @@ class TopK(SlotAggregate):
         pos += 8
         if pos + ln != len(data):
             raise ValueError("top_k.from_bytes: truncated or trailing bytes")
-        table = _sk._ipc_table(bytes(data[pos:pos + ln]), "top_k")
+        table = _ipc_table(bytes(data[pos:pos + ln]), "top_k")
         if table.num_columns != 1 or table.num_rows != n:
             raise ValueError("top_k.from_bytes: values do not match the entries")
         state = _TopKState()
