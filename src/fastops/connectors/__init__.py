@@ -1,1 +1,1 @@
-"""Sources and sinks."""
+"""Sources and sinks; ``base`` holds the protocols the runtime programs against."""

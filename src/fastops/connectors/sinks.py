@@ -15,13 +15,16 @@ recovery restores a checkpoint older than the sink's last committed epoch
 output away before the replay writes those rows again, so output is never
 doubled.
 
-A new connector (a database, a broker) implements ``begin`` / ``write`` /
-``pre_commit`` / ``commit`` / ``abort`` / ``recover`` and, to be safe when
-recovery falls back more than one checkpoint, ``committed_after`` /
-``roll_back``.
+The runtime sees sinks only through the protocols of
+``fastops.connectors.base``; ``TransactionalSink`` here is the base class that
+implements their bookkeeping. A new connector (a database, a broker)
+subclasses it and implements ``begin`` / ``write`` / ``pre_commit`` /
+``commit`` / ``abort`` / ``commit_handles`` and, to be safe when recovery
+falls back more than one checkpoint, ``committed_after`` / ``roll_back``.
 """
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import re
@@ -30,9 +33,10 @@ import threading
 from typing import Any, Callable, TextIO
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from fastops.core.files import fsync_dir, fsync_file
-from fastops.operators.base import Operator
+from fastops.operators.base import Operator, OperatorContext
 
 
 class Sink(Operator):
@@ -56,7 +60,7 @@ class TransactionalSink(Sink):
 
     transactional = True
 
-    def open(self, ctx) -> None:
+    def open(self, ctx: OperatorContext) -> None:
         super().open(ctx)
         self.epoch = 1
         self.begin(self.epoch)
@@ -257,7 +261,7 @@ class FileSink(TransactionalSink):
         self._writer: Any = None
         self._lock = threading.Lock()
 
-    def open(self, ctx) -> None:
+    def open(self, ctx: OperatorContext) -> None:
         self.pending_dir = os.path.join(self.directory, "_pending")
         os.makedirs(self.pending_dir, exist_ok=True)
         self._sealed: list[tuple[int, str]] = []  # (epoch, file name), not yet committed
@@ -274,8 +278,6 @@ class FileSink(TransactionalSink):
     def write(self, batch: pa.RecordBatch) -> None:
         if self._writer is None:
             if self.fmt == "parquet":
-                import pyarrow.parquet as pq
-
                 self._writer = pq.ParquetWriter(self._path, batch.schema)
             else:
                 self._writer = pa.ipc.new_file(self._path, batch.schema)
@@ -319,10 +321,8 @@ class FileSink(TransactionalSink):
             self._sealed = []
 
     def finished(self) -> None:
-        try:
-            os.rmdir(self.pending_dir)  # only when empty: another task may still hold files
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):  # removed only when empty: another task may still hold files
+            os.rmdir(self.pending_dir)
 
     def _committed(self) -> list[tuple[int, str]]:
         """(epoch, file name) of every committed file in the directory."""

@@ -1,0 +1,171 @@
+"""What the runtime knows of sources and sinks: protocols, never concrete classes.
+
+A connector (a file format, a broker, a database) implements these; the
+runtime reads through ``Source`` / ``Reader`` and commits through
+``TransactionalSink`` without importing the connector. A class may subclass a
+protocol to inherit its default methods (``class MySource(Source)``) or just
+provide the same attributes and methods.
+
+Sources
+    A ``Source`` describes an input; ``open(index, parallelism, position)``
+    gives the ``Reader`` of split ``index`` of ``parallelism``. ``read()``
+    returns a ``pyarrow.RecordBatch``, ``None`` (no data right now: the source
+    is idle) or ``END`` (nothing more, ever). ``position()`` is how far the
+    reader got, JSON-serialisable: a checkpoint stores it, and a replayable
+    source opened with it continues right after it.
+
+Sinks
+    A sink is the last operator of a chain (see ``fastops.operators.base``):
+    it writes what it gets and emits nothing. A ``TransactionalSink`` follows
+    two-phase commit driven by checkpoints (see ``fastops.connectors.sinks``
+    for the base class that implements the bookkeeping): rows between two
+    checkpoints form one transaction, an *epoch*; the barrier of checkpoint
+    ``n`` seals epoch ``n`` (``snapshot_barrier``, whose handle goes into the
+    checkpoint) and ``commit(n)`` makes every sealed epoch up to ``n`` visible
+    once the checkpoint is complete. On recovery ``recover(handles, n)``
+    commits checkpoint ``n``'s epochs and drops everything else uncommitted.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import numpy as np
+import pyarrow as pa
+
+if TYPE_CHECKING:
+    from typing import TypeGuard
+
+__all__ = ["END", "MAX_BATCH_SIZE", "Reader", "Sink", "Source", "TransactionalSink", "check_batch_size",
+           "is_transactional"]
+
+
+class _End:
+    """The type of ``END``: one instance."""
+
+    def __repr__(self) -> str:
+        return "END"
+
+    def __reduce__(self) -> str:
+        return "END"  # unpickles as this module's END: ``is END`` holds in another process
+
+
+END = _End()  # a reader has nothing more, ever
+
+
+@runtime_checkable
+class Reader(Protocol):
+    """Reads one split of a source, one batch at a time."""
+
+    def read(self) -> Any:
+        """A ``pyarrow.RecordBatch``, ``None`` (nothing right now) or ``END``."""
+        ...
+
+    def position(self) -> Any:
+        """How far the reader got (JSON-serialisable); None if it cannot say."""
+        return None
+
+    def close(self) -> None:
+        """Release files or connections; called once, also after a failure."""
+        return None
+
+
+@runtime_checkable
+class Source(Protocol):
+    """A named input, possibly splittable and replayable.
+
+    ``replayable`` declares that ``open(..., position)`` continues right after
+    ``position``: checkpoints need it for exactly-once results.
+    """
+
+    name: str = "source"
+    replayable: bool = True
+
+    def splits(self) -> int:
+        """How many readers can share the input (1: not splittable)."""
+        return 1
+
+    def schema(self) -> pa.Schema | None:
+        """The batches' schema when known before reading, else None."""
+        return None
+
+    def open(self, index: int, parallelism: int, position: Any = None) -> Reader:
+        """The reader of split ``index`` of ``parallelism``, from ``position``
+        (None: from the start)."""
+        ...
+
+
+@runtime_checkable
+class Sink(Protocol):
+    """An operator that writes its input out and emits nothing downstream."""
+
+    name: str
+    transactional: bool  # True: a TransactionalSink
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        """Write one batch (the operator's ``process`` calls it)."""
+        ...
+
+
+@runtime_checkable
+class TransactionalSink(Sink, Protocol):
+    """A two-phase commit sink (see the module docs). ``epoch`` numbers the open
+    transaction: the id of the checkpoint that will seal it."""
+
+    epoch: int
+
+    def begin(self, epoch: int) -> None:
+        """Start a transaction for the rows up to checkpoint ``epoch``."""
+        ...
+
+    def snapshot_barrier(self, checkpoint_id: int) -> Any:
+        """Barrier ``checkpoint_id`` passed: seal the open transaction, begin the
+        next; returns the JSON-serialisable handle the checkpoint stores."""
+        ...
+
+    def pre_commit(self, checkpoint_id: int) -> Any:
+        """Seal the open transaction (at the end of input); returns its handle."""
+        ...
+
+    def commit(self, checkpoint_id: int) -> None:
+        """Make every sealed transaction up to ``checkpoint_id`` visible (idempotent)."""
+        ...
+
+    def abort(self) -> None:
+        """Drop all work that was not committed."""
+        ...
+
+    def recover(self, handles: list, checkpoint_id: int) -> None:
+        """Restart after ``checkpoint_id``: commit its ``handles``, abort the rest."""
+        ...
+
+    def finished(self) -> None:
+        """The job ended and every epoch is committed."""
+        ...
+
+    # Called on a sink made for the job (not opened) before it runs, for all
+    # parallel instances at once; checkpoint_id 0 means "from the start".
+    def committed_after(self, checkpoint_id: int) -> list[str]:
+        """Committed output of epochs after ``checkpoint_id``."""
+        ...
+
+    def roll_back(self, checkpoint_id: int) -> list[str]:
+        """Take away the committed output of epochs after ``checkpoint_id``
+        (before a replay from it); returns what was moved where."""
+        ...
+
+
+def is_transactional(operator: Any) -> TypeGuard[TransactionalSink]:
+    """Whether ``operator`` is a two-phase commit sink (it says so by ``transactional = True``)."""
+    return getattr(operator, "transactional", False) is True
+
+
+MAX_BATCH_SIZE = 2**31 - 1  # rows; Arrow's scanners take a C int
+
+
+def check_batch_size(value: Any) -> int:
+    """``batch_size`` as an int in ``[1, 2**31 - 1]``, else TypeError / ValueError naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"batch_size must be an int of rows, got {type(value).__name__} {value!r}")
+    if not 1 <= value <= MAX_BATCH_SIZE:
+        raise ValueError(f"batch_size must be between 1 and 2**31 - 1 rows, got {value}")
+    return int(value)
