@@ -9,7 +9,9 @@ Small and stable on purpose: every ``bench/bench_*.py`` may import it.
 - ``median_times_cpu(fns, repeats)``: as ``median_times``, with the median CPU
   seconds of the process (all its threads) beside each wall time;
 - ``print_table(rows, columns)``: a plain text table;
-- ``write_json(path, payload)``: results plus machine information.
+- ``measurement(workload, engine, rows_per_s, role)``: one row of the result schema;
+- ``write_results(path, measurements, details)``: the one writer of the result
+  schema that ``fastops bench`` reads (``fastops.apps.bench_report`` defines it).
 """
 from __future__ import annotations
 
@@ -17,21 +19,23 @@ import argparse
 import gc
 import json
 import os
-import platform
 import statistics
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Callable
+from typing import Any, Callable, TextIO
+
+from fastops.apps.bench_report import SCHEMA, check_results, machine_info
 
 __all__ = [
     "machine_info",
+    "measurement",
     "median_time",
     "median_times",
     "median_times_cpu",
     "parse_args",
     "print_table",
-    "write_json",
+    "write_results",
 ]
 
 
@@ -79,20 +83,20 @@ def median_time(fn: Callable[[], Any], repeats: int = 5,
 
 
 def median_times(fns: Mapping[str, Callable[[], Any]], repeats: int = 5,
-                 warmup: int = 1) -> dict:
+                 warmup: int = 1) -> dict[str, float]:
     """Median wall time (s) of each ``fns[name]()``, measured in ``repeats``
     interleaved rounds (every contender once per round, in order)."""
     return {name: wall for name, (wall, _) in median_times_cpu(fns, repeats, warmup).items()}
 
 
 def median_times_cpu(fns: Mapping[str, Callable[[], Any]], repeats: int = 5,
-                     warmup: int = 1) -> dict:
+                     warmup: int = 1) -> dict[str, tuple[float, float]]:
     """``{name: (median wall s, median CPU s)}`` of each ``fns[name]()`` over
     ``repeats`` interleaved rounds. CPU is the process's (every thread), so
     CPU / wall is the number of cores a run kept busy."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
-    samples: dict = {name: [] for name in fns}
+    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in fns}
     for rnd in range(warmup + repeats):
         for name, fn in fns.items():
             gc_was_enabled = gc.isenabled()
@@ -125,7 +129,7 @@ def _fmt(value: Any) -> str:
 
 
 def print_table(rows: Iterable[Mapping[str, Any]], columns: Sequence[str],
-                title: str | None = None, file=None) -> None:
+                title: str | None = None, file: TextIO | None = None) -> None:
     """Print ``rows`` (mappings) as a text table with the given ``columns``."""
     file = file if file is not None else sys.stdout
     cells = [[_fmt(row.get(c, "")) for c in columns] for row in rows]
@@ -139,28 +143,25 @@ def print_table(rows: Iterable[Mapping[str, Any]], columns: Sequence[str],
     file.flush()
 
 
-def machine_info() -> dict:
-    """Where the numbers were measured."""
-    try:
-        load = os.getloadavg()
-    except (AttributeError, OSError):
-        load = None
-    return {
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "loadavg": load,
-        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
+def measurement(workload: str, engine: str, rows_per_s: float, role: str = "fastops") -> dict[str, Any]:
+    """One row of the result schema: ``engine`` ran ``workload`` at ``rows_per_s``.
+
+    ``role``: ``"fastops"`` (the fastops run the workload is compared by, one
+    per workload), ``"variant"`` (another fastops configuration) or ``"peer"``."""
+    return {"workload": workload, "engine": engine, "role": role, "rows_per_s": float(rows_per_s)}
 
 
-def write_json(path: str | None, payload: Mapping[str, Any]) -> None:
-    """Write ``payload`` plus ``machine_info()`` to ``path`` (no-op if path is None)."""
+def write_results(path: str | None, measurements: Iterable[Mapping[str, Any]],
+                  details: Mapping[str, Any] | None = None) -> None:
+    """Write the result schema to ``path`` (no-op if path is None): the
+    measurements, the suite's own figures (``details``, free-form) and
+    ``machine_info()``. Malformed measurements raise ValueError before
+    anything is written."""
+    data = {"schema": SCHEMA, "measurements": [dict(m) if isinstance(m, Mapping) else m for m in measurements],
+            "details": dict(details or {}), "machine": machine_info()}
+    check_results(data)
     if not path:
         return
-    data = dict(payload)
-    data.setdefault("machine", machine_info())
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, exist_ok=True)
     with open(path, "w", encoding="utf-8") as fh:

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, os.path.dirname(__file__))
 import fastops as fo
-from _common import median_time, parse_args, print_table, write_json
+from _common import measurement, median_time, parse_args, print_table, write_results
 from bench_pipeline import AGGS, BATCH, make_events
 from fastops.core.window.aggregator import State, WindowAggregator
 from fastops.core.window.assigners import Tumbling
@@ -68,7 +68,7 @@ def main() -> None:
     for interval in ("1s", "100ms"):
         rows_ck, taken = pipeline(path, ck, interval)
         assert rows_ck == rows_plain, (rows_ck, rows_plain)
-        t = median_time(lambda: pipeline(path, ck, interval), repeats)
+        t = median_time(lambda interval=interval: pipeline(path, ck, interval), repeats)
         results.append({"workload": f"W1 checkpoint every {interval}", "rows_per_s": n / t,
                         "seconds": t, "checkpoints": taken})
         losses[interval] = 1 - plain / t
@@ -100,8 +100,8 @@ def main() -> None:
     }
     print()
     print_table([{"metric": k, "value": v} for k, v in summary.items()], ["metric", "value"])
-    if args.json:
-        write_json(args.json, {"benchmark": "checkpoint", "results": results, "summary": summary})
+    write_results(args.json, [measurement(r["workload"], "fastops", r["rows_per_s"]) for r in results],
+                  {"results": results, "summary": summary})
     shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -15,7 +15,7 @@ import pyarrow as pa
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fastops
-from _common import median_time, parse_args, print_table, write_json
+from _common import measurement, median_time, parse_args, print_table, write_results
 
 try:
     import polars as pl
@@ -47,18 +47,22 @@ def main(argv=None):
     rows = []
     for name, arr in columns.items():
         assert len(fastops.hash64(arr)) == n
-        t_fo = median_time(lambda: fastops.hash64(arr), repeats)
+        t_fo = median_time(lambda arr=arr: fastops.hash64(arr), repeats)
         row = {"column": name, "fastops Mvalues/s": n / t_fo / 1e6, "fastops_s": t_fo}
         if pl is not None:
             series = pl.from_arrow(arr)
-            t_pl = median_time(lambda: series.hash(), repeats)
+            t_pl = median_time(series.hash, repeats)
             row.update({"polars Mvalues/s": n / t_pl / 1e6, "polars_s": t_pl,
                         "fastops vs polars": t_pl / t_fo})
         rows.append(row)
     print_table(rows, ["column", "fastops Mvalues/s", "polars Mvalues/s", "fastops vs polars"],
                 title="\nhash64 throughput (ratio > 1: fastops faster)")
-    write_json(args.json, {"benchmark": "hash64", "values": n, "repeats": repeats,
-                           "results": rows})
+    measurements = []
+    for row in rows:
+        measurements.append(measurement(f"column={row['column']}", "fastops", n / row["fastops_s"]))
+        if "polars_s" in row:
+            measurements.append(measurement(f"column={row['column']}", "polars", n / row["polars_s"], "peer"))
+    write_results(args.json, measurements, {"values": n, "repeats": repeats, "results": rows})
     return rows
 
 

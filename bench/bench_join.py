@@ -30,12 +30,14 @@ import os
 import statistics
 import sys
 import time
+from functools import partial
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import median_times, parse_args, print_table, write_json
+from _common import measurement, median_times, parse_args, print_table, write_results
 from fastops.table.changelog import OP_COLUMN
 from fastops.table.operators import StreamJoin
 
@@ -75,7 +77,7 @@ def final_rows(batches: list) -> int:
     return n
 
 
-def run_streaming(how: str, feed: list, per_batch: list = None) -> int:
+def run_streaming(how: str, feed: list, per_batch: list | None = None) -> int:
     op = StreamJoin(["k"], ["k2"], how, LS, RS, None, incremental=True)
     op.open(None)
     out: list = []
@@ -96,9 +98,11 @@ def run_at_end(how: str, feed: list) -> int:
     return final_rows(op.close())
 
 
-def main(argv=None) -> None:
-    import duckdb
+def run_duckdb(con: duckdb.DuckDBPyConnection, query: str) -> pa.Table:
+    return con.sql(query).to_arrow_table()
 
+
+def main(argv=None) -> None:
     args = parse_args(__doc__.splitlines()[0], argv)
     sizes = [20_000, 50_000] if args.quick else [50_000, 100_000, 200_000]
     repeats = args.repeats or (1 if args.quick else 3)
@@ -116,9 +120,9 @@ def main(argv=None) -> None:
             got = {"streaming": run_streaming(how, feed), "at end": run_at_end(how, feed)}
             assert all(v == want for v in got.values()), (name, n, got, want)
             times = median_times({
-                "streaming": lambda: run_streaming(how, feed),
-                "at end": lambda: run_at_end(how, feed),
-                "duckdb": lambda: con.sql(q).to_arrow_table(),
+                "streaming": partial(run_streaming, how, feed),
+                "at end": partial(run_at_end, how, feed),
+                "duckdb": partial(run_duckdb, con, q),
             }, repeats=repeats)
             per_batch: list = []
             gc.disable()  # as while timing above
@@ -143,13 +147,14 @@ def main(argv=None) -> None:
     print()
     print_table(rows, cols, title=f"streaming regular join, 2xN rows, N/4 keys, batches of {BATCH} "
                                   f"(median of {repeats})")
-    # input rows per second for ``fastops bench``: each fastops mode against DuckDB
-    workloads = {f"{r['join']} N={r['N']} {mode}": {
-        f"fastops {mode}": {"rows_per_s": 2 * r["N"] / r[f"{key}_s"]},
-        "duckdb": {"rows_per_s": 2 * r["N"] / r["duckdb_s"]}}
-        for r in rows for mode, key in (("streaming", "streaming"), ("at end", "at_end"))}
-    write_json(args.json, {"benchmark": "join", "batch": BATCH, "repeats": repeats, "results": rows,
-                           "workloads": workloads})
+    # input rows per second: each fastops mode against DuckDB
+    measurements = []
+    for r in rows:
+        for mode, key in (("streaming", "streaming"), ("at end", "at_end")):
+            workload = f"{r['join']} N={r['N']} {mode}"
+            measurements += [measurement(workload, f"fastops {mode}", 2 * r["N"] / r[f"{key}_s"]),
+                             measurement(workload, "duckdb", 2 * r["N"] / r["duckdb_s"], "peer")]
+    write_results(args.json, measurements, {"batch": BATCH, "repeats": repeats, "results": rows})
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fastops
-from _common import median_times, parse_args, print_table, write_json
+from _common import measurement, median_times, parse_args, print_table, write_results
 from fastops._kernels import core as _core
 
 try:
@@ -195,12 +195,12 @@ def main(argv=None):
     for P in PARTITIONS:
         check_fastops(batch, run_fastops(batch, P), P)
         fns = {
-            "fastops": lambda: run_fastops(batch, P),
-            "numpy": lambda: run_numpy(batch, P),
-            "pyarrow": lambda: run_pyarrow(batch, P),
+            "fastops": lambda P=P: run_fastops(batch, P),
+            "numpy": lambda P=P: run_numpy(batch, P),
+            "pyarrow": lambda P=P: run_pyarrow(batch, P),
         }
         if df is not None:
-            fns["polars"] = lambda: run_polars(df, P)
+            fns["polars"] = lambda P=P: run_polars(df, P)
         # the physical limit: the faster of two plain copies of every buffer
         fns["memcpy"] = lambda: run_memcpy(buffers)
         fns["memcpy_pool"] = lambda: run_memcpy_pool(buffers)
@@ -235,9 +235,10 @@ def main(argv=None):
     print_table(threads, ["P", "1 thread ms", "2 threads ms", "speedup"],
                 title=f"\ntwo batches of {n:,} rows: two threads vs one thread doing both")
 
-    write_json(args.json, {
-        "benchmark": "partition", "rows": n, "bytes": nbytes, "repeats": repeats,
-        "distinct_keys": DISTINCT_KEYS, "zipf_s": ZIPF_S,
+    measurements = [measurement(f"P={row['P']}", engine, n / t, "fastops" if engine == "fastops" else "peer")
+                    for row in results for engine, t in row["times_s"].items()]
+    write_results(args.json, measurements, {
+        "rows": n, "bytes": nbytes, "repeats": repeats, "distinct_keys": DISTINCT_KEYS, "zipf_s": ZIPF_S,
         "results": results, "threads": threads,
     })
     return results, threads

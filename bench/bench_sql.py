@@ -27,14 +27,16 @@ import os
 import statistics
 import sys
 import tempfile
+from functools import partial
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 sys.path.insert(0, os.path.dirname(__file__))
 import fastops as fo
-from _common import median_time, parse_args, print_table, write_json
+from _common import measurement, median_time, parse_args, print_table, write_results
 from fastops.core import aggregates as agg
 
 BATCH = 65536
@@ -102,8 +104,6 @@ def run_datastream(path: str, wl: str) -> int:
 
 
 def run_duckdb(path: str, wl: str) -> int:
-    import duckdb
-
     con = duckdb.connect(config={"threads": 1})
     return con.sql(DUCK[wl].format(path=path)).to_arrow_table().num_rows
 
@@ -135,7 +135,7 @@ def main() -> None:
         samples: dict[str, list[float]] = {name: [] for name, _ in engines}
         for r in range(repeats):
             for name, fn in engines[r % 3:] + engines[:r % 3]:
-                samples[name].append(median_time(lambda: fn(path, wl), 1, setup=_collect, warmup=0))
+                samples[name].append(median_time(partial(fn, path, wl), 1, setup=_collect, warmup=0))
         times = {name: statistics.median(v) for name, v in samples.items()}
         for name, _ in engines:
             t = times[name]
@@ -156,8 +156,10 @@ def main() -> None:
               f"(best runs: {s['sql_over_datastream_best_of']:.3f}), "
               f"{s['sql_over_duckdb_throughput']:.2f} x DuckDB (1 thread); "
               f"SQL parse + plan {s['sql_planning_s'] * 1000:.1f} ms")
-    write_json(args.json, {"benchmark": "sql", "events": n, "repeats": repeats, "results": results,
-                           "summary": summary})
+    roles = {"fastops SQL": "fastops", "fastops DataStream": "variant", "DuckDB (1 thread)": "peer"}
+    write_results(args.json, [measurement(r["workload"], r["engine"], r["events_per_s"], roles[r["engine"]])
+                              for r in results],
+                  {"events": n, "repeats": repeats, "results": results, "summary": summary})
 
 
 if __name__ == "__main__":

@@ -27,9 +27,7 @@ Usage: ``python bench/bench_window.py [--quick] [--json PATH] [--repeats R]``
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -37,10 +35,14 @@ import tracemalloc
 
 os.environ.setdefault("POLARS_MAX_THREADS", "1")
 
+import duckdb
 import numpy as np
+import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import measurement, write_results
 from fastops import BoundedOutOfOrderness, Session, Sliding, Tumbling, WindowAggregator
 from fastops.core import aggregates as agg
 from fastops.core import arrow as _arrow
@@ -116,8 +118,6 @@ def run_fastops(batches: list[pa.RecordBatch], wl: str, after_batch=None) -> int
 
 
 def run_duckdb(table: pa.Table, wl: str) -> int:
-    import duckdb
-
     con = duckdb.connect()
     con.execute("SET threads = 1")
     con.register("events", table)
@@ -149,8 +149,6 @@ def run_duckdb(table: pa.Table, wl: str) -> int:
 
 
 def run_polars(table: pa.Table, wl: str):
-    import polars as pl
-
     wl = SAME_JOB.get(wl, wl)
     if wl == "W3":
         return None
@@ -193,15 +191,14 @@ def in_turn(batches: list[pa.RecordBatch], repeats: int) -> tuple[dict, list[flo
     and W2 / W1 of each adjacent pair of runs, sorted.
 
     In the table each fastops run follows the peers' runs of the same
-    workload, and W2's follow pyarrow's group-by of 100M replicated rows,
-    whose freed memory its pool still holds: that cost the ``process``
-    calls of a fastops W2 run about 0.06 s (nothing once the pool's
-    ``release_unused()`` ran first). Here both workloads follow the same
-    work, so the ratio of the two is fastops' own. The order alternates
+    workload, and W2's follow pyarrow's group-by of the replicated rows,
+    whose freed memory its pool still holds, which slows the ``process``
+    calls of the fastops W2 run after it. Here both workloads follow the
+    same work, so the ratio of the two is fastops' own. The order alternates
     (W1 W2, W2 W1, ...), and each pair's ratio is taken before the median:
     on a shared machine the speed drifts by more than the difference sought,
-    and a pair shares its moment. Even so single pairs here spread over
-    about ±0.1, so the caller asks for many and prints their quartiles."""
+    and a pair shares its moment. Single pairs still spread widely, so the
+    caller asks for many and prints their quartiles."""
     times: dict = {"W1": [], "W2": []}
     for r in range(repeats):
         for wl in ("W1", "W2") if r % 2 == 0 else ("W2", "W1"):
@@ -243,8 +240,7 @@ def main(argv=None) -> int:
     table = make_data(n)
     batches = table.to_batches(max_chunksize=BATCH)
     input_bytes = table.nbytes
-    results = {"events": n, "repeats": repeats, "batch_rows": BATCH, "python": sys.version.split()[0],
-               "machine": platform.machine(), "workloads": {}}
+    results: dict = {"events": n, "repeats": repeats, "batch_rows": BATCH, "workloads": {}}
     print(f"{n:,} events, {len(batches)} batches of {BATCH:,}; median of {repeats} repeats; events/s (M)")
     header = f"{'':4} {'fastops':>9} {'duckdb':>9} {'polars':>9} {'pyarrow':>9} {'fastops/best':>13}"
     print(header)
@@ -264,7 +260,7 @@ def main(argv=None) -> int:
                    ("polars", run_polars, data), ("pyarrow", run_pyarrow, data)]
         times: dict = {name: [] for name, _, _ in runners}
         out_rows: dict = {}
-        for name, fn, data in runners:  # warm-up (imports, first-touch) and output sizes
+        for name, fn, data in runners:  # warm-up (first calls, first-touch) and output sizes
             out_rows[name] = fn(data, wl)
         for _ in range(repeats):  # interleaved, so load changes hit every engine alike
             for name, fn, data in runners:
@@ -307,10 +303,9 @@ def main(argv=None) -> int:
     if "W1" in w:
         print(f"W1 fastops peak extra memory: {w['W1']['fastops_peak_bytes'] / 1e6:.1f} MB "
               f"(input {w['W1']['input_bytes'] / 1e6:.1f} MB)")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=2)
-        print(f"wrote {args.json}")
+    measurements = [measurement(wl, engine, m["events_per_s"], "fastops" if engine == "fastops" else "peer")
+                    for wl, row in w.items() for engine, m in row.items() if isinstance(m, dict)]
+    write_results(args.json, measurements, results)
     return 0
 
 

@@ -2,8 +2,10 @@
 status 2, ``run``, ``demo`` and ``bench`` (on a tiny bench directory)."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -224,40 +226,57 @@ def test_sql_over_parquet_files_equals_duckdb(tmp_path):
     assert missing.returncode == 2 and "nope.parquet" in missing.stderr
 
 
+def _tiny_suite(measurements: list, schema: str = "fastops-bench/1") -> str:
+    """A bench script that writes ``measurements`` in the result schema."""
+    return textwrap.dedent(f"""
+        import argparse, json
+        ap = argparse.ArgumentParser(); ap.add_argument("--quick", action="store_true")
+        ap.add_argument("--json")
+        a = ap.parse_args()
+        json.dump({{"schema": {schema!r}, "measurements": {measurements!r}, "details": {{}}}}, open(a.json, "w"))
+        print("quick" if a.quick else "full")
+    """)
+
+
+def _m(workload: str, engine: str, rows_per_s: float, role: str = "fastops") -> dict:
+    return {"workload": workload, "engine": engine, "role": role, "rows_per_s": rows_per_s}
+
+
+@pytest.mark.slow
 def test_bench_report_on_a_tiny_suite(tmp_path):
     bench = tmp_path / "bench"
     bench.mkdir()
-    (bench / "bench_alpha.py").write_text(textwrap.dedent("""
-        import argparse, json
-        ap = argparse.ArgumentParser(); ap.add_argument("--quick", action="store_true")
-        ap.add_argument("--json")
-        a = ap.parse_args()
-        json.dump({"results": [
-            {"workload": "W1", "engine": "fastops", "rows_per_s": 3e6},
-            {"workload": "W1", "engine": "duckdb", "rows_per_s": 2e6, "peer": True},
-            {"workload": "W1", "engine": "polars", "rows_per_s": 1e6, "peer": True}]}, open(a.json, "w"))
-        print("quick" if a.quick else "full")
-    """))
-    (bench / "bench_beta.py").write_text(textwrap.dedent("""
-        import argparse, json
-        ap = argparse.ArgumentParser(); ap.add_argument("--quick", action="store_true")
-        ap.add_argument("--json")
-        a = ap.parse_args()
-        json.dump({"workloads": {"W2": {"fastops": {"events_per_s": 1e6},
-                                        "pyarrow": {"events_per_s": 4e6}}}}, open(a.json, "w"))
-    """))
+    (bench / "bench_alpha.py").write_text(_tiny_suite([
+        _m("W1", "fastops", 3e6), _m("W1", "duckdb", 2e6, "peer"), _m("W1", "polars", 1e6, "peer")]))
+    (bench / "bench_beta.py").write_text(_tiny_suite([
+        _m("W2", "fastops", 1e6), _m("W2", "pyarrow", 4e6, "peer")]))
     (bench / "bench_broken.py").write_text("raise SystemExit(5)\n")
+    # a script still writing one of the shapes read before the schema: refused, named
+    (bench / "bench_oldshape.py").write_text(textwrap.dedent("""
+        import argparse, json
+        ap = argparse.ArgumentParser(); ap.add_argument("--quick", action="store_true")
+        ap.add_argument("--json")
+        a = ap.parse_args()
+        json.dump({"workloads": {"W3": {"fastops": {"events_per_s": 1e6}}}}, open(a.json, "w"))
+    """))
     out = tmp_path / "report"
     r = fastops_cmd("bench", "--quick", "--out", str(out), "--bench-dir", str(bench))
-    assert r.returncode == 1  # one suite failed; the others are still reported
+    assert r.returncode == 1  # two suites failed; the others are still reported
     assert "alpha: W1" in r.stdout and "1.50x" in r.stdout and "duckdb" in r.stdout
     assert "beta: W2" in r.stdout and "0.25x" in r.stdout
     assert "suite broken: exit 5" in r.stdout
+    assert "suite oldshape: bad results: schema is None, expected 'fastops-bench/1'" in r.stdout
+    assert "W3" not in r.stdout
     results = json.loads((out / "results.json").read_text())
     by = {w["workload"]: w for w in results["workloads"]}
+    assert set(by) == {"alpha: W1", "beta: W2"}
     assert by["alpha: W1"]["ratio"] == pytest.approx(1.5)
-    assert by["beta: W2"]["best_peer"] == "pyarrow"
-    assert results["suites"]["alpha"]["status"] == "ok"
+    assert by["alpha: W1"]["peers_rows_per_s"] == {"duckdb": 2e6, "polars": 1e6}
+    assert by["alpha: W1"]["fastops_rows_per_s"] == 3e6 and by["alpha: W1"]["fastops_engine"] == "fastops"
+    assert by["beta: W2"]["best_peer"] == "pyarrow" and by["beta: W2"]["best_peer_rows_per_s"] == 4e6
+    assert results["suites"]["alpha"]["status"] == "ok" and results["suites"]["alpha"]["workloads"] == 1
+    assert results["suites"]["oldshape"]["status"].startswith("bad results")
+    assert results["machine"]["cpu_count"] == os.cpu_count()
     assert (out / "alpha.log").read_text().strip() == "quick"
     try:
         import matplotlib  # noqa: F401
@@ -270,27 +289,83 @@ def test_bench_report_on_a_tiny_suite(tmp_path):
     assert r.returncode == 0 and "beta" not in r.stdout
 
 
-def test_bench_report_reads_every_shape_of_the_repo_scripts():
+BENCH_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "bench")
+
+
+def _bench_common():
+    """The repo's ``bench/_common.py`` (the writer of the result schema)."""
+    spec = importlib.util.spec_from_file_location("bench_common_under_test", os.path.join(BENCH_DIR, "_common.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_results_written_by_the_scripts_helper_read_back(tmp_path):
     from fastops.apps import bench_report as br
 
-    got = br.normalise("partition", {"results": [
-        {"P": 8, "fastops Mrows/s": 40.0, "numpy Mrows/s": 8.0, "polars Mrows/s": 10.0, "best peer": "polars"}]})
-    assert len(got) == 1 and got[0].name == "partition: P=8"
-    assert got[0].fastops == 40e6 and got[0].best_peer == ("polars", 10e6) and got[0].ratio == 4.0
-    got = br.normalise("checkpoint", {"results": [{"workload": "no checkpoints", "rows_per_s": 5.0}]})
-    assert got[0].fastops == 5.0 and got[0].ratio is None
-    got = br.normalise("sketch", {"results": [
-        {"sketch": "hll p=14", "data": "int64", "impl": "fastops", "updates_per_s": 9e7},
-        {"sketch": "hll p=14", "data": "int64", "impl": "polars approx_n_unique", "updates_per_s": 3e7},
-        {"sketch": "kll", "data": "float64", "impl": "fastops", "updates_per_s": 1e7}]})
-    assert [w.name for w in got] == ["sketch: hll p=14 / int64", "sketch: kll / float64"]
-    assert got[0].ratio == pytest.approx(3.0) and got[1].best_peer is None
-    got = br.normalise("sql", {"results": [
-        {"workload": "W1", "engine": "fastops SQL", "events_per_s": 4e6},
-        {"workload": "W1", "engine": "fastops DataStream", "events_per_s": 5e6},
-        {"workload": "W1", "engine": "DuckDB (1 thread)", "events_per_s": 2e6}]})
-    assert got[0].name == "sql: W1 (fastops SQL)" and got[0].ratio == pytest.approx(2.0)
-    assert br.normalise("x", ["not", "a", "dict"]) == []
+    common = _bench_common()
+    path = tmp_path / "sql.json"
+    common.write_results(str(path), [
+        common.measurement("W1", "fastops SQL", 4e6),
+        common.measurement("W1", "fastops DataStream", 5e6, "variant"),
+        common.measurement("W1", "DuckDB (1 thread)", 2e6, "peer"),
+        common.measurement("no peers", "fastops", 5.0)], {"events": 10})
+    data = json.loads(path.read_text())
+    assert data["schema"] == br.SCHEMA and data["details"] == {"events": 10}
+    assert set(data["machine"]) >= {"python", "platform", "cpu_count", "time"}
+    got = br.read_results("sql", data)
+    # a workload with variants is named after the fastops run it compares
+    assert [w.name for w in got] == ["sql: W1 (fastops SQL)", "sql: no peers"]
+    assert got[0].fastops == 4e6 and got[0].fastops_engine == "fastops SQL"
+    assert got[0].peers == {"DuckDB (1 thread)": 2e6} and got[0].ratio == pytest.approx(2.0)
+    assert got[1].fastops == 5.0 and got[1].best_peer is None and got[1].ratio is None
+    table = br.summary_table(got)
+    assert "sql: W1 (fastops SQL)" in table and "2.00x" in table
+    with pytest.raises(ValueError, match="expected a JSON object"):
+        br.read_results("sql", ["not", "a", "dict"])
+
+
+@pytest.mark.parametrize("change, fragment", [
+    (lambda d: d.pop("schema"), "schema is None"),
+    (lambda d: d.update(schema="fastops-bench/0"), "expected 'fastops-bench/1'"),
+    (lambda d: d.update(measurements=[]), "non-empty list"),
+    (lambda d: d["measurements"].append("row"), "measurement 2 is not an object"),
+    (lambda d: d["measurements"][0].pop("workload"), "measurement 0: 'workload'"),
+    (lambda d: d["measurements"][1].update(engine=""), "measurement 1: 'engine'"),
+    (lambda d: d["measurements"][1].update(role="baseline"), "role is 'baseline'"),
+    (lambda d: d["measurements"][0].update(rows_per_s=float("nan")), "finite number"),
+    (lambda d: d["measurements"][0].update(rows_per_s=-1.0), "finite number"),
+    (lambda d: d["measurements"][0].update(rows_per_s=True), "finite number"),
+    (lambda d: d["measurements"][0].update(rows_per_s="3e6"), "finite number"),
+    (lambda d: d["measurements"][1].update(role="fastops"), "2 measurements of role 'fastops'"),
+    (lambda d: d["measurements"][0].update(role="variant"), "0 measurements of role 'fastops'"),
+    (lambda d: d["measurements"][1].update(engine="fastops"), "engine 'fastops' measured twice"),
+])
+def test_bench_results_schema_is_checked(change, fragment, tmp_path):
+    from fastops.apps import bench_report as br
+
+    data = {"schema": br.SCHEMA, "measurements": [_m("W1", "fastops", 3e6), _m("W1", "duckdb", 2e6, "peer")]}
+    assert [w.ratio for w in br.read_results("x", data)] == [pytest.approx(1.5)]
+    change(data)
+    with pytest.raises(ValueError, match=re.escape(fragment)):
+        br.read_results("x", data)
+    # the scripts' writer refuses the same measurements before writing anything
+    if isinstance(data.get("measurements"), list) and data["measurements"] and data.get("schema") == br.SCHEMA:
+        common = _bench_common()
+        path = tmp_path / "x.json"
+        with pytest.raises(ValueError, match=re.escape(fragment)):
+            common.write_results(str(path), data["measurements"])
+        assert not path.exists()
+
+
+def test_every_bench_script_writes_through_the_one_writer():
+    scripts = sorted(n for n in os.listdir(BENCH_DIR) if n.startswith("bench_") and n.endswith(".py"))
+    assert scripts
+    for name in scripts:
+        with open(os.path.join(BENCH_DIR, name), encoding="utf-8") as fh:
+            text = fh.read()
+        assert "write_results(args.json" in text, name
+        assert "json.dump" not in text and "open(args.json" not in text, name
 
 
 def _one_line_error(args, capsys) -> tuple[int, str]:
