@@ -242,7 +242,7 @@ class WindowAggregator:
     """
 
     def __init__(self, window: Any, by: Sequence[str] | str = (), aggs: Mapping[str, Any] | None = None,
-                 time: str = "ts", allowed_lateness: Any = 0, schema: pa.Schema | None = None):
+                 time: str | None = "ts", allowed_lateness: Any = 0, schema: pa.Schema | None = None):
         self.window = as_window(window)
         if isinstance(by, str):
             by = [by]
