@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any, Callable
 
@@ -17,14 +18,35 @@ import pyarrow.compute as pc
 
 from fastops.connectors import sinks as _sinks
 from fastops.connectors import sources as _sources
-from fastops.core.durations import parse_duration
+from fastops.core.durations import parse_duration, parse_positive_duration
+from fastops.core.keys import KeyTable
+from fastops.core.watermarks import BoundedOutOfOrderness, MonotonousTimestamps, to_ms
+from fastops.core.window.aggregator import MissingColumnError, WindowAggregator
+from fastops.core.window.assigners import GlobalWindow, Sliding, Tumbling, as_window, bound_type
 from fastops.operators import basic as _basic
-from fastops.runtime.executor import Executor, JobResult
+from fastops.operators.join import WindowJoinOperator
+from fastops.operators.process import KeyedProcessFunction, KeyedProcessOperator
+from fastops.operators.window import ARRIVAL, RunningAggregateOperator, WindowOperator
+from fastops.runtime.client import JobClient
+from fastops.runtime.executors import EXECUTORS
 from fastops.runtime.graph import Edge, Node, identity
+from fastops.runtime.job import Job, JobConfig, JobResult
 from fastops.runtime.plan import PhysicalPlan
-from fastops.runtime.recovery import reconcile_sinks, restore_point
+from fastops.runtime.progress import Progress
 
 col = pc.field  # fo.col("v") > 0: a pyarrow.compute expression
+
+
+def _executor_name(executor: str | None, threads: bool | None, parallelism: int) -> str:
+    """The executor a StreamEnvironment asked for by name or by ``threads=``."""
+    if executor is None:
+        use_threads = (parallelism > 1) if threads is None else bool(threads)
+        return "threads" if use_threads else "single"
+    if executor not in EXECUTORS:
+        raise ValueError(f"unknown executor {executor!r}; expected one of {sorted(EXECUTORS)}")
+    if threads is not None and bool(threads) != (executor == "threads"):
+        raise ValueError(f"threads={threads!r} contradicts executor={executor!r}: give one of them")
+    return executor
 
 
 def _check_parallelism(value: Any, what: str = "parallelism") -> int:
@@ -60,8 +82,6 @@ def _describe_aggs(aggs: dict) -> dict:
 
 def _missing(what: str, column: str, schema: pa.Schema) -> Exception:
     """A missing column, raised where the graph is built (a KeyError and a ValueError)."""
-    from fastops.core.window.aggregator import MissingColumnError
-
     return MissingColumnError(f"{what} {column!r} not in stream (columns: {schema.names})")
 
 
@@ -80,8 +100,6 @@ def _no_rows(schema: pa.Schema) -> pa.RecordBatch:
 def _expression_error(exc: Exception, schema: pa.Schema, what: str) -> Exception:
     """An Arrow error from evaluating ``what`` over no rows of ``schema``, as a
     MissingColumnError (an unknown column) or a TypeError (types that do not fit)."""
-    import re
-
     msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     m = re.search(r"No match for FieldRef\.Name\((.*?)\) in ", str(exc))
     if m:
@@ -92,14 +110,12 @@ def _expression_error(exc: Exception, schema: pa.Schema, what: str) -> Exception
 _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
 
 
-def _aggregate_schema(window: Any, keys: Sequence[str], aggs: dict, time: str | None, lateness: Any,
+def _aggregate_schema(window: Any, keys: Sequence[str], aggs: dict, time: str, lateness: Any,
                       schema: pa.Schema | None) -> pa.Schema | None:
     """Check a window / running aggregate now (columns and their types, when the
     input schema is known); its output schema, or None if the input's is unknown."""
-    from fastops.core.window.aggregator import WindowAggregator
-
     if schema is not None:
-        _require(schema, [time] if time is not None else [], "time column")
+        _require(schema, [time], "time column")
         for name, a in aggs.items():
             column = getattr(a, "column", None)
             if isinstance(column, str):
@@ -127,10 +143,13 @@ class StreamEnvironment:
         Number of key groups (the unit of keyed state and of rescaling).
     channel_capacity
         Credits per channel: batches in flight between two tasks.
-    threads
-        ``True`` runs one thread per task; ``False`` runs every task in the
-        calling thread in a fixed order (deterministic; for tests and
+    executor
+        ``"threads"`` runs one thread per task; ``"single"`` runs every task
+        in one thread in a fixed order (deterministic; for tests and
         debugging). Default: threads unless ``parallelism == 1``.
+    threads
+        The same choice as a flag: ``True`` for ``"threads"``, ``False`` for
+        ``"single"``.
     checkpoint_dir, checkpoint_interval, checkpoints_retained, mode
         Periodic checkpoints (``"exactly_once"`` aligns barriers,
         ``"at_least_once"`` does not) written to ``checkpoint_dir``; a job
@@ -146,16 +165,14 @@ class StreamEnvironment:
                  chaining: bool = True, checkpoint_dir: str | None = None,
                  checkpoint_interval: Any = "5s", checkpoints_retained: int = 3,
                  mode: str = "exactly_once", restart_attempts: int = 0,
-                 restart_delay: Any = 0):
+                 restart_delay: Any = 0, executor: str | None = None):
         self.parallelism = _check_parallelism(parallelism)
         self.max_parallelism = _check_parallelism(max_parallelism, "max_parallelism")
         if parallelism > max_parallelism:
             raise ValueError(f"parallelism ({parallelism}) must not exceed max_parallelism ({max_parallelism})")
         self.channel_capacity = _check_parallelism(channel_capacity, "channel_capacity")
-        self.threads = (parallelism > 1) if threads is None else bool(threads)
+        self.executor = _executor_name(executor, threads, parallelism)
         self.chaining = chaining
-        from fastops.core.durations import parse_duration
-
         if mode not in ("exactly_once", "at_least_once"):
             raise ValueError(f"mode must be 'exactly_once' or 'at_least_once', got {mode!r}")
         self.mode = mode
@@ -171,6 +188,11 @@ class StreamEnvironment:
         self._sinks: list[Node] = []
         self.last_result: JobResult | None = None
         self._collect_jobs = 0  # jobs collect() ran at once (for execute()'s "no sink" error)
+
+    @property
+    def threads(self) -> bool:
+        """Whether tasks run in threads of their own (``executor="threads"``)."""
+        return self.executor == "threads"
 
     # -- sources ---------------------------------------------------------------
     def from_source(self, source: _sources.Source, parallelism: int | None = None) -> DataStream:
@@ -334,78 +356,62 @@ class StreamEnvironment:
         return self.from_source(_sources.GeneratorSource(fn, rate, deterministic), 1)
 
     # -- running ---------------------------------------------------------------
-    def _plan(self, sinks: list[Node]) -> PhysicalPlan:
+    @staticmethod
+    def _check_sinks(sinks: list[Node]) -> None:
         if not sinks:
             raise ValueError("the job has no sink: add collect(), print(), sink_to_parquet(...) or sink_to(fn)")
+
+    def _plan(self, sinks: list[Node]) -> PhysicalPlan:
+        self._check_sinks(sinks)
         return PhysicalPlan.build(sinks, self.max_parallelism, self.chaining)
 
     def explain(self) -> str:
         """The physical plan of the sinks added so far."""
         return self._plan(self._sinks).explain()
 
-    def _storage(self) -> Any:
-        from fastops.runtime.checkpoint import CheckpointStorage
+    def _job_config(self) -> JobConfig:
+        return JobConfig(
+            executor=self.executor, channel_capacity=self.channel_capacity,
+            max_parallelism=self.max_parallelism, chaining=self.chaining,
+            checkpoint_dir=self.checkpoint_dir,
+            checkpoint_interval_s=self.checkpoint_interval_ms / 1000.0 if self.checkpoint_interval_ms else None,
+            checkpoints_retained=self.checkpoints_retained, exactly_once=self.mode == "exactly_once",
+            restart_attempts=self.restart_attempts, restart_delay_s=self.restart_delay_s)
 
-        if self.checkpoint_dir is None:
-            return None
-        return CheckpointStorage(self.checkpoint_dir, self.checkpoints_retained)
-
-    def _run(self, sinks: list[Node], job_name: str, restore: Any = "latest",
-             progress: Callable[[list], Any] | None = None) -> JobResult:
-        import time as _time
-
-        from fastops.runtime.errors import JobFailed
-
-        plan = self._plan(sinks)
-        storage = self._storage()
-        interval = self.checkpoint_interval_ms / 1000.0 if storage is not None and self.checkpoint_interval_ms else None
-        if storage is not None:
-            for c in plan.chains:
-                if c.head.is_source and not c.head.source.replayable:
-                    raise ValueError(
-                        f"source {c.head.name!r} cannot replay its input, so checkpoints cannot "
-                        f"give {self.mode.replace('_', '-')} results; use a file, collection, "
-                        "pandas or Arrow source, or from_generator(..., deterministic=True)")
-        skipped: list = []
-        manifest = restore_point(storage, restore, plan, skipped)
-        results = [n.collect_result for n in sinks if getattr(n, "collect_result", None) is not None]
-        for res in results:
-            res.reset()
-        rolled_back = reconcile_sinks(sinks, manifest)
-        attempt = 0
-        replayed = 0
-        executor = Executor(self.threads, self.channel_capacity, progress)
-        if hasattr(progress, "attach"):  # a fastops.runtime.progress.Progress bar: sources, restore point
-            progress.attach(plan, executor)
-        while True:
-            try:
-                run = executor.run(plan, job_name, storage, interval, self.mode == "exactly_once", manifest)
-                break
-            except JobFailed:
-                if attempt >= self.restart_attempts:
-                    raise
-                attempt += 1
-                if self.restart_delay_s:
-                    _time.sleep(self.restart_delay_s)
-                manifest = storage.latest(skipped) if storage is not None else None
-                replayed += executor.rows_since(manifest.checkpoint_id if manifest is not None else None)
-                if manifest is None:
-                    for res in results:
-                        res.reset()
-                rolled_back += reconcile_sinks(sinks, manifest)
-        tasks, duration = run.tasks, run.duration_s
-        metrics = {t.name: t.metrics for t in tasks}
-        source_ids = {c.index for c in plan.chains if c.head.is_source}
-        rows_in = sum(t.metrics.rows_in for t in tasks if t.chain_spec.index in source_ids)  # type: ignore[attr-defined]
-        rows_out = sum(t.metrics.sink_rows for t in tasks)
-        outputs = {n.id: n.collect_result.table() for n in sinks if getattr(n, "collect_result", None)}
-        result = JobResult(job_name, duration, metrics, rows_in, rows_out, outputs,
-                           checkpoints=run.checkpoints, restore_s=run.restore_s, restarts=attempt,
-                           rows_replayed=replayed,
-                           restored_from=manifest.checkpoint_id if manifest is not None else None,
-                           skipped_checkpoints=skipped, rolled_back=rolled_back)
+    def _finished(self, result: JobResult) -> None:
         self.last_result = result
-        return result
+
+    def _submit(self, sinks: list[Node], job_name: str, restore: Any = "latest",
+                progress: bool | Callable[[list], Any] | None = None) -> JobClient:
+        """Plan and check the job here (errors at the caller's line), then run it
+        in a thread of its own."""
+        self._check_sinks(sinks)
+        bar = Progress(label=job_name) if progress is True else None
+        callback = bar if bar is not None else progress if callable(progress) else None
+        try:
+            job = Job(sinks, job_name, self._job_config(), restore, callback, owns_progress=bar is not None)
+        except BaseException:
+            if bar is not None:
+                bar.close()
+            raise
+        return JobClient(job, self._finished).start()
+
+    def execute_async(self, job_name: str = "fastops job", restore: Any = "latest",
+                      progress: bool | Callable[[list], Any] | None = None) -> JobClient:
+        """Start every sink added so far as one job, in the background; they are
+        then cleared (as in Flink). Returns a ``JobClient``: ``wait()`` for the
+        ``JobResult``, ``get_job_status()``, ``metrics()`` (live rates),
+        ``cancel()``. Arguments as for ``execute``; a job that cannot run
+        (no sink, a checkpoint of another job...) raises here."""
+        sinks, self._sinks = self._sinks, []
+        if not sinks and self._collect_jobs:
+            raise ValueError(
+                f"the job has no sink: collect() runs its job at once and returns the rows, and "
+                f"{self._collect_jobs} collect() job(s) already ran on this environment, so nothing "
+                "is left for execute(). For several outputs of one job, add a sink per output "
+                "and read them after execute(): a = s1.sink_to_table('a'); b = s2.sink_to_table('b'); "
+                "env.execute(); a.table(), b.table()")
+        return self._submit(sinks, job_name, restore, progress)
 
     def execute(self, job_name: str = "fastops job", restore: Any = "latest",
                 progress: bool | Callable[[list], Any] | None = None) -> JobResult:
@@ -417,24 +423,9 @@ class StreamEnvironment:
         (rows of the total, rows/s, watermark, checkpoints; see
         ``fastops.runtime.progress.Progress``); a callable ``progress(metrics)`` is
         called a few times a second with the live ``TaskMetrics`` of every task.
+        The same as ``execute_async(...).wait()``.
         """
-        sinks, self._sinks = self._sinks, []
-        if not sinks and self._collect_jobs:
-            raise ValueError(
-                f"the job has no sink: collect() runs its job at once and returns the rows, and "
-                f"{self._collect_jobs} collect() job(s) already ran on this environment, so nothing "
-                "is left for execute(). For several outputs of one job, add a sink per output "
-                "and read them after execute(): a = s1.sink_to_table('a'); b = s2.sink_to_table('b'); "
-                "env.execute(); a.table(), b.table()")
-        if progress is True:
-            from fastops.runtime.progress import Progress
-
-            bar = Progress(label=job_name)
-            try:
-                return self._run(sinks, job_name, restore, bar)
-            finally:
-                bar.close()
-        return self._run(sinks, job_name, restore, progress or None)
+        return self.execute_async(job_name, restore, progress).wait()
 
 
 class DataStream:
@@ -487,9 +478,6 @@ class DataStream:
         watermarks ``max(ts) - max_out_of_orderness - 1`` (or, with
         ``monotonous=True``, ``max(ts) - 1``). An input with no data for
         ``idle_timeout`` stops holding downstream watermarks back."""
-        from fastops.core.durations import parse_duration, parse_positive_duration
-        from fastops.core.watermarks import BoundedOutOfOrderness, MonotonousTimestamps, to_ms
-
         if not isinstance(column, str):
             raise TypeError(f"the time column must be a name, got {column!r}")
         _require(self.schema, [column], "time column")
@@ -507,12 +495,12 @@ class DataStream:
     # -- transformations -------------------------------------------------------
     def map(self, fn: Callable[[pa.RecordBatch], Any], name: str | None = None) -> DataStream:
         """``fn(batch) -> batch`` (vectorised)."""
-        label = name or getattr(fn, "__name__", "map")
+        label = name or str(getattr(fn, "__name__", "map"))
         return _configured(self._then(f"map({label})" if name is None else name, lambda: _basic.Map(fn, label)),
                            identity(fn))
 
     def flat_map(self, fn: Callable[[pa.RecordBatch], Any], name: str | None = None) -> DataStream:
-        label = name or getattr(fn, "__name__", "flat_map")
+        label = name or str(getattr(fn, "__name__", "flat_map"))
         return _configured(self._then(f"flat_map({label})" if name is None else name,
                                       lambda: _basic.FlatMap(fn, label)), identity(fn))
 
@@ -521,7 +509,8 @@ class DataStream:
         label = name or ("filter" if isinstance(predicate, pc.Expression)
                          else f"filter({getattr(predicate, '__name__', 'fn')})")
         if not isinstance(predicate, pc.Expression) and not callable(predicate):
-            raise TypeError(f"filter needs an expression (fastops.col(...) > 0) or a function, got {type(predicate).__name__}")
+            raise TypeError("filter needs an expression (fastops.col(...) > 0) or a function, "
+                            f"got {type(predicate).__name__}")
         if isinstance(predicate, pc.Expression) and self.schema is not None:
             try:  # unknown columns, types without a kernel, a predicate that is not boolean
                 _no_rows(self.schema).filter(predicate)
@@ -598,8 +587,6 @@ class DataStream:
         keys = _names(columns)
         _require(self.schema, keys, "key column")
         if self.schema is not None:  # a key type the key table cannot hold: TypeError naming the column
-            from fastops.core.keys import KeyTable
-
             KeyTable(keys)._prepare([pa.array([], self.schema.field(k).type) for k in keys])
         return KeyedStream(self, keys)
 
@@ -641,9 +628,9 @@ class DataStream:
         result = _sinks.CollectResult()
         result.schema = self.schema  # an empty result keeps the stream's columns
         node = self._sink("collect", lambda: _sinks.CollectSink(result), register=False)
-        node.collect_result = result  # type: ignore[attr-defined]
+        node.output = result
         self.env._collect_jobs += 1
-        self.env._run([node], job_name)
+        self.env._submit([node], job_name).wait()
         return result.table()
 
     def sink_to_table(self, name: str = "collect") -> _sinks.CollectResult:
@@ -653,7 +640,7 @@ class DataStream:
         result = _sinks.CollectResult()
         result.schema = self.schema  # an empty result keeps the stream's columns
         node = self._sink(name, lambda: _sinks.CollectSink(result, name))
-        node.collect_result = result  # type: ignore[attr-defined]
+        node.output = result
         return result
 
     def to_pandas(self) -> Any:
@@ -704,12 +691,12 @@ class KeyedStream:
 
     def map(self, fn: Callable[[pa.RecordBatch], Any], name: str | None = None) -> DataStream:
         """``fn(batch) -> batch`` after the hash exchange: a task sees only its keys."""
-        label = name or getattr(fn, "__name__", "map")
+        label = name or str(getattr(fn, "__name__", "map"))
         return _configured(self._keyed(f"map({label})" if name is None else name, lambda: _basic.Map(fn, label)),
                            identity(fn))
 
     def flat_map(self, fn: Callable[[pa.RecordBatch], Any], name: str | None = None) -> DataStream:
-        label = name or getattr(fn, "__name__", "flat_map")
+        label = name or str(getattr(fn, "__name__", "flat_map"))
         return _configured(self._keyed(f"flat_map({label})" if name is None else name,
                                        lambda: _basic.FlatMap(fn, label)), identity(fn))
 
@@ -718,16 +705,11 @@ class KeyedStream:
         return _configured(self._keyed(name, operator_factory), identity(operator_factory))
 
     def window(self, window: Any) -> WindowedStream:
-        from fastops.core.window.assigners import as_window
-
         as_window(window)  # a TypeError here, not when the job runs
         return WindowedStream(self, window)
 
     def aggregate(self, **aggs: Any) -> DataStream:
         """A running aggregate per key: after each batch, the new value of every key it touched."""
-        from fastops.core.window.assigners import GlobalWindow
-        from fastops.operators.window import ARRIVAL, RunningAggregateOperator
-
         keys, tc = self.keys, self.stream.time_column
         if not aggs:
             raise ValueError("aggregate needs at least one name=aggregate")
@@ -740,8 +722,6 @@ class KeyedStream:
 
     def process(self, function: Any, name: str | None = None) -> DataStream:
         """Run a ``KeyedProcessFunction`` (keyed state, event-time timers)."""
-        from fastops.operators.process import KeyedProcessFunction, KeyedProcessOperator
-
         if not isinstance(function, KeyedProcessFunction):
             raise TypeError(f"process needs a fastops.KeyedProcessFunction, got {type(function).__name__}")
         keys = self.keys
@@ -760,8 +740,6 @@ class WindowedStream:
         self.lateness: Any = 0
 
     def allowed_lateness(self, lateness: Any) -> WindowedStream:
-        from fastops.core.durations import parse_duration
-
         if parse_duration(lateness) < 0:
             raise ValueError(f"allowed_lateness must be a duration >= 0, got {lateness!r}")
         self.lateness = lateness
@@ -770,8 +748,6 @@ class WindowedStream:
     def aggregate(self, **aggs: Any) -> DataStream:
         """One row per key and window: ``window_start, window_end, keys..., aggs...``.
         Late rows go to ``side_output("late")``."""
-        from fastops.operators.window import WindowOperator
-
         stream = self.keyed.stream
         if stream.time_column is None:
             raise ValueError("a window needs event time: call with_watermark(column, ...) before key_by")
@@ -783,8 +759,6 @@ class WindowedStream:
         windowed = self.keyed._keyed(f"window({type(window).__name__})",
                                      lambda: WindowOperator(window, keys, aggs, tc, lateness), None, out)
         if stream.schema is not None:  # late rows: the input, the reason and the watermark they met
-            from fastops.core.window.assigners import bound_type
-
             kept = [f for f in stream.schema if f.name not in ("reason", "watermark")]
             windowed._side_schemas["late"] = pa.schema(kept + [
                 pa.field("reason", pa.string()),
@@ -814,8 +788,6 @@ class JoinBuilder:
         return self
 
     def window(self, window: Any) -> JoinBuilder:
-        from fastops.core.window.assigners import Sliding, Tumbling
-
         if not isinstance(window, (Tumbling, Sliding)):
             raise TypeError(f"a window join needs Tumbling or Sliding windows, got {type(window).__name__}")
         self._window = window
@@ -823,8 +795,6 @@ class JoinBuilder:
 
     def apply(self, suffixes: tuple[str, str] = ("", "_right")) -> DataStream:
         """Inner join of the rows of both sides that share a key and a window."""
-        from fastops.operators.join import WindowJoinOperator
-
         if not self.left_keys:
             raise ValueError("join: call .on(keys) first")
         if self._window is None:
@@ -843,8 +813,6 @@ class JoinBuilder:
 
     def _schema(self, suffixes: tuple[str, str]) -> pa.Schema | None:
         """The joined rows' schema (an Arrow join of no rows), if both sides' are known."""
-        from fastops.core.window.assigners import bound_type
-
         ls, rs = self.left.schema, self.right.schema
         if ls is None or rs is None:
             return None

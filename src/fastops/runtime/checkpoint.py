@@ -147,7 +147,7 @@ class CheckpointStorage:
         tasks: dict[str, Any] = {}
         total = 0
         for key, snap in snapshots.items():
-            ops = []
+            ops: list[dict[str, Any] | None] = []
             for i, state in enumerate(snap.operators):
                 if state is None:
                     ops.append(None)
@@ -192,7 +192,7 @@ class CheckpointStorage:
         if raw.get("checksum") != _manifest_checksum(raw):
             raise ValueError(f"checkpoint {path!r}: the manifest does not match its checksum "
                              "(altered or damaged)")
-        for key, entry in raw["tasks"].items():
+        for entry in raw["tasks"].values():
             for op in entry["operators"]:
                 if op is None:
                     continue
@@ -270,6 +270,7 @@ class Coordinator:
             if cp is None or set(self.acks) != self.expected:
                 return
             acks, self.acks, self.pending = self.acks, {}, None
+        assert self.storage is not None  # only a checkpoint that was triggered is pending
         size = self.storage.write(cp, self.fingerprint, acks, graph=self.graph)
         self.stats.append(CheckpointStats(cp, time.perf_counter() - self.triggered_at,
                                           max((a.alignment_s for a in acks.values()), default=0.0), size))

@@ -3,8 +3,13 @@ from __future__ import annotations
 
 import os
 from types import TracebackType
+from typing import Any
 
 import pyarrow as pa
+
+from fastops.operators.base import OperatorContractError
+
+__all__ = ["JobCancelled", "JobFailed", "OperatorContractError", "describe_batch", "user_traceback"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -64,4 +69,15 @@ class JobFailed(RuntimeError):
         )
         super().__init__(message)
 
-from fastops.operators.base import OperatorContractError  # noqa: F401
+
+class JobCancelled(Exception):
+    """The job was cancelled (``JobClient.cancel()``) before it finished.
+
+    ``result`` is the ``JobResult`` up to the cancel (metrics, checkpoints
+    completed) when the job driver made one, else None.
+    """
+
+    def __init__(self, job_name: str, result: Any = None):
+        super().__init__(f"job {job_name!r} was cancelled")
+        self.job_name = job_name
+        self.result = result

@@ -42,6 +42,8 @@ class Node:
     inputs: list[Edge] = field(default_factory=list)
     is_sink: bool = False
     config: Any = None  # JSON-able operator configuration: part of the job's fingerprint
+    # a sink's in-memory result (``reset()`` before a run from the start, ``table()`` after)
+    output: Any = None
     id: int = field(default_factory=lambda: next(_ids))
 
     @property

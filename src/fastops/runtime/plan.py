@@ -64,16 +64,22 @@ class ChainSpec:
         return " -> ".join(n.name for n in self.nodes)
 
 
-def _effective(edge: Edge, downstream: Node) -> str:
-    """Forward needs equal parallelism; otherwise rows are rebalanced."""
+def effective_partitioning(edge: Edge, downstream: Node) -> str:
+    """How ``edge`` distributes rows: forward needs equal parallelism, otherwise rows are rebalanced."""
     if edge.partitioning == "forward" and edge.upstream.parallelism != downstream.parallelism:
         return "rebalance"
     return edge.partitioning
 
 
-def _from_json(pos):
+def _from_json(pos: Any) -> Any:
     """Positions come back from JSON with tuples turned into lists."""
     return tuple(pos) if isinstance(pos, list) else pos
+
+
+def _make_operator(node: Node) -> Any:
+    if node.factory is None:
+        raise ValueError(f"operator {node.name!r} has no factory")
+    return node.factory()
 
 
 @dataclass(eq=False)
@@ -127,7 +133,8 @@ class PhysicalPlan:
             lines.append(f"Task {c.index + 1}: {c.name()}  [{kind}parallelism {c.parallelism}]")
             for e in c.head.inputs:
                 src = self.chain_of[e.upstream.id]
-                how = e.describe() if _effective(e, c.head) == e.partitioning else _effective(e, c.head)
+                how = effective_partitioning(e, c.head)
+                how = e.describe() if how == e.partitioning else how
                 lines.append(f"    <- {how} exchange from Task {src.index + 1} ({e.upstream.name})")
         return "\n".join(lines)
 
@@ -155,18 +162,22 @@ class PhysicalPlan:
     def describe(self) -> list:
         return [f"Task {c.index + 1}: {c.name()} (parallelism {c.parallelism})" for c in self.chains]
 
-    def instantiate(self, cancel: threading.Event, channel_capacity: int | None,
+    def instantiate(self, stop: threading.Event, channel_capacity: int | None,
                     positions: dict | None = None) -> list[Task]:
         """Create the tasks with their operators, gates, channels and writers;
-        source readers start at ``positions[task key]`` when restoring."""
+        source readers start at ``positions[task key]`` when restoring. Setting
+        ``stop`` ends every task (blocked sends and receives give up)."""
         tasks: dict[tuple[int, int], Task] = {}
         gates: dict[tuple[int, int], InputGate] = {}
         metrics: dict[tuple[int, int], TaskMetrics] = {}
         for c in self.chains:
             for i in range(c.parallelism):
-                metrics[(c.index, i)] = TaskMetrics(task=f"{c.name()}[{i + 1}/{c.parallelism}]")
+                metrics[(c.index, i)] = TaskMetrics(
+                    task=f"{c.name()}[{i + 1}/{c.parallelism}]", vertex=c.index, subtask=i,
+                    parallelism=c.parallelism, operators=tuple(n.name for n in c.nodes),
+                    is_source=c.head.is_source)
                 if not c.head.is_source:
-                    gates[(c.index, i)] = InputGate(cancel)
+                    gates[(c.index, i)] = InputGate(stop)
 
         # writers per (chain, task, node position, tag) -> list of OutputWriter
         writers: dict[tuple[int, int, int, str | None], list[OutputWriter]] = {}
@@ -174,7 +185,7 @@ class PhysicalPlan:
             for e in c.head.inputs:
                 up = self.chain_of[e.upstream.id]
                 pos = up.nodes.index(e.upstream)
-                how = _effective(e, c.head)
+                how = effective_partitioning(e, c.head)
                 for i in range(up.parallelism):
                     if how == "forward":
                         chans = [gates[(c.index, i)].new_channel(channel_capacity, e.input_index)]
@@ -187,8 +198,8 @@ class PhysicalPlan:
         out: list[Task] = []
         for c in self.chains:
             for i in range(c.parallelism):
-                ops = [n.factory() for n in c.nodes[1 if c.head.is_source else 0:]]
                 offset = 1 if c.head.is_source else 0
+                ops = [_make_operator(n) for n in c.nodes[offset:]]
                 last = len(c.nodes) - 1
                 main = writers.get((c.index, i, last, None), [])
                 sides = []
@@ -199,21 +210,20 @@ class PhysicalPlan:
                 chain = Chain(ops, main, sides)
                 m = metrics[(c.index, i)]
                 chain.metrics = m
+                m.operator_rows = chain.rows  # the chain counts, the sampler reads
                 ctxs = [OperatorContext(n.name, i, c.parallelism, self.max_parallelism, m)
                         for n in c.nodes[offset:]]
                 name = m.task
                 key = f"{c.index}/{i}"
                 if c.head.is_source:
-                    pos = (positions or {}).get(key)
-                    reader = c.head.source.open(i, c.parallelism, _from_json(pos))
+                    start = (positions or {}).get(key)
+                    reader = c.head.source.open(i, c.parallelism, _from_json(start))
                     idle = next((getattr(op, "idle_timeout_ms", None) for op in ops
                                  if getattr(op, "idle_timeout_ms", None) is not None), None)
-                    task: Task = SourceTask(name, reader, chain, ctxs, m, idle)
+                    task: Task = SourceTask(name, reader, chain, ctxs, m, idle, stop)
                 else:
-                    task = OperatorTask(name, gates[(c.index, i)], chain, ctxs, m)
+                    task = OperatorTask(name, gates[(c.index, i)], chain, ctxs, m, stop)
                 task.key = key
-                task.chain_spec = c  # type: ignore[attr-defined]
-                task.task_index = i  # type: ignore[attr-defined]
                 tasks[(c.index, i)] = task
                 out.append(task)
         return out

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from fastops.connectors.base import is_transactional
 from fastops.runtime.checkpoint import CheckpointStorage, Manifest
 from fastops.runtime.graph import Node
 from fastops.runtime.plan import PhysicalPlan, graph_difference
@@ -55,10 +56,8 @@ def reconcile_sinks(sinks: list[Node], manifest: Manifest | None) -> list[str]:
     moved: list[str] = []
     for node in sinks:
         sink = node.factory() if node.factory is not None else None
-        if not getattr(sink, "transactional", False):
-            continue
-        for what in sink.roll_back(checkpoint_id):
-            moved.append(what)
+        if is_transactional(sink):
+            moved += sink.roll_back(checkpoint_id)
     if moved:
         since = f"checkpoint {checkpoint_id}" if checkpoint_id else "the start (no checkpoint)"
         log.warning("recovery replays from %s, so the output committed after it was rolled back "

@@ -2,12 +2,15 @@
 output writers (exchanges)."""
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
 
+from fastops.connectors.base import END, Reader, TransactionalSink, is_transactional
 from fastops.core.messages import (
     END_OF_STREAM,
     IDLE,
@@ -20,7 +23,8 @@ from fastops.core.messages import (
 )
 from fastops.core.partitioning import partition
 from fastops.operators.base import Operator, OperatorContext, Tagged
-from fastops.runtime.channels import Channel, InputGate
+from fastops.runtime.channels import Cancelled, Channel, InputGate
+from fastops.runtime.checkpoint import TaskSnapshot
 from fastops.runtime.metrics import TaskMetrics
 
 
@@ -42,7 +46,7 @@ class OutputWriter:
     owned by one downstream task (contiguous ranges, as Flink).
     """
 
-    def __init__(self, channels: list[Channel], partitioning: str, keys: tuple[str, ...],
+    def __init__(self, channels: Sequence[Channel], partitioning: str, keys: tuple[str, ...],
                  max_parallelism: int, metrics: TaskMetrics):
         self.channels = channels
         self.partitioning = partitioning
@@ -52,7 +56,18 @@ class OutputWriter:
         self._next = 0
 
     def _send(self, ch: Channel, item: Any) -> None:
-        self.metrics.backpressured_s += ch.send(item)
+        if ch.try_send(item):
+            return
+        m = self.metrics  # no credit: the wait is backpressure, visible while it lasts
+        m.backpressured_since = time.perf_counter()
+        try:
+            m.backpressured_s += ch.send(item)
+        finally:
+            m.backpressured_since = 0.0
+
+    def close(self) -> None:
+        for ch in self.channels:
+            ch.close()
 
     def emit(self, item: Any) -> None:
         if not isinstance(item, pa.RecordBatch):
@@ -91,6 +106,7 @@ class Chain:
         self.outputs = outputs
         self.side_outputs = side_outputs
         self.metrics: TaskMetrics | None = None
+        self.rows = [0] * (len(operators) + 1)  # rows delivered to each operator, last: to the outputs
 
     def process(self, input_index: int, batch: pa.RecordBatch) -> None:
         self._deliver(0, batch, input_index)
@@ -110,11 +126,18 @@ class Chain:
         for w in self._side_writers():
             w.emit(item)
 
+    def close_outputs(self) -> None:
+        """After end of stream: nothing more is sent."""
+        for w in self.outputs:
+            w.close()
+        for w in self._side_writers():
+            w.close()
+
     def close(self) -> None:
         for i, op in enumerate(self.operators):
             self._route(i, self._call(op, "close", None) or [])
 
-    def _call(self, op: Operator, method: str, batch: pa.RecordBatch | None, *args: Any) -> Any:
+    def _call(self, op: Operator | TransactionalSink, method: str, batch: pa.RecordBatch | None, *args: Any) -> Any:
         """Call an operator method; its exception becomes an OperatorError."""
         try:
             return getattr(op, method)(*args)
@@ -131,6 +154,8 @@ class Chain:
 
     def _deliver(self, i: int, item: Any, input_index: int = 0) -> None:
         if i == len(self.operators):
+            if isinstance(item, pa.RecordBatch):
+                self.rows[i] += item.num_rows
             for w in self.outputs:
                 w.emit(item)
             if isinstance(item, Watermark):  # side outputs follow event time too
@@ -141,6 +166,7 @@ class Chain:
             return
         op = self.operators[i]
         if isinstance(item, pa.RecordBatch):
+            self.rows[i] += item.num_rows
             outs = (self._call(op, "process_input", item, input_index, item) if i == 0
                     else self._call(op, "process", item, item))
             self._route(i, outs)
@@ -205,21 +231,29 @@ class Task:
     exactly_once = True
 
     def __init__(self, name: str, chain: Chain, contexts: list[OperatorContext],
-                 metrics: TaskMetrics):
+                 metrics: TaskMetrics, stop: threading.Event | None = None):
         self.name = name
         self.chain = chain
         self.contexts = contexts
         self.metrics = metrics
+        self.stop = stop if stop is not None else threading.Event()  # set: the attempt ends (cancel, failure)
         self.finished = False
+
+    def step(self) -> bool:
+        """Do the work available now without waiting (every task in one thread);
+        False when there is nothing (left) to do."""
+        raise NotImplementedError
+
+    def run(self) -> None:
+        """Run to the end in the calling thread; ``Cancelled`` once ``stop`` is set."""
+        raise NotImplementedError
 
     def open(self) -> None:
         for op, ctx in zip(self.chain.operators, self.contexts):
             op.open(ctx)
 
-    def _sinks(self) -> list[tuple[int, Any]]:
-        from fastops.connectors.sinks import TransactionalSink
-
-        return [(i, op) for i, op in enumerate(self.chain.operators) if isinstance(op, TransactionalSink)]
+    def _sinks(self) -> list[tuple[int, TransactionalSink]]:
+        return [(i, op) for i, op in enumerate(self.chain.operators) if is_transactional(op)]
 
     def start_fresh(self) -> None:
         """No checkpoint to resume from: drop what earlier runs left uncommitted."""
@@ -240,18 +274,21 @@ class Task:
                 except Exception as exc:
                     raise OperatorError(op.name, None, exc) from exc
 
-    def snapshot(self, checkpoint_id: int) -> Any:
+    def snapshot(self, checkpoint_id: int) -> TaskSnapshot:
         """Snapshot every operator of the chain (the barrier is at the chain's input)."""
-        from fastops.connectors.sinks import TransactionalSink
-        from fastops.runtime.checkpoint import TaskSnapshot
-
+        t0 = time.perf_counter()
         snap = TaskSnapshot()
         for i, op in enumerate(self.chain.operators):
-            if isinstance(op, TransactionalSink):
+            if is_transactional(op):
                 snap.sinks[i] = self.chain._call(op, "snapshot_barrier", None, checkpoint_id)
                 snap.operators.append(None)
             else:
                 snap.operators.append(self.chain._call(op, "snapshot", None))
+        m = self.metrics
+        m.checkpoints += 1
+        m.last_checkpoint_id = checkpoint_id
+        m.last_checkpoint_s = time.perf_counter() - t0
+        m.last_checkpoint_bytes = sum(len(s) for s in snap.operators if s is not None)
         return snap
 
     def finish(self) -> None:
@@ -260,6 +297,7 @@ class Task:
         if self.coordinator is not None:
             self.coordinator.task_finished(self.key, handles)
         self.chain.control(END_OF_STREAM)
+        self.chain.close_outputs()
         self.finished = True
         self.metrics.finished = time.perf_counter()
 
@@ -267,18 +305,17 @@ class Task:
 class SourceTask(Task):
     """Reads a source split and pushes its batches through the chain."""
 
-    def __init__(self, name: str, reader: Any, chain: Chain, contexts: list[OperatorContext],
-                 metrics: TaskMetrics, idle_timeout_ms: int | None = None):
-        super().__init__(name, chain, contexts, metrics)
+    def __init__(self, name: str, reader: Reader, chain: Chain, contexts: list[OperatorContext],
+                 metrics: TaskMetrics, idle_timeout_ms: int | None = None, stop: threading.Event | None = None):
+        super().__init__(name, chain, contexts, metrics, stop)
         self.reader = reader
         self.idle_timeout_ms = idle_timeout_ms
         self._last_data = time.perf_counter()
         self._idle_sent = False
         self.pending_barrier: int | None = None  # set by the checkpoint coordinator
-        self.rows_at_checkpoint: dict[int, int] = {}  # for "rows replayed" after a restart
 
     def _checkpoint(self, checkpoint_id: int) -> None:
-        self.rows_at_checkpoint[checkpoint_id] = self.metrics.rows_in
+        self.metrics.rows_at_checkpoint[checkpoint_id] = self.metrics.rows_in  # for "rows replayed"
         snap = self.snapshot(checkpoint_id)
         snap.position = self.reader.position()
         self.chain.control(CheckpointBarrier(checkpoint_id))
@@ -286,8 +323,6 @@ class SourceTask(Task):
 
     def step(self) -> bool:
         """Read and push one batch; False when the source is exhausted."""
-        from fastops.connectors.sources import END
-
         cp = self.pending_barrier
         if cp is not None:
             self.pending_barrier = None
@@ -312,22 +347,22 @@ class SourceTask(Task):
         return True
 
     def run(self) -> None:
+        stop = self.stop
         while self.step():
-            pass
+            if stop.is_set():
+                raise Cancelled()
 
     def close_reader(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # closing after a failure must not hide it
             self.reader.close()
-        except Exception:
-            pass
 
 
 class OperatorTask(Task):
     """Takes items from its input gate and pushes them through the chain."""
 
     def __init__(self, name: str, gate: InputGate, chain: Chain, contexts: list[OperatorContext],
-                 metrics: TaskMetrics):
-        super().__init__(name, chain, contexts, metrics)
+                 metrics: TaskMetrics, stop: threading.Event | None = None):
+        super().__init__(name, chain, contexts, metrics, stop)
         self.gate = gate
         self.watermarks = WatermarkTracker(0)
         self._live = 0
@@ -391,7 +426,7 @@ class OperatorTask(Task):
             alignment = time.perf_counter() - self._align_t0
             self._aligning = None
             snap = self.snapshot(cp)
-            snap.alignment_s = alignment
+            snap.alignment_s = self.metrics.last_alignment_s = alignment
             self.chain.control(CheckpointBarrier(cp))
             if self.coordinator is not None:
                 self.coordinator.ack(self.key, cp, snap)
@@ -409,9 +444,17 @@ class OperatorTask(Task):
         return did
 
     def run(self) -> None:
-        m = self.metrics
+        m, gate, stop = self.metrics, self.gate, self.stop
         while not self.finished:
-            t0 = time.perf_counter()
-            got = self.gate.get()
-            m.idle_s += time.perf_counter() - t0
+            if stop.is_set():
+                raise Cancelled()
+            got = gate.poll()
+            if got is None:  # wait for input: idle, visible while it lasts
+                t0 = m.idle_since = time.perf_counter()
+                try:
+                    got = gate.get()
+                finally:
+                    m.idle_s += time.perf_counter() - t0
+                    m.idle_since = 0.0
+            assert got is not None  # get() without a timeout returns an item or raises Cancelled
             self.handle(*got)

@@ -1,0 +1,366 @@
+"""The job driver: one job's life, from its sinks to its result.
+
+``Job`` builds the physical plan, picks the restore point (runtime/recovery),
+makes the sinks' committed output agree with it, then runs *attempts* on an
+executor: when one fails it waits ``restart_delay``, restores the latest
+complete checkpoint and starts another, up to ``restart_attempts`` times. It
+owns the job's status (``JobStatus``), the metrics sampler and the result.
+
+The driver runs in one thread (``JobClient`` gives it a thread of its own);
+the executor calls its ``_tick`` a few times a second from that thread while
+an attempt runs: there it samples the tasks' counters (``metrics()`` reads
+the samples from any thread) and reports progress. Whatever steers a running
+job belongs here too: a controller reads ``metrics()`` in the tick and acts
+through the driver; a savepoint or a rescale ends the current attempt at a
+checkpoint and starts the next one from it, as a restart does.
+"""
+from __future__ import annotations
+
+import enum
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from fastops.runtime.checkpoint import CheckpointStats, CheckpointStorage, Manifest
+from fastops.runtime.errors import JobCancelled, JobFailed
+from fastops.runtime.executors import Attempt, AttemptResult, create_executor
+from fastops.runtime.graph import Node
+from fastops.runtime.metrics import MetricsSampler, TaskMetrics
+from fastops.runtime.plan import PhysicalPlan, effective_partitioning
+from fastops.runtime.recovery import reconcile_sinks, restore_point
+
+PROGRESS_INTERVAL_S = 0.25  # between two calls of a progress callback
+DEFAULT_WINDOW_S = 5.0  # of the rates in metrics()
+
+
+class JobStatus(enum.Enum):
+    """Where a job is in its life (PyFlink's names)."""
+
+    CREATED = "CREATED"
+    RUNNING = "RUNNING"
+    RESTARTING = "RESTARTING"
+    CANCELLING = "CANCELLING"
+    CANCELED = "CANCELED"
+    FAILED = "FAILED"
+    FINISHED = "FINISHED"
+
+    def is_globally_terminal_state(self) -> bool:
+        """The job ended (finished, failed or was cancelled) and will not run again."""
+        return self in (JobStatus.FINISHED, JobStatus.FAILED, JobStatus.CANCELED)
+
+
+@dataclass
+class JobResult:
+    """What ``StreamEnvironment.execute`` returns."""
+
+    job_name: str
+    duration_s: float
+    metrics: dict[str, TaskMetrics]
+    rows_in: int
+    rows_out: int
+    outputs: dict[int, Any] = field(default_factory=dict)  # sink node id -> collected result
+    checkpoints: list[CheckpointStats] = field(default_factory=list)
+    restored_from: int | None = None  # checkpoint id the (last) attempt started from
+    restore_s: float = 0.0
+    restarts: int = 0
+    rows_replayed: int = 0  # rows read again after in-process restarts
+    skipped_checkpoints: list = field(default_factory=list)  # SkippedCheckpoint: unusable, passed over
+    rolled_back: list = field(default_factory=list)  # committed output taken away before a replay
+    job_id: str = ""
+
+    def __repr__(self) -> str:
+        restored = f", restored_from={self.restored_from}" if self.restored_from is not None else ""
+        skipped = f", skipped_checkpoints={len(self.skipped_checkpoints)}" if self.skipped_checkpoints else ""
+        return (f"JobResult({self.job_name!r}, rows_in={self.rows_in}, rows_out={self.rows_out}, "
+                f"duration_s={self.duration_s:.3f}, checkpoints={len(self.checkpoints)}{restored}"
+                f"{skipped}, restarts={self.restarts}, outputs={len(self.outputs)})")
+
+    def summary(self) -> str:
+        lines = [f"job {self.job_name!r}: {self.rows_in} rows in, {self.rows_out} rows out, "
+                 f"{self.duration_s:.3f} s"]
+        for m in self.metrics.values():
+            lines.append(f"  {m.task}: in {m.rows_in} out {m.rows_out} busy {m.busy_ms_per_s:.0f} "
+                         f"idle {m.idle_ms_per_s:.0f} backpressured {m.backpressured_ms_per_s:.0f} ms/s, "
+                         f"cpu {m.cpu_s:.3f} s")
+        for c in self.checkpoints:
+            lines.append(f"  checkpoint {c.checkpoint_id}: {c.duration_s * 1000:.1f} ms, "
+                         f"alignment {c.alignment_s * 1000:.1f} ms, {c.state_bytes} bytes")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """How a job runs (the StreamEnvironment's settings)."""
+
+    executor: str = "threads"
+    channel_capacity: int = 8
+    max_parallelism: int = 128
+    chaining: bool = True
+    checkpoint_dir: str | None = None
+    checkpoint_interval_s: float | None = 5.0
+    checkpoints_retained: int = 3
+    exactly_once: bool = True
+    restart_attempts: int = 0
+    restart_delay_s: float = 0.0
+    sample_interval_s: float = 0.25  # between two metrics samples
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+class Job:
+    """The driver of one job (see the module docs).
+
+    Building it plans the job, checks it and prepares recovery, raising a
+    ``ValueError`` for a job that cannot run; ``run()`` then runs it in the
+    calling thread, and ``cancel()`` / ``metrics()`` work from any thread.
+    """
+
+    def __init__(self, sinks: list[Node], job_name: str, config: JobConfig, restore: Any = "latest",
+                 progress: Callable[[list], Any] | None = None, owns_progress: bool = False):
+        self.job_id = uuid.uuid4().hex
+        self.job_name = job_name
+        self.config = config
+        self.sinks = sinks
+        self.plan = PhysicalPlan.build(sinks, config.max_parallelism, config.chaining)
+        self.storage = (CheckpointStorage(config.checkpoint_dir, config.checkpoints_retained)
+                        if config.checkpoint_dir is not None else None)
+        self.interval_s = config.checkpoint_interval_s if self.storage is not None else None
+        if self.storage is not None:
+            self._check_replayable()
+        self.skipped: list = []
+        self.manifest: Manifest | None = restore_point(self.storage, restore, self.plan, self.skipped)
+        self._outputs = [n for n in sinks if n.output is not None]
+        for n in self._outputs:
+            n.output.reset()
+        self.rolled_back: list[str] = reconcile_sinks(sinks, self.manifest)
+        self.executor = create_executor(config.executor, config.channel_capacity)
+        self.sampler = MetricsSampler(config.sample_interval_s)
+        self.progress = progress
+        self._owns_progress = owns_progress
+        self._last_progress = 0.0
+        self.restarts = 0
+        self._checkpoints_before: list[CheckpointStats] = []  # of earlier attempts
+        self._cancel = threading.Event()
+        self._status_lock = threading.Lock()
+        self.status = JobStatus.CREATED
+        self.status_history: list[tuple[JobStatus, float]] = [(JobStatus.CREATED, time.time())]
+        self._t0 = time.perf_counter()
+        attach = getattr(progress, "attach", None)
+        if attach is not None:  # a fastops.runtime.progress.Progress bar: sources, restore point
+            attach(self.plan, self)
+
+    def _check_replayable(self) -> None:
+        mode = "exactly-once" if self.config.exactly_once else "at-least-once"
+        for c in self.plan.chains:
+            if c.head.is_source and not c.head.source.replayable:
+                raise ValueError(
+                    f"source {c.head.name!r} cannot replay its input, so checkpoints cannot "
+                    f"give {mode} results; use a file, collection, "
+                    "pandas or Arrow source, or from_generator(..., deterministic=True)")
+
+    # -- what a progress bar reads ----------------------------------------------------
+    @property
+    def restored(self) -> Manifest | None:
+        """The checkpoint the current attempt started from."""
+        return self.manifest
+
+    @property
+    def coordinator(self) -> Any:
+        """The current attempt's checkpoint coordinator (its completed checkpoints)."""
+        return self.executor.coordinator
+
+    # -- status ------------------------------------------------------------------------
+    def _set_status(self, status: JobStatus) -> None:
+        with self._status_lock:
+            if self.status is status:
+                return
+            if self.status is JobStatus.CANCELLING and status in (JobStatus.RUNNING, JobStatus.RESTARTING):
+                return  # a cancel asked for meanwhile wins
+            self.status = status
+            self.status_history.append((status, time.time()))
+
+    def cancel(self) -> None:
+        """Stop the job promptly (from any thread): no sink commits anything more."""
+        with self._status_lock:
+            if self.status.is_globally_terminal_state() or self._cancel.is_set():
+                return
+            self._cancel.set()
+            self.status = JobStatus.CANCELLING
+            self.status_history.append((JobStatus.CANCELLING, time.time()))
+        self.executor.cancel()
+
+    # -- running -----------------------------------------------------------------------
+    def _tick(self) -> None:
+        """Called by the executor from the driver's thread while an attempt runs."""
+        now = time.perf_counter()
+        if self.sampler.due(now):
+            self.sampler.sample(self.executor.task_metrics())
+        if self.progress is not None and now - self._last_progress >= PROGRESS_INTERVAL_S:
+            self._last_progress = now
+            self.progress(self.executor.task_metrics())
+
+    def _attempt(self) -> AttemptResult:
+        self._set_status(JobStatus.RUNNING)
+        attempt = Attempt(self.plan, self.job_name, self.storage, self.interval_s,
+                          self.config.exactly_once, self.manifest)
+        try:
+            return self.executor.run(attempt, self._tick)
+        finally:
+            self.sampler.sample(self.executor.task_metrics())  # the attempt's last counters
+
+    def _rows_since(self, checkpoint_id: int | None) -> int:
+        """Rows the latest attempt read after checkpoint ``checkpoint_id`` (all of
+        them if it took no such checkpoint): what the next attempt reads again."""
+        return sum(m.rows_in - m.rows_at_checkpoint.get(checkpoint_id, 0) if checkpoint_id is not None
+                   else m.rows_in for m in self.executor.task_metrics() if m.is_source)
+
+    def _prepare_restart(self) -> int:
+        """After a failed attempt: the restore point of the next; rows it replays."""
+        coordinator = self.executor.coordinator
+        if coordinator is not None:
+            self._checkpoints_before += coordinator.stats
+        self.manifest = self.storage.latest(self.skipped) if self.storage is not None else None
+        replayed = self._rows_since(self.manifest.checkpoint_id if self.manifest is not None else None)
+        if self.manifest is None:
+            for n in self._outputs:
+                n.output.reset()
+        self.rolled_back += reconcile_sinks(self.sinks, self.manifest)
+        return replayed
+
+    def run(self) -> JobResult:
+        """Run the job to its end in the calling thread: its result, or
+        ``JobFailed`` (after the restarts allowed), or ``JobCancelled``."""
+        replayed = 0
+        try:
+            while True:
+                try:
+                    run = self._attempt()
+                    break
+                except JobFailed:
+                    if self._cancel.is_set():  # failed while cancelling: the cancel is what happened
+                        raise JobCancelled(self.job_name) from None
+                    if self.restarts >= self.config.restart_attempts:
+                        raise
+                    self._set_status(JobStatus.RESTARTING)
+                    self.restarts += 1
+                    if self.config.restart_delay_s:
+                        self._cancel.wait(self.config.restart_delay_s)
+                    if self._cancel.is_set():
+                        raise JobCancelled(self.job_name) from None
+                    replayed += self._prepare_restart()
+            if self.progress is not None:
+                self.progress(run.metrics)
+            result = self._result(run, replayed)
+        except JobCancelled as exc:
+            exc.result = self._result(None, replayed)
+            self._set_status(JobStatus.CANCELED)
+            raise
+        except BaseException:
+            self._set_status(JobStatus.FAILED)
+            raise
+        finally:
+            if self._owns_progress:
+                getattr(self.progress, "close", lambda: None)()
+        self._set_status(JobStatus.FINISHED)
+        return result
+
+    def _result(self, run: AttemptResult | None, replayed: int) -> JobResult:
+        metrics = run.metrics if run is not None else self.executor.task_metrics()
+        coordinator = self.executor.coordinator
+        checkpoints = run.checkpoints if run is not None else list(coordinator.stats) if coordinator else []
+        outputs = {n.id: n.output.table() for n in self._outputs}
+        return JobResult(self.job_name, run.duration_s if run is not None else time.perf_counter() - self._t0,
+                         {m.task: m for m in metrics},
+                         sum(m.rows_in for m in metrics if m.is_source), sum(m.sink_rows for m in metrics),
+                         outputs, checkpoints=checkpoints, restore_s=run.restore_s if run is not None else 0.0,
+                         restarts=self.restarts, rows_replayed=replayed,
+                         restored_from=self.manifest.checkpoint_id if self.manifest is not None else None,
+                         skipped_checkpoints=self.skipped, rolled_back=self.rolled_back, job_id=self.job_id)
+
+    # -- metrics -----------------------------------------------------------------------
+    def metrics(self, window_s: float = DEFAULT_WINDOW_S) -> dict[str, Any]:
+        """A plain snapshot (dicts, lists, numbers, strings) of the job's state,
+        totals and rates over the last ``window_s`` seconds; safe from any thread.
+
+        ``job``: id, name, status (and its history), restarts, rows in / out
+        and their rates. ``tasks``: per parallel task (see
+        ``MetricsSampler.task_rates``). ``operators``: per logical operator
+        in plan order, its inputs and its tasks' rates summed (rows) or
+        averaged (busy / idle / backpressured ms per s; chained operators
+        share their task's). ``checkpoints``: completed, the latest, the
+        restore point.
+        """
+        tasks = self.sampler.task_rates(window_s)
+        with self._status_lock:
+            status, history = self.status, list(self.status_history)
+        sources = [t for t in tasks if t["is_source"]]
+        job = {
+            "id": self.job_id, "name": self.job_name, "status": status.value,
+            "status_history": [[s.value, t] for s, t in history],
+            "uptime_s": time.perf_counter() - self._t0, "restarts": self.restarts,
+            "executor": self.config.executor,
+            "window_s": tasks[0]["window_s"] if tasks else 0.0,
+            "rows_in": sum(t["rows_in"] for t in sources),
+            "rows_out": sum(t["sink_rows"] for t in tasks),
+            "rows_in_per_s": sum(t["rows_in_per_s"] for t in sources),
+            "rows_out_per_s": sum(t["sink_rows_per_s"] for t in tasks),
+        }
+        return {"job": job, "checkpoints": self._checkpoint_metrics(), "operators": self._operator_metrics(tasks),
+                "tasks": tasks}
+
+    def _checkpoint_metrics(self) -> dict[str, Any]:
+        coordinator = self.executor.coordinator
+        done = self._checkpoints_before + (list(coordinator.stats) if coordinator is not None else [])
+        last = done[-1] if done else None
+        return {
+            "enabled": self.storage is not None, "interval_s": self.interval_s,
+            "completed": len(done),
+            "in_progress": coordinator.pending if coordinator is not None else None,
+            "restored_from": self.manifest.checkpoint_id if self.manifest is not None else None,
+            "last": None if last is None else {
+                "id": last.checkpoint_id, "duration_ms": 1000.0 * last.duration_s,
+                "alignment_ms": 1000.0 * last.alignment_s, "size_bytes": last.state_bytes},
+        }
+
+    def _operator_metrics(self, tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        by_vertex: dict[int, list[dict[str, Any]]] = {}
+        for t in tasks:
+            by_vertex.setdefault(t["vertex"], []).append(t)
+        out = []
+        for c in self.plan.chains:
+            mine = by_vertex.get(c.index, [])
+            offset = 1 if c.head.is_source else 0
+            for k, node in enumerate(c.nodes):
+                if node.is_source:
+                    rows_in = rows_out = sum(t["rows_in"] for t in mine)
+                    rate_in = rate_out = sum(t["rows_in_per_s"] for t in mine)
+                else:
+                    j = k - offset
+                    rows_in = sum(t["operator_rows"][j] for t in mine)
+                    rows_out = sum(t["operator_rows"][j + 1] for t in mine)
+                    rate_in = sum(t["operator_rows_per_s"][j] for t in mine)
+                    rate_out = sum(t["operator_rows_per_s"][j + 1] for t in mine)
+                busy = sum(t["busy_ms_per_s"] for t in mine) / 1000.0
+                wms = [t["watermark"] for t in mine if t["watermark"] is not None]
+                lags = [t["watermark_lag_ms"] for t in mine if t["watermark_lag_ms"] is not None]
+                out.append({
+                    "id": node.id, "name": node.name, "vertex": c.index, "position": k,
+                    "parallelism": c.parallelism, "is_source": node.is_source, "is_sink": node.is_sink,
+                    "inputs": [{"id": e.upstream.id, "name": e.upstream.name,
+                                "partitioning": effective_partitioning(e, node), "keys": list(e.keys), "tag": e.tag}
+                               for e in node.inputs],
+                    "rows_in": rows_in, "rows_out": rows_out,
+                    "rows_in_per_s": rate_in, "rows_out_per_s": rate_out,
+                    "busy_ms_per_s": _mean([t["busy_ms_per_s"] for t in mine]),
+                    "max_busy_ms_per_s": max((t["busy_ms_per_s"] for t in mine), default=0.0),
+                    "idle_ms_per_s": _mean([t["idle_ms_per_s"] for t in mine]),
+                    "backpressured_ms_per_s": _mean([t["backpressured_ms_per_s"] for t in mine]),
+                    "true_processing_rate": rate_in / busy if busy > 0 else None,
+                    "watermark": min(wms) if wms else None,
+                    "watermark_lag_ms": max(lags) if lags else None,
+                })
+        return out
