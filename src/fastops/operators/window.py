@@ -8,6 +8,8 @@ import numpy as np
 import pyarrow as pa
 
 from fastops.core.messages import MAX_WATERMARK
+from fastops.core.window.aggregator import State, WindowAggregator
+from fastops.core.window.assigners import GlobalWindow
 from fastops.operators.base import Operator, Tagged
 
 
@@ -20,8 +22,6 @@ class WindowOperator(Operator):
 
     def __init__(self, window: Any, keys: tuple[str, ...], aggs: dict[str, Any],
                  time_column: str, allowed_lateness: Any = 0):
-        from fastops.core.window.aggregator import WindowAggregator
-
         self.args = (window, list(keys), dict(aggs), time_column, allowed_lateness)
         self.aggregator = WindowAggregator(window, list(keys), dict(aggs), time=time_column,
                                            allowed_lateness=allowed_lateness)
@@ -47,8 +47,6 @@ class WindowOperator(Operator):
         return self.aggregator.snapshot().to_bytes()
 
     def restore(self, state: bytes | None) -> None:
-        from fastops.core.window.aggregator import State
-
         if state is not None:
             self.aggregator.restore(State.from_bytes(state))
 
@@ -62,9 +60,6 @@ class RunningAggregateOperator(Operator):
     ``last`` follow event time if the stream has it, else arrival order."""
 
     def __init__(self, keys: tuple[str, ...], aggs: dict[str, Any], time_column: str | None = None):
-        from fastops.core.window.aggregator import WindowAggregator
-        from fastops.core.window.assigners import GlobalWindow
-
         self.time_column = time_column
         self.aggregator = WindowAggregator(GlobalWindow(), list(keys), dict(aggs),
                                            time=time_column or ARRIVAL)
@@ -83,7 +78,5 @@ class RunningAggregateOperator(Operator):
         return self.aggregator.snapshot().to_bytes()
 
     def restore(self, state: bytes | None) -> None:
-        from fastops.core.window.aggregator import State
-
         if state is not None:
             self.aggregator.restore(State.from_bytes(state))
