@@ -84,7 +84,8 @@ def test_sliding_and_session_bounds_keep_zone(window):
 @pytest.mark.parametrize("time_type", [pa.int64(), pa.timestamp("us"), pa.timestamp("s")])
 def test_naive_and_integer_time_keep_naive_bounds(time_type):
     ms = [1_000, 2_000, 7_000]
-    raw = pa.array([m // 1000 if time_type == pa.timestamp("s") else m * (1000 if time_type.id == pa.timestamp("us").id else 1)
+    per_ms = 1000 if time_type.id == pa.timestamp("us").id else 1
+    raw = pa.array([m // 1000 if time_type == pa.timestamp("s") else m * per_ms
                     for m in ms], pa.int64()).cast(time_type)
     env = fo.StreamEnvironment()
     out = (env.from_arrow(pa.table({"ts": raw, "k": [1, 1, 1]})).with_watermark("ts").key_by("k")

@@ -68,7 +68,8 @@ def to_window_tuple(w) -> tuple:
 windows = st.one_of(
     st.builds(Tumbling, st.integers(1, 50), st.integers(-20, 20)),
     st.tuples(st.integers(1, 10), st.integers(1, 6), st.integers(0, 30)).map(
-        lambda a: Sliding(a[0] * a[1], a[1] * (1 + a[0] // 3) if a[1] * (1 + a[0] // 3) <= a[0] * a[1] else a[1], a[2])),
+        lambda a: Sliding(a[0] * a[1], a[1] * (1 + a[0] // 3) if a[1] * (1 + a[0] // 3) <= a[0] * a[1] else a[1],
+                          a[2])),
     st.builds(Session, st.integers(1, 40)),
 )
 
@@ -189,7 +190,7 @@ def test_matches_reference(window, stream):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(windows, streams(), st.data())
 def test_snapshot_restore_same_output(window, stream, data):
-    key_names, rows, batches, advance, bound = stream
+    key_names, _rows, batches, advance, bound = stream
     cut = data.draw(st.integers(0, len(batches)))
     _, plain = run(window, key_names, batches, advance, bound)
     _, restored = run(window, key_names, batches, advance, bound, cut=cut)
@@ -224,7 +225,7 @@ def _single_slot_layout(state):
 def test_restore_of_an_older_pane_layout(window, stream, data):
     """A snapshot whose pane slots were taken one at a time (as older versions
     did) restores into the chunked layout and gives the same output."""
-    key_names, rows, batches, advance, bound = stream
+    key_names, _rows, batches, advance, bound = stream
     cut = data.draw(st.integers(0, len(batches)))
     _, plain = run(window, key_names, batches, advance, bound, lateness=5)
     _, restored = run(window, key_names, batches, advance, bound, lateness=5, cut=cut,

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fastops.core import aggregates as agg
-from fastops.core.window.aggregator import WindowAggregator
+from fastops.core.window.aggregator import HOLD_ROWS, WindowAggregator
 from fastops.core.window.assigners import Session, Sliding, Tumbling
 from support import window_reference as ref
 
@@ -70,7 +70,7 @@ def test_lateness_against_model(window, stream):
     # the model: per window, a row counts iff that window was not purged when it arrived
     wtuple = ("tumbling", window.size, window.offset) if isinstance(window, Tumbling) else \
         ("sliding", window.size, window.slide, window.offset)
-    kept, late_rows = ref.lateness_model(batches, wms, wtuple, lateness)
+    _kept, late_rows = ref.lateness_model(batches, wms, wtuple, lateness)
     got_late = Counter() if late is None else Counter(zip(late.column("ts").to_pylist(), late.column("v").to_pylist()))
     assert got_late == Counter((r["ts"], r["v"]) for r in late_rows)
     if late is not None:
@@ -468,10 +468,8 @@ def test_held_rows_keep_arrival_order(mode):
 def test_held_rows_are_aggregated_in_bounded_chunks():
     """Held rows are aggregated once HOLD_ROWS of them wait, and before any
     read of the state (slots, key table, snapshot)."""
-    from fastops.core.window import aggregator as window_module
-
     wa = WindowAggregator(Tumbling("1s"), ["k"], {"n": agg.count()})
-    rows = window_module.HOLD_ROWS // 4
+    rows = HOLD_ROWS // 4
     for i in range(3):
         wa.process(pa.record_batch({"ts": np.full(rows, 10_000 + i), "k": np.arange(rows) % 7}))
     assert wa._held_rows == 3 * rows

@@ -15,6 +15,7 @@ import fastops as fo
 from fastops.core import aggregates as agg
 from fastops.core.window.aggregator import WindowAggregator
 from fastops.core.window.assigners import Sliding, Tumbling
+from fastops.operators.process import ProcessContext
 
 
 def events(n: int = 20_000, keys: int = 300, seed: int = 0, disorder_ms: int = 2000) -> pa.Table:
@@ -294,8 +295,6 @@ def test_windowed_join_with_sliding_windows_that_do_not_divide():
     (pa.timestamp("ms"), lambda r: int(r.integers(0, 10**12))),
 ])
 def test_value_state_against_a_dict_model(type_, make):
-    from fastops.operators.process import ProcessContext
-
     rng = np.random.default_rng(4)
     ctx = ProcessContext(("k",), 0, 1)
     state = ctx.state("s", type_)
