@@ -12,6 +12,11 @@ class SumOverflowError(OverflowError):
     """An int64 sum left the int64 range; raised by agg_update, merge_records,
     pane_emit, dense_add, suffix_add and dense_window after their loop."""
     aggregates: tuple[int, ...]  # overflowed aggregates, in the raising kernel's numbering
+    # set where fastops.core.aggregates names the aggregate (sum_overflow)
+    aggregate: object
+    column: str | None
+    output: str | None
+    detail: str
     def __init__(self, message: str, aggregates: tuple[int, ...] = ...) -> None: ...
 
 def pane_rehash(og: np.ndarray, oq: np.ndarray, ov: np.ndarray,  # const int64[::1]

@@ -259,6 +259,8 @@ class Sum(BuiltinAggregate):
 class _Ordered(BuiltinAggregate):
     """Aggregates that keep one input value per slot (min, max, first, last)."""
 
+    column: str
+
     def validate(self, input_type: pa.DataType | None) -> None:
         st = None if input_type is None else _numeric_storage(input_type)
         if st is None:

@@ -318,10 +318,10 @@ class _TopKState:
     __slots__ = ("count", "err", "hash", "nslots", "slot", "values")
 
     def __init__(self) -> None:
-        self.slot = np.zeros(0, dtype=np.int64)
-        self.hash = np.zeros(0, dtype=np.uint64)
-        self.count = np.zeros(0, dtype=np.int64)
-        self.err = np.zeros(0, dtype=np.int64)
+        self.slot: np.ndarray = np.zeros(0, dtype=np.int64)
+        self.hash: np.ndarray = np.zeros(0, dtype=np.uint64)
+        self.count: np.ndarray = np.zeros(0, dtype=np.int64)
+        self.err: np.ndarray = np.zeros(0, dtype=np.int64)
         self.values: pa.Array | None = None
         self.nslots = 0
 
@@ -551,6 +551,7 @@ class TopK(SlotAggregate):
             keep = ~np.isin(state.slot, slots)
             state.slot, state.hash = state.slot[keep], state.hash[keep]
             state.count, state.err = state.count[keep], state.err[keep]
+            assert state.values is not None  # entries have values
             state.values = state.values.filter(pa.array(keep))
         return state
 

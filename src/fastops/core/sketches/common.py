@@ -167,12 +167,12 @@ def _chunk_source(arr: pa.Array, seed: int) -> _Src | None:
     if valid is None:
         valid, voff = _EMPTY_U8, 0
     if pat.is_floating(t) and t.bit_width in (32, 64):
-        dt = np.uint64 if t.bit_width == 64 else np.uint32
+        dt = np.dtype(np.uint64 if t.bit_width == 64 else np.uint32)
         mode = 5 if t.bit_width == 64 else 6
         return _Src(mode, _arrow.fixed_values(arr, dt).view(np.uint8), _EMPTY_U8, valid, voff, n)
     width = _arrow.fixed_width_bytes(t)
     if width in (4, 8) and not pat.is_floating(t) and not pat.is_decimal(t):
-        dt = np.uint64 if width == 8 else np.uint32
+        dt = np.dtype(np.uint64 if width == 8 else np.uint32)
         mode = 1 if width == 8 else 2
         return _Src(mode, _arrow.fixed_values(arr, dt).view(np.uint8), _EMPTY_U8, valid, voff, n)
     if _arrow.is_binary_like(t):

@@ -50,12 +50,13 @@ def _float_chunks(values: Any, who: str) -> Iterator[tuple[np.ndarray, np.ndarra
         if (width is None or pat.is_decimal(t)
                 or not (pat.is_integer(t) or pat.is_floating(t) or pat.is_temporal(t))):
             raise TypeError(f"{who} needs numeric or temporal values, got {t}")
+        dt: np.dtype
         if pat.is_floating(t):
-            dt = {16: np.float16, 32: np.float32, 64: np.float64}[t.bit_width]
+            dt = np.dtype({16: np.float16, 32: np.float32, 64: np.float64}[t.bit_width])
         elif pat.is_integer(t) and pat.is_unsigned_integer(t):
-            dt = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}[t.bit_width]
+            dt = np.dtype({8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}[t.bit_width])
         else:
-            dt = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}[width]
+            dt = np.dtype({1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}[width])
         vals = np.ascontiguousarray(_arrow.fixed_values(chunk, dt), dtype=np.float64)
         valid = _arrow.validity(chunk)
         if valid is None:

@@ -111,7 +111,7 @@ class SpaceSaving:
     def value_type(self) -> pa.DataType | None:
         return None if self._values is None else self._values.type
 
-    def _adopt(self, reps: np.ndarray, new_values: pa.Array | None, new_size: int) -> None:
+    def _adopt(self, reps: np.ndarray, new_values: pa.Array, new_size: int) -> None:
         """Reorder the summary so that old entries come first, then rebuild
         the representative values with two vectorised takes."""
         reps = reps[:new_size]
@@ -123,6 +123,7 @@ class SpaceSaving:
         self._errs = self._errs[:new_size][perm]
         parts = []
         if len(old):
+            assert self._values is not None  # old entries have values
             parts.append(self._values.take(pa.array(reps[old])))
         if len(new):
             parts.append(new_values.take(pa.array(-reps[new] - 1)))
@@ -212,9 +213,11 @@ class SpaceSaving:
                                         other.min_count),
                        "SpaceSaving.merge")
         self._hashes, self._counts, self._errs = hashes, counts, errs
+        values = other._values
+        assert values is not None  # other has entries
         if self._values is None:
-            self._values = other._values.slice(0, 0)
-        self._adopt(reps, other._values, size)
+            self._values = values.slice(0, 0)
+        self._adopt(reps, values, size)
         self.total_weight += other.total_weight
         return self
 
