@@ -1,5 +1,7 @@
 """Sketch window aggregates: per-slot results against exact answers and the
 standalone sketches; merge, reset, snapshots, registration."""
+import struct
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -146,8 +148,6 @@ def test_plugins_over_view_columns_match_the_plain_column(make):
 
 
 def test_top_k_state_with_a_damaged_slot_count_is_refused():
-    import struct
-
     slots, vals = _data(3, n=2_000, nslots=4)
     t = agg.top_k("x", 3)
     data = bytearray(t.to_bytes(t.update(t.new_state(), slots, pa.array(vals))))

@@ -23,9 +23,9 @@ def test_rank_error_bound(dist):
     worst = []
     for t in range(12):
         rng = np.random.default_rng(t)
-        data = {"uniform": lambda: rng.random(n),
-                "lognormal": lambda: rng.lognormal(0, 2, n),
-                "zipf": lambda: (rng.zipf(1.2, n) % 10_000).astype(float)}[dist]()
+        data = {"uniform": lambda r: r.random(n),
+                "lognormal": lambda r: r.lognormal(0, 2, n),
+                "zipf": lambda r: (r.zipf(1.2, n) % 10_000).astype(float)}[dist](rng)
         s = KLL(200, seed=t)
         for part in np.array_split(data, 5):
             s.update(part)

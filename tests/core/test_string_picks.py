@@ -11,6 +11,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import fastops as fo
 from fastops.core import aggregates as agg
 from fastops.core.aggregates import StringFirstLast, StringMinMax
 
@@ -85,8 +86,6 @@ def test_compaction_keeps_the_arena_near_the_live_bytes():
 def test_string_first_last_and_min_max_over_large_strings_in_a_window():
     """large_string columns give large_string back, and so do string_view
     columns (plug-in aggregates see views as their large types)."""
-    import fastops as fo
-
     for t in (pa.large_string(), pa.string_view()):
         b = pa.record_batch({"k": [1, 1, 2], "ts": pa.array([5, 1, 3], pa.timestamp("ms")),
                              "s": pa.array(["b", "a", "c"], t)})

@@ -13,12 +13,13 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastops import Session, Sliding, Tumbling, WindowAggregator
+from fastops import JobFailed, Session, Sliding, TableEnvironment, Tumbling, WindowAggregator
 from fastops._kernels import window as _window
 from fastops.core import aggregates as agg
 from fastops.core.aggregates import SumOverflowError
@@ -90,7 +91,7 @@ def run(kind: str, rows: list[tuple[int, int, int]], cuts: list[int]) -> dict[tu
                           time="ts" if timed else None)
     bounds = [0, *cuts, len(rows)]
     out: list[pa.RecordBatch] = []
-    for b, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
+    for lo, hi in zip(bounds, bounds[1:]):
         part = rows[lo:hi]
         wa.process(pa.record_batch({"k": pa.array([r[0] for r in part], pa.int64()),
                                     "ts": pa.array([r[1] for r in part], pa.int64()),
@@ -213,10 +214,6 @@ def test_kernels_report_which_aggregate():
 
 
 def sql_sums(rows: list[tuple[int, int, int]], query: str, streaming: bool = False) -> list[dict]:
-    import pandas as pd
-
-    from fastops import TableEnvironment
-
     env = TableEnvironment(mode="streaming" if streaming else "batch")
     frame = pd.DataFrame({"k": [r[0] for r in rows], "ts": [r[1] for r in rows], "v": [r[2] for r in rows]},
                          dtype="int64")
@@ -227,8 +224,6 @@ def sql_sums(rows: list[tuple[int, int, int]], query: str, streaming: bool = Fal
 def sql_check(rows: list[tuple[int, int, int]], expected: dict, query: str) -> None:
     """SQL's SUM(v) AS total per k (batch mode): Python's exact sums, or the
     job fails naming the aggregate."""
-    from fastops import JobFailed
-
     verdicts = {g: verdict(vals) for g, vals in expected.items()}
     try:
         got = sql_sums(rows, query)
