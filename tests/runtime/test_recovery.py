@@ -80,7 +80,10 @@ def damage_state(chk: str) -> None:
 
 # ---------------------------------------------------------------- in process
 
-def window_job(env: fo.StreamEnvironment, table: pa.Table, out: str, window=Tumbling("1s"),
+ONE_SECOND = Tumbling("1s")
+
+
+def window_job(env: fo.StreamEnvironment, table: pa.Table, out: str, window=ONE_SECOND,
                overwrite: bool = False) -> None:
     (env.from_arrow(table, batch_size=500).map(lambda b: b)
      .with_watermark("ts", max_out_of_orderness="500ms")

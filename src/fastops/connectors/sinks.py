@@ -59,6 +59,7 @@ class TransactionalSink(Sink):
     transaction; it is the id of the checkpoint that will seal it."""
 
     transactional = True
+    epoch = 0  # none open before ``open``
 
     def open(self, ctx: OperatorContext) -> None:
         super().open(ctx)

@@ -327,13 +327,15 @@ class SourceTask(Task):
         if cp is not None:
             self.pending_barrier = None
             self._checkpoint(cp)
+        t0 = time.perf_counter()
         batch = self.reader.read()
         if batch is END:
             self.chain.watermark(MAX_WATERMARK)
             self.finish()
             self.reader.close()
             return False
-        if batch is None:  # nothing right now
+        if batch is None:  # nothing right now: the source is idle
+            self.metrics.idle_s += time.perf_counter() - t0
             if (self.idle_timeout_ms is not None and not self._idle_sent
                     and (time.perf_counter() - self._last_data) * 1000 >= self.idle_timeout_ms):
                 self.chain.control(IDLE)
