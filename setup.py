@@ -22,6 +22,7 @@ directives = {
     "initializedcheck": DEBUG,
     "cdivision": True,
     "embedsignature": True,
+    "autotestdict": False,  # no ``__test__`` dict of docstrings: the modules are what the stubs say
 }
 macros = []
 if DEBUG:
@@ -35,17 +36,25 @@ else:
     if DEBUG:
         compile_args = ["-O0", "-g"]
 
-extensions = [
-    Extension(
-        "fastops._kernels." + os.path.splitext(os.path.basename(path))[0],
+SHARED = sorted(glob.glob(KERNELS + "/*.h") + glob.glob(KERNELS + "/*.pxd"))
+
+
+def kernel(path: str) -> Extension:
+    """The extension of one ``.pyx``: it includes ``_<name>_*.pxi`` (one per
+    concern) and cimports the shared ``.pxd`` / ``.h``, so a change to any of
+    them rebuilds it."""
+    name = os.path.splitext(os.path.basename(path))[0]
+    return Extension(
+        "fastops._kernels." + name,
         [path],
         include_dirs=[KERNELS],  # the shared headers
-        depends=sorted(glob.glob(KERNELS + "/*.h") + glob.glob(KERNELS + "/*.pxd")),
+        depends=SHARED + sorted(glob.glob(f"{KERNELS}/_{name}_*.pxi")),
         extra_compile_args=compile_args,
         define_macros=macros,
     )
-    for path in sorted(glob.glob(KERNELS + "/*.pyx"))
-]
+
+
+extensions = [kernel(path) for path in sorted(glob.glob(KERNELS + "/*.pyx"))]
 
 setup(
     ext_modules=cythonize(

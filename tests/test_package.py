@@ -1,15 +1,12 @@
 """The installed package: loud failure without the compiled kernels, shipped stubs."""
 from __future__ import annotations
 
-import ast
-import inspect
 import os
 import subprocess
 import sys
 import textwrap
 
 import fastops
-from fastops._kernels import core as _core
 
 PKG_DIR = os.path.dirname(fastops.__file__)
 
@@ -47,22 +44,16 @@ def test_import_works_normally():
     assert proc.returncode == 0, proc.stderr
 
 
-def test_py_typed_and_stub_are_shipped():
+def test_py_typed_and_stubs_are_shipped():
+    """Every compiled kernel module has its stub beside it (``.ci/stubtest``
+    checks the stubs against the modules: names, signatures, classes)."""
+    kernels = os.path.join(PKG_DIR, "_kernels")
     assert os.path.isfile(os.path.join(PKG_DIR, "py.typed"))
-    assert os.path.isfile(os.path.join(PKG_DIR, "_kernels", "core.pyi"))
-
-
-def test_stub_lists_every_kernel():
-    with open(os.path.join(PKG_DIR, "_kernels", "core.pyi"), encoding="utf-8") as fh:
-        tree = ast.parse(fh.read())
-    stubbed = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
-    kernels = {name for name, obj in vars(_core).items()
-               if callable(obj) and not name.startswith("_") and not inspect.isclass(obj)}
-    assert kernels, "no kernels found in fastops._kernels.core"
-    assert kernels == set(stubbed), (kernels ^ set(stubbed))
-    for name in kernels:
-        sig = inspect.signature(getattr(_core, name))   # from embedsignature
-        assert list(sig.parameters) == [a.arg for a in stubbed[name].args.args], name
+    modules = {name.split(".")[0] for name in os.listdir(kernels)
+               if name.endswith((".so", ".pyd")) and not name.startswith("_")}
+    assert modules >= {"core", "keys", "window", "sketch"}, modules
+    for name in modules:
+        assert os.path.isfile(os.path.join(kernels, name + ".pyi")), name
 
 
 def test_public_api():

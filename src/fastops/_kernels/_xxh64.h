@@ -11,19 +11,13 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_platform.h"
+
 #define FASTOPS_P1 0x9E3779B185EBCA87ULL
 #define FASTOPS_P2 0xC2B2AE3D27D4EB4FULL
 #define FASTOPS_P3 0x165667B19E3779F9ULL
 #define FASTOPS_P4 0x85EBCA77C2B2AE63ULL
 #define FASTOPS_P5 0x27D4EB2F165667C5ULL
-
-#if defined(__GNUC__)
-#define FASTOPS_ALWAYS_INLINE static inline __attribute__((always_inline))
-#define FASTOPS_PREFETCH_READ(P) __builtin_prefetch((const void*)(P), 0, 3)
-#else
-#define FASTOPS_ALWAYS_INLINE static inline
-#define FASTOPS_PREFETCH_READ(P) ((void)(P))
-#endif
 
 static inline uint64_t fastops_rotl64(uint64_t x, int r) {
     return (x << r) | (x >> (64 - r));
@@ -301,7 +295,7 @@ FASTOPS_CLONES static void fastops_xxh64_many##W##_plain(const T* v, int64_t n, 
     for (int64_t b = 0; b < n; b += 64) { \
         int64_t e = b + 64 < n ? b + 64 : n; \
         for (int64_t k = 0; k < 64 * W; k += 64) \
-            FASTOPS_PREFETCH_READ((const char*)(v + b) + 4096 + k); \
+            FASTOPS_PREFETCH_R((const char*)(v + b) + 4096 + k); \
         for (int64_t i = b; i < e; i++) out[i] = HASH(canon ? CANON(v[i]) : v[i], seed); \
     } \
 } \
@@ -417,8 +411,7 @@ FASTOPS_AVX512 __m512i fastops_mul64x8(__m512i a, uint64_t c) {
    the rest (and its loads with it); the 4-byte step and the last 0..3 bytes
    are read as 32-bit words that end inside the value, so nothing past it is
    touched. Four registers at a time, because each step is a chain of
-   multiplies that one register alone leaves mostly waiting (one: 59 -> 56 ms
-   for 10M short strings, two: 38, four: 32). */
+   multiplies that one register alone leaves mostly waiting. */
 #define FASTOPS_NREG 4   /* even: the set-aside rows are compressed two registers at a time */
 #define FASTOPS_EACH_REG(STMT) for (g = 0; g < FASTOPS_NREG; g++) { STMT; }
 FASTOPS_AVX512 void fastops_xxh64_lanes(const uint8_t* base, const __m512i* start,

@@ -1,7 +1,13 @@
 """Typed stubs for the key table kernel (``fastops._kernels.keys``)."""
+import enum
 from collections.abc import Sequence
 
 import numpy as np
+from typing_extensions import Self, disjoint_base
+
+class KeyKind(enum.IntEnum):  # how a key column is handed over
+    FIXED = 0     # one uint64 word per row (values normalised)
+    VARIABLE = 1  # int64 offsets into a byte buffer
 
 def normalize_f64(bits: np.ndarray,  # const uint64[::1]
                   out: np.ndarray,   # uint64[::1], modified
@@ -13,8 +19,9 @@ def normalize_f32(bits: np.ndarray,  # const uint32[::1]
 _FixedSpec = tuple[np.ndarray, np.ndarray | None]  # (uint64 values, uint8 nulls | None)
 _VarSpec = tuple[np.ndarray, np.ndarray, np.ndarray | None]  # (int64 offsets, uint8 data, nulls)
 
+@disjoint_base
 class KeyIndex:
-    def __init__(self, kinds: Sequence[int]) -> None: ...  # 0 fixed, 1 variable width
+    def __new__(cls, kinds: Sequence[int]) -> Self: ...  # a KeyKind per key column
     @property
     def num_groups(self) -> int: ...
     @property
@@ -44,6 +51,7 @@ class KeyIndex:
                     ) -> None: ...
     def nbytes(self) -> int: ...
 
+@disjoint_base
 class KeyChains:
     num_rows: int
     entries: int

@@ -4,17 +4,18 @@
 The 64-bit row hash (from ``fastops.core.hashing``) picks the bucket of an
 open-addressing table (linear probing, power-of-two capacity, load <= 1/2);
 exact equality of the stored key values decides the group. Each key column is
-handed over normalised by ``fastops.core.keys``:
+handed over normalised by ``fastops.core.keys``, as its ``KeyKind``:
 
-- kind 0, fixed width: one ``uint64`` per row (integers sign- or zero-extended,
+- ``FIXED``: one ``uint64`` per row (integers sign- or zero-extended,
   floats as bits with -0.0 -> 0.0 and every NaN -> the canonical NaN, booleans
   0/1, temporal types their integer storage);
-- kind 1, variable width: int64 offsets (``n + 1``) into a byte buffer.
+- ``VARIABLE``: int64 offsets (``n + 1``) into a byte buffer.
 
 Nulls come as one byte per row (1 = null) or not at all; a null equals only a
 null. ``KeyIndex`` owns its memory (``_mem.h``: tables of 2 MB and more on huge
 pages) and frees it in ``__dealloc__``.
 """
+cimport cython
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcmp, memcpy, memset
@@ -23,22 +24,18 @@ cdef extern from "_mem.h" nogil:
     void* fastops_alloc(size_t nbytes)
     void* fastops_realloc(void* p, size_t old, size_t nbytes)
 
-from fastops._kernels._bounds cimport offsets_ok
+from fastops._kernels._checks cimport check_out, offsets_ok
+from fastops._kernels._platform cimport prefetch_w
 from fastops._kernels._xxhash cimport canon_f32, canon_f64, xxh64_many8
 
 import numpy as np
 
 from fastops.core.arrow import grown
 
-cdef extern from *:
-    """
-    #if defined(__GNUC__) || defined(__clang__)
-    #define FASTOPS_PREFETCH(p) __builtin_prefetch((const void*)(p), 1, 3)
-    #else
-    #define FASTOPS_PREFETCH(p) ((void)0)
-    #endif
-    """
-    void prefetch "FASTOPS_PREFETCH"(const void* p) noexcept nogil
+
+cpdef enum KeyKind:  # how a key column is handed over (see the module docstring)
+    FIXED = 0     # one uint64 word per row
+    VARIABLE = 1  # int64 offsets into a byte buffer
 
 cdef Py_ssize_t PF = 16  # prefetch distance (rows)
 # for the hash-table probes of lookups: their bucket lines come from memory once the table
@@ -48,16 +45,10 @@ cdef Py_ssize_t PF_PROBE = 96
 DEF BLOCK = 1024  # rows per step of a lookup: hashed (fast path) and reserved for at once
 
 
-cdef int _check_out(Py_ssize_t have, Py_ssize_t need, str what) except -1:
-    if have < need:
-        raise ValueError(f"{what}: outputs hold {have} rows, {need} needed")
-    return 0
-
-
 def normalize_f64(const uint64_t[::1] bits, uint64_t[::1] out):
     """out[i] = bits[i] with -0.0 -> 0.0 and every NaN -> canonical NaN. Modifies ``out``."""
     cdef Py_ssize_t i, n = bits.shape[0]
-    _check_out(out.shape[0], n, "normalize_f64")
+    check_out(out.shape[0], n, "normalize_f64", True)
     with nogil:
         for i in range(n):
             out[i] = canon_f64(bits[i])
@@ -66,14 +57,14 @@ def normalize_f64(const uint64_t[::1] bits, uint64_t[::1] out):
 def normalize_f32(const uint32_t[::1] bits, uint64_t[::1] out):
     """out[i] = bits[i] (zero-extended) with -0.0 -> 0.0, NaN -> canonical. Modifies ``out``."""
     cdef Py_ssize_t i, n = bits.shape[0]
-    _check_out(out.shape[0], n, "normalize_f32")
+    check_out(out.shape[0], n, "normalize_f32", True)
     with nogil:
         for i in range(n):
             out[i] = canon_f32(bits[i])
 
 
 cdef struct KeyCol:
-    int kind                 # 0 fixed (uint64), 1 variable width (bytes)
+    int kind                 # KeyKind: FIXED (uint64 words) or VARIABLE (bytes)
     uint64_t* gvals          # fixed: value per group
     uint8_t* gnull           # per group: 1 = null
     int64_t* goffs           # variable: ngroups + 1 offsets into gdata
@@ -99,7 +90,7 @@ cdef inline bint _row_equals(KeyCol* cols, int ncols, int64_t g, Py_ssize_t i) n
             if rnull and col.gnull[g]:
                 continue
             return False
-        if col.kind == 0:
+        if col.kind == FIXED:
             if col.gvals[g] != col.ivals[i]:
                 return False
         else:
@@ -121,8 +112,8 @@ cdef inline int _bad_block(const KeyCol* cols, int ncols, Py_ssize_t start,
     value inside the data, and the bytes stored within those reserved."""
     cdef int c
     for c in range(ncols):
-        if cols[c].kind == 1 and not offsets_ok(cols[c].ioffs + start, m, cols[c].ioffs[0],
-                                                 cols[c].iend):
+        if cols[c].kind == VARIABLE and not offsets_ok(cols[c].ioffs + start, m,
+                                                       cols[c].ioffs[0], cols[c].iend):
             return c
     return -1
 
@@ -137,7 +128,7 @@ cdef inline void _store_row(KeyCol* cols, int ncols, int64_t g, Py_ssize_t i) no
         rnull = col.inull != NULL and col.inull[i] != 0
         col.gnull[g] = 1 if rnull else 0
         col.any_null |= rnull
-        if col.kind == 0:
+        if col.kind == FIXED:
             col.gvals[g] = 0 if rnull else col.ivals[i]
         else:
             start = col.goffs[g]
@@ -147,6 +138,7 @@ cdef inline void _store_row(KeyCol* cols, int ncols, int64_t g, Py_ssize_t i) no
             col.goffs[g + 1] = start + length
 
 
+@cython.auto_pickle(False)  # C memory: not picklable
 cdef class KeyIndex:
     """Hash table of distinct keys with per-group key storage (C memory).
 
@@ -172,15 +164,16 @@ cdef class KeyIndex:
             raise MemoryError()
         memset(self.cols, 0, sizeof(KeyCol) * max(self.ncols, 1))
         for c in range(self.ncols):
-            if kinds[c] not in (0, 1):
-                raise ValueError(f"key column kind must be 0 or 1, got {kinds[c]!r}")
+            if kinds[c] not in (FIXED, VARIABLE):
+                raise ValueError(f"key column kind must be 0 (FIXED) or 1 (VARIABLE), "
+                                 f"got {kinds[c]!r}")
             self.cols[c].kind = kinds[c]
         self.cap = 0
         self.table = NULL
         self.ghash = NULL
         self.ngroups = 0
         self.gcap = 0
-        self.fast = self.ncols == 1 and self.cols[0].kind == 0
+        self.fast = self.ncols == 1 and self.cols[0].kind == FIXED
         self.null_gid = -1
         self._reserve_groups(16)
         self._rehash(64)
@@ -222,7 +215,7 @@ cdef class KeyIndex:
             if p == NULL:
                 raise MemoryError()
             self.cols[c].gnull = <uint8_t*>p
-            if self.cols[c].kind == 0:
+            if self.cols[c].kind == FIXED:
                 p = fastops_realloc(self.cols[c].gvals, sizeof(uint64_t) * self.gcap,
                                     sizeof(uint64_t) * newcap)
                 if p == NULL:
@@ -319,7 +312,7 @@ cdef class KeyIndex:
         cdef Py_ssize_t i, b, m, n = hashes.shape[0], bad_row = -1
         cdef int c, bad_col = -1
         cdef bint variable = False
-        cdef int64_t need, g, pos, ng
+        cdef int64_t g, pos, ng
         cdef uint64_t h, mask
         cdef const uint64_t[::1] v
         cdef const uint8_t[::1] nl
@@ -344,12 +337,13 @@ cdef class KeyIndex:
             if nulls is not None:
                 nl = nulls
                 if nl.shape[0] != n:
-                    raise ValueError(f"key column {c}: null mask has {nl.shape[0]} rows, expected {n}")
+                    raise ValueError(f"key column {c}: null mask has {nl.shape[0]} rows, "
+                                     f"expected {n}")
                 cols[c].inull = &nl[0]
                 keep.append(nl)
             else:
                 cols[c].inull = NULL
-            if cols[c].kind == 0:
+            if cols[c].kind == FIXED:
                 v = spec[0]
                 if v.shape[0] != n:
                     raise ValueError(f"key column {c}: {v.shape[0]} values, expected {n}")
@@ -390,7 +384,7 @@ cdef class KeyIndex:
                         break
                 for i in range(b, b + m):
                     if i + PF_PROBE < n:
-                        prefetch(&t[2 * <int64_t>(hashes[i + PF_PROBE] & mask)])
+                        prefetch_w(&t[2 * <int64_t>(hashes[i + PF_PROBE] & mask)])
                     h = hashes[i]
                     pos = <int64_t>(h & mask)
                     while True:
@@ -448,7 +442,8 @@ cdef class KeyIndex:
         col.ivals = NULL
         return self.ngroups
 
-    cdef int64_t _lookup_fast(self, const uint64_t* hashes, Py_ssize_t n, int64_t* out) noexcept nogil:
+    cdef int64_t _lookup_fast(self, const uint64_t* hashes, Py_ssize_t n,
+                              int64_t* out) noexcept nogil:
         """Group ids of ``n`` rows of the one fixed column (``ivals`` /
         ``inull`` set) with these hashes, inserting new keys (the table
         reserved for ``n`` more first); returns the number of groups."""
@@ -459,10 +454,10 @@ cdef class KeyIndex:
         cdef int64_t ng = self.ngroups, g, pos, key
         cdef uint64_t h
         for i in range(min(n, PF_PROBE)):  # the first rows' buckets, as the loop does for the rest
-            prefetch(&t[2 * <int64_t>(hashes[i] & mask)])
+            prefetch_w(&t[2 * <int64_t>(hashes[i] & mask)])
         for i in range(n):
             if i + PF_PROBE < n:
-                prefetch(&t[2 * <int64_t>(hashes[i + PF_PROBE] & mask)])
+                prefetch_w(&t[2 * <int64_t>(hashes[i + PF_PROBE] & mask)])
             if col.inull != NULL and col.inull[i]:
                 if self.null_gid < 0:
                     self.null_gid = ng
@@ -497,7 +492,7 @@ cdef class KeyIndex:
         """out[i] = hash of group ids[i]. Modifies ``out``. Returns -1 on a bad id."""
         cdef Py_ssize_t i, n = ids.shape[0]
         cdef int status = 0
-        _check_out(out.shape[0], n, "group_hashes")
+        check_out(out.shape[0], n, "group_hashes", True)
         with nogil:
             for i in range(n):
                 if ids[i] < 0 or ids[i] >= self.ngroups:
@@ -518,9 +513,9 @@ cdef class KeyIndex:
         cdef int64_t g, nnull = 0
         cdef uint64_t top = <uint64_t>self.ngroups
         cdef KeyCol* col
-        if c < 0 or c >= self.ncols or self.cols[c].kind != 0:
+        if c < 0 or c >= self.ncols or self.cols[c].kind != FIXED:
             raise ValueError(f"key column {c} is not a fixed-width column")
-        _check_out(min(out.shape[0], nulls.shape[0]), n, "gather_fixed")
+        check_out(min(out.shape[0], nulls.shape[0]), n, "gather_fixed", True)
         col = &self.cols[c]
         if not col.any_null:
             with nogil:
@@ -534,7 +529,7 @@ cdef class KeyIndex:
         with nogil:
             for i in range(n):
                 if i + PF < n and 0 <= ids[i + PF] < self.ngroups:
-                    prefetch(&col.gvals[ids[i + PF]])
+                    prefetch_w(&col.gvals[ids[i + PF]])
                 g = ids[i]
                 if g < 0 or g >= self.ngroups:
                     nnull = -1
@@ -552,9 +547,9 @@ cdef class KeyIndex:
         cdef Py_ssize_t i, n = ids.shape[0]
         cdef int64_t g, total = 0
         cdef KeyCol* col
-        if c < 0 or c >= self.ncols or self.cols[c].kind != 1:
+        if c < 0 or c >= self.ncols or self.cols[c].kind != VARIABLE:
             raise ValueError(f"key column {c} is not a variable-width column")
-        _check_out(min(offsets.shape[0] - 1, nulls.shape[0]), n, "binary_sizes")
+        check_out(min(offsets.shape[0] - 1, nulls.shape[0]), n, "binary_sizes", True)
         col = &self.cols[c]
         with nogil:
             offsets[0] = 0
@@ -577,11 +572,11 @@ cdef class KeyIndex:
         cdef Py_ssize_t i, n = ids.shape[0], bad = -1
         cdef int64_t g, o, length, ndata = data.shape[0]
         cdef KeyCol* col
-        if c < 0 or c >= self.ncols or self.cols[c].kind != 1:
+        if c < 0 or c >= self.ncols or self.cols[c].kind != VARIABLE:
             raise ValueError(f"key column {c} is not a variable-width column")
         if n == 0 or data.shape[0] == 0:
             return
-        _check_out(offsets.shape[0], n, "binary_fill")
+        check_out(offsets.shape[0], n, "binary_fill", True)
         col = &self.cols[c]
         with nogil:
             for i in range(n):

@@ -64,7 +64,7 @@ def pane_slots(hg: np.ndarray, hq: np.ndarray, hv: np.ndarray,  # const int64[::
 def dense_add(groups: np.ndarray,   # const int64[::1] distinct, any order (a pane's)
               slots: np.ndarray,    # const int64[::1] their slots in rec
               rec: np.ndarray,      # const int64[:, ::1] the record store
-              layout: np.ndarray,   # const int64[::1] the stack layout (window._stack_layout)
+              layout: np.ndarray,   # const int64[::1] the stack layout (fastops.core.window's _stack_layout)
               acc: np.ndarray,      # int64[:, ::1] one record per group id (the layout's width), modified
               bits: np.ndarray,     # uint64[::1] groups held in acc, modified
               ) -> int: ...  # groups new to acc; -1: a record read breaks the layout
