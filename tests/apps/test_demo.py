@@ -137,7 +137,7 @@ def test_leaderboard_is_exact_top_n(run_small):
 
 
 def test_threads_and_parallelism_give_the_same_rewards(run_small):
-    cfg, res = run_small
+    _, res = run_small
     threaded = demo.run_demo(small(threads=True), progress=False)
     assert threaded.rewards.equals(res.rewards)
     # with two source splits the watermark differs, so compare with DuckDB on
@@ -316,6 +316,7 @@ def _wait_for_checkpoint(directory: str, proc: subprocess.Popen, timeout: float 
     pytest.fail("no checkpoint within the timeout")
 
 
+@pytest.mark.slow
 def test_kill_and_resume_gives_the_same_rewards(tmp_path):
     ck, out = str(tmp_path / "ck"), str(tmp_path / "out")
     cfg = small(events=300_000)

@@ -425,10 +425,11 @@ def test_placement_kernels_reject_rows_they_cannot_place():
 
     data = np.frombuffer(b"abc", np.uint8)
 
-    def scatter_binary(offsets=i64(0, 1, 3, 3), ids=i32(1, 0, 1), starts=i64(0, 1, 3),
-                       out_offsets=np.zeros(4, np.int64), out_data=np.zeros(3, np.uint8)):
-        _core.scatter_binary(offsets, data, ids, starts, out_offsets, out_data,
-                             np.zeros(3, np.int32))
+    def scatter_binary(offsets=None, ids=None, starts=None, out_offsets=None, out_data=None):
+        _core.scatter_binary(i64(0, 1, 3, 3) if offsets is None else offsets, data,
+                             i32(1, 0, 1) if ids is None else ids, i64(0, 1, 3) if starts is None else starts,
+                             np.zeros(4, np.int64) if out_offsets is None else out_offsets,
+                             np.zeros(3, np.uint8) if out_data is None else out_data, np.zeros(3, np.int32))
 
     scatter_binary()
     with pytest.raises(ValueError, match=r"scatter_binary: id 2 of row 1 outside \[0, 2\)"):

@@ -128,14 +128,15 @@ def test_table_ops_match_pandas(rows, mode):
 @given(left=ROWS, right=ROWS)
 def test_joins_match_pandas(left, right):
     t_env = fo.TableEnvironment(mode="batch")
-    l = pd.DataFrame(left, columns=["k", "s", "v"]).astype({"k": "int64", "v": "int64"})
-    r = pd.DataFrame(right, columns=["k2", "s2", "w"]).astype({"k2": "int64", "w": "int64"})
-    lt, rt = t_env.from_pandas(l), t_env.from_pandas(r)
+    ldf = pd.DataFrame(left, columns=["k", "s", "v"]).astype({"k": "int64", "v": "int64"})
+    rdf = pd.DataFrame(right, columns=["k2", "s2", "w"]).astype({"k2": "int64", "w": "int64"})
+    lt, rt = t_env.from_pandas(ldf), t_env.from_pandas(rdf)
     got = lt.join(rt, col("k") == col("k2")).select(col("k"), col("v"), col("w")).to_pandas()
-    ref = l.merge(r, left_on="k", right_on="k2")[["k", "v", "w"]]
+    ref = ldf.merge(rdf, left_on="k", right_on="k2")[["k", "v", "w"]]
     assert _sorted(got) == _sorted(ref)
-    got = lt.left_outer_join(rt, (col("k") == col("k2")) & (col("s") == col("s2"))).select(col("v"), col("w")).to_pandas()
-    ref = l.merge(r, left_on=["k", "s"], right_on=["k2", "s2"], how="left")[["v", "w"]]
+    on = (col("k") == col("k2")) & (col("s") == col("s2"))
+    got = lt.left_outer_join(rt, on).select(col("v"), col("w")).to_pandas()
+    ref = ldf.merge(rdf, left_on=["k", "s"], right_on=["k2", "s2"], how="left")[["v", "w"]]
     assert _sorted(got) == _sorted(ref)
 
 

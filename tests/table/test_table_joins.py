@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fastops as fo
+import fastops.table.plan
 from fastops.table import col, lit
 from fastops.table.changelog import OP_COLUMN, ROW_KINDS
 from fastops.table.expressions import Call, Col
@@ -125,12 +126,10 @@ def test_regular_join_changelog_is_unchanged_by_snapshot_and_restore(arrivals, h
     op = StreamJoin(["k"], ["k2"], how, LS, RS, None, incremental=True)
     op.open(None)
     out: list = []
-    batches = 0
-    for side, row, cut in arrivals:
+    for batches, (side, row, cut) in enumerate(arrivals, 1):
         batch = pa.record_batch([pa.array([row[0]], pa.int64()), pa.array([row[1]], pa.int64())],
                                 schema=LS if side == 0 else RS)
         out.extend(op.process_input(side, batch))
-        batches += 1
         if batches == restore_at or cut:
             state = op.snapshot()
             op = StreamJoin(["k"], ["k2"], how, LS, RS, None, incremental=True)
@@ -200,17 +199,15 @@ def _stream(prefix: str, n: int, rng: np.random.Generator, keys: int = 40) -> pa
 @pytest.fixture
 def held_rows(monkeypatch):
     """The rows each join instance holds after every input batch."""
-    import fastops.table.operators as ops
-
     seen: list[int] = []
 
-    class Counting(ops.StreamJoin):
+    class Counting(StreamJoin):
         def process_input(self, input_index, batch):
             out = super().process_input(input_index, batch)
             seen.append(self.held())
             return out
 
-    monkeypatch.setattr(ops, "StreamJoin", Counting)
+    monkeypatch.setattr(fastops.table.plan, "StreamJoin", Counting)  # where the plan's compiler finds it
     return seen
 
 
@@ -601,7 +598,7 @@ def _held_column(t: pa.DataType, rows: list) -> pa.Array:
     if pa.types.is_list(t):
         return pa.array([None if v is None else [v, -v] for v in vals], t)
     if pa.types.is_string(t) or pa.types.is_large_binary(t):
-        text = [None if v is None else "v%d" % v for v in vals]
+        text = [None if v is None else f"v{v}" for v in vals]
         return pa.array(text if pa.types.is_string(t) else [x and x.encode() for x in text], t)
     storage = {8: pa.int8(), 16: pa.int16(), 32: pa.int32(), 64: pa.int64()}[t.bit_width]
     return pa.array(vals, storage).view(t)  # numbers, dates, times: their integer storage

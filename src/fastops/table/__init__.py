@@ -4,7 +4,8 @@
 >>> from fastops.table import col
 >>> t_env = fo.TableEnvironment(mode="batch")
 >>> orders = t_env.from_elements([(1, "a", 10.0), (2, "b", 5.0), (3, "a", 1.5)], ["id", "k", "amount"])
->>> orders.group_by(col("k")).select(col("k"), col("amount").sum.alias("total")).order_by(col("k")).to_pandas().values.tolist()
+>>> totals = orders.group_by(col("k")).select(col("k"), col("amount").sum.alias("total"))
+>>> totals.order_by(col("k")).to_pandas().values.tolist()
 [['a', 11.5], ['b', 5.0]]
 
 Expressions: :func:`col` / :func:`lit` (:class:`~fastops.table.expressions.Expr`);

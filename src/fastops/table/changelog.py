@@ -26,6 +26,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from fastops.core.arrow import as_batch, from_ipc, to_ipc
+from fastops.core.keys import KeyTable
+from fastops.core.window.aggregator import State, WindowAggregator
+from fastops.core.window.assigners import GlobalWindow
 from fastops.operators.base import Operator
 
 __all__ = ["OP_COLUMN", "ROW_KINDS", "ChangelogAggregate", "insert_only", "materialize"]
@@ -96,9 +99,6 @@ class ChangelogAggregate(Operator):
     """
 
     def __init__(self, keys: Sequence[str], aggs: dict, schema: pa.Schema | None = None):
-        from fastops.core.window.aggregator import WindowAggregator
-        from fastops.core.window.assigners import GlobalWindow
-
         self.keys = list(keys)
         self.aggs = dict(aggs)
         self.schema = schema
@@ -107,8 +107,6 @@ class ChangelogAggregate(Operator):
         self._reset_emitted()
 
     def _reset_emitted(self) -> None:
-        from fastops.core.keys import KeyTable
-
         self.groups = KeyTable(self.keys)
         self.emitted: pa.Table | None = None  # every row emitted as current, by position
         self.pos = np.zeros(0, dtype=np.int64)  # group id -> row of ``emitted`` (-1: none)
@@ -135,6 +133,7 @@ class ChangelogAggregate(Operator):
         n = upd.num_rows
         base = 0 if self.emitted is None else self.emitted.num_rows
         if seen.any():
+            assert self.emitted is not None  # a group seen before has its row emitted
             old = self.emitted.take(pa.array(prev_pos[seen]))
             cur = new_t.take(pa.array(np.flatnonzero(seen)))
             changed = np.zeros(old.num_rows, dtype=bool)
@@ -186,6 +185,7 @@ class ChangelogAggregate(Operator):
         return [b for b in parts if b.num_rows]
 
     def _compact(self) -> None:
+        assert self.emitted is not None
         valid = np.flatnonzero(self.pos >= 0)
         self.emitted = self.emitted.take(pa.array(self.pos[valid])).combine_chunks()
         self.pos[valid] = np.arange(len(valid), dtype=np.int64)
@@ -200,9 +200,6 @@ class ChangelogAggregate(Operator):
         return _pack_parts(parts)
 
     def restore(self, state: bytes | None) -> None:
-        from fastops.core.keys import KeyTable
-        from fastops.core.window.aggregator import State
-
         if state is None:
             return
         parts = _unpack_parts(state)

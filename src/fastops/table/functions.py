@@ -131,8 +131,9 @@ def _to_array(value: Any, t: pa.DataType, name: str, n: int) -> pa.Array:
         return pa.array(list(value), type=t)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError) as exc:
         sample = value[:3] if hasattr(value, "__getitem__") else value
+        first = sample.to_pylist() if isinstance(sample, pa.Array) else list(sample)
         raise UDFError(f"function {name!r} is declared to return {declared} but returned {got} "
-                       f"({exc}; first values: {list(sample) if not isinstance(sample, pa.Array) else sample.to_pylist()})") from None
+                       f"({exc}; first values: {first})") from None
 
 
 class UserDefinedScalarFunction:

@@ -111,7 +111,8 @@ class JoinKeys:
             raise ValueError(f"expected {len(self.types)} key columns, got {len(columns)}")
         n = len(columns[0])
         self.touched += n
-        if self.never:
+        table = self.table
+        if table is None:  # a null-typed key: nothing matches
             return np.full(n, -1, np.int64)
         cols = []
         valid = None
@@ -125,12 +126,12 @@ class JoinKeys:
                 valid = v if valid is None else pc.and_(valid, v)
             cols.append(c)
         if valid is None:
-            return self.table.lookup_or_insert(cols)
+            return table.lookup_or_insert(cols)
         sel = np.flatnonzero(valid.to_numpy(zero_copy_only=False))
         out = np.full(n, -1, np.int64)
         if len(sel):
             at = pa.array(sel)
-            out[sel] = self.table.lookup_or_insert([c.take(at) for c in cols])
+            out[sel] = table.lookup_or_insert([c.take(at) for c in cols])
         return out
 
     def shrink(self, in_use: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -140,10 +141,10 @@ class JoinKeys:
             return [a.copy() for a in in_use]
         old = self.table
         used = np.unique(np.concatenate([a[a >= 0] for a in in_use] + [_EMPTY]))
-        self.table = self._new_table()
+        self.table = table = KeyTable(self.names, types=self._storage)
         lut = np.full(old.num_groups + 1, -1, np.int64)  # lut[-1] (the last slot) keeps -1
         if len(used):
-            lut[used] = self.table.lookup_or_insert(old.keys(used))
+            lut[used] = table.lookup_or_insert(old.keys(used))
         self.touched += len(used) + sum(len(a) for a in in_use)
         return [lut[a] for a in in_use]
 
@@ -161,6 +162,12 @@ class HeldRows:
         self.touched = 0
         self._words: dict[str, tuple[_Column, _Column | None]] = {}  # name -> (values, validity)
         self._other: list[str] = []
+
+    @property
+    def _schema(self) -> pa.Schema:
+        """The schema of the rows held: read only once a batch was appended."""
+        assert self.schema is not None, "no batch appended yet"
+        return self.schema
 
     def append(self, batch: pa.RecordBatch) -> None:
         n = batch.num_rows
@@ -197,7 +204,7 @@ class HeldRows:
         """Column ``name`` (kept as words) of values ``data``, null where
         ``present`` (None: all present) is False."""
         validity, nulls = bitmap(present)
-        return pa.Array.from_buffers(self.schema.field(name).type, len(data), [validity, pa.py_buffer(data)],
+        return pa.Array.from_buffers(self._schema.field(name).type, len(data), [validity, pa.py_buffer(data)],
                                      null_count=nulls)
 
     def _word_column(self, name: str, idx: np.ndarray, ok: np.ndarray) -> pa.Array:
@@ -218,13 +225,13 @@ class HeldRows:
         else:
             starts = np.cumsum([0] + [c.num_rows for c in self.chunks])
             chunk = np.searchsorted(starts, idx, "right") - 1  # -1 for null indices
-            pieces, order = [], []
+            pieces, selected = [], []
             for c in range(len(self.chunks)):
                 sel = np.flatnonzero(chunk == c)
                 if len(sel):
                     pieces.append(self.chunks[c].select(names).take(pa.array(idx[sel] - starts[c])))
-                    order.append(sel)
-            order = np.concatenate(order) if order else _EMPTY
+                    selected.append(sel)
+            order = np.concatenate(selected) if selected else _EMPTY
             pos = np.full(len(idx), -1, np.int64)
             pos[order] = np.arange(len(order), dtype=np.int64)
             taken = pa.concat_batches(pieces) if pieces else self.chunks[0].select(names).slice(0, 0)
@@ -235,7 +242,7 @@ class HeldRows:
 
     def take(self, idx: np.ndarray, names: Sequence[str] | None = None) -> list[pa.Array]:
         """Columns ``names`` (all if None) at rows ``idx``; index -1 gives null."""
-        names = list(self.schema.names) if names is None else list(names)
+        names = list(self._schema.names) if names is None else list(names)
         valid = idx >= 0
         self.touched += len(idx)
         other = [n for n in names if n not in self._words]
@@ -252,15 +259,19 @@ class HeldRows:
             if valid is not None:
                 valid.reset(np.zeros(0, bool))
         if len(idx):
+            assert table is not None, "rows kept of a HeldRows never appended to"
             self.append(as_batch(table.take(pa.array(idx))))
+
+    def _held_words(self, name: str) -> pa.Array:
+        """Column ``name`` (kept as words) of every row held, not copied."""
+        vals, valid = self._words[name]
+        return self._word_array(name, vals.values, None if valid is None else valid.values)
 
     def to_table(self) -> pa.Table | None:
         if self.schema is None:
             return None
         chunks = pa.Table.from_batches(self.chunks, schema=pa.schema([self.schema.field(n) for n in self._other]))
-        columns = [chunks.column(n) if n not in self._words else  # the held words, not copied
-                   self._word_array(n, self._words[n][0].values, None if self._words[n][1] is None
-                                    else self._words[n][1].values) for n in self.schema.names]
+        columns = [chunks.column(n) if n not in self._words else self._held_words(n) for n in self.schema.names]
         return pa.Table.from_arrays(columns, schema=self.schema)
 
 

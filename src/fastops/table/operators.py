@@ -14,8 +14,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from fastops.core.aggregates import Count
 from fastops.core.arrow import as_batch, from_ipc, to_ipc
+from fastops.core.keys import KeyTable
 from fastops.core.messages import MAX_WATERMARK, MIN_WATERMARK
+from fastops.core.watermarks import to_ms
+from fastops.core.window.aggregator import State, WindowAggregator
+from fastops.core.window.assigners import GlobalWindow, Sliding, Tumbling, bound_type, check_event_times
 from fastops.operators.base import Operator
 from fastops.table.changelog import OP_COLUMN, _pack_parts, _unpack_parts, materialize
 from fastops.table.expressions import Expr, PyArrowExpr, broadcast
@@ -40,7 +45,7 @@ def evaluate_items(batch: pa.RecordBatch, items: Sequence[tuple[str, Expr]],
                    schema: pa.Schema | None = None) -> pa.RecordBatch:
     n = batch.num_rows
     arrays = []
-    for i, (name, e) in enumerate(items):
+    for i, (_, e) in enumerate(items):
         v = broadcast(e.eval(batch), n)
         if schema is not None:
             t = schema.field(i).type
@@ -93,9 +98,6 @@ class FinalAggregate(Operator):
     0, others null), as SQL does."""
 
     def __init__(self, keys: Sequence[str], aggs: dict, out_schema: pa.Schema, in_schema: pa.Schema):
-        from fastops.core.window.aggregator import WindowAggregator
-        from fastops.core.window.assigners import GlobalWindow
-
         self.keys = list(keys)
         self.out_schema = out_schema
         self.aggs = dict(aggs)
@@ -113,10 +115,8 @@ class FinalAggregate(Operator):
         if not self.seen:
             if self.keys or self.ctx.task_index != 0:
                 return []
-            from fastops.core.aggregates import Count
-
             arrays = []
-            for (name, a), f in zip(self.aggs.items(), self.out_schema):
+            for a, f in zip(self.aggs.values(), self.out_schema):
                 arrays.append(pa.array([0], f.type) if isinstance(a, Count) else pa.nulls(1, f.type))
             return [pa.RecordBatch.from_arrays(arrays, schema=self.out_schema)]
         out = self.aggregator.flush()
@@ -126,8 +126,6 @@ class FinalAggregate(Operator):
         return self.aggregator.snapshot().to_bytes()
 
     def restore(self, state: bytes | None) -> None:
-        from fastops.core.window.aggregator import State
-
         if state is not None:
             self.seen = True
             self.aggregator.restore(State.from_bytes(state))
@@ -141,8 +139,6 @@ class DistinctRows(Operator):
     nulls, as in SQL's DISTINCT."""
 
     def __init__(self, columns: Sequence[str]):
-        from fastops.core.keys import KeyTable
-
         self.columns = list(columns)
         self.keys = KeyTable(self.columns)
         self.name = "distinct"
@@ -163,8 +159,6 @@ class DistinctRows(Operator):
         return to_ipc(self.keys.snapshot())
 
     def restore(self, state: bytes | None) -> None:
-        from fastops.core.keys import KeyTable
-
         if state is not None:
             self.keys = KeyTable.restore(as_batch(from_ipc(state)))
 
@@ -308,17 +302,19 @@ class StreamJoin(Operator):
         counts = np.bincount(ni, minlength=n).astype(np.int64)
         out = self._emit(side, batch, held, ni, oi, counts)
         held.count_matches(oi)
-        ts = keep = None
-        if self.bounds is not None:
-            ts = _ms(batch, self.times[side])
-            alive = ts + self.reach[side] > self.watermark
-            if not alive.all():  # can match nothing later: padded now if unmatched, not kept
-                if self.outer[side]:
-                    out += self._padded(side, batch, np.flatnonzero(~alive & (counts == 0)))
-                keep = np.flatnonzero(alive)
-        if keep is None:
+        if self.reach is None:  # a regular join holds every row
+            self.sides[side].add(batch, ids, counts)
+            return out
+        ts = _ms(batch, self.times[side])
+        alive = ts + self.reach[side] > self.watermark
+        if alive.all():
             self.sides[side].add(batch, ids, counts, ts)
-        elif len(keep):
+            return out
+        # the others can match nothing later: padded now if unmatched, not kept
+        if self.outer[side]:
+            out += self._padded(side, batch, np.flatnonzero(~alive & (counts == 0)))
+        keep = np.flatnonzero(alive)
+        if len(keep):
             self.sides[side].add(batch.take(pa.array(keep)), ids[keep], counts[keep], ts[keep])
         return out
 
@@ -326,7 +322,7 @@ class StreamJoin(Operator):
         if t_ms <= self.watermark:
             return []
         self.watermark = t_ms
-        if self.bounds is None:
+        if self.reach is None:
             return []
         out: list = []
         for side in (0, 1):
@@ -491,7 +487,7 @@ def _table(batches: list) -> pa.Table:
     return pa.Table.from_batches([b if b.schema == schema else b.cast(schema) for b in batches])
 
 
-def _by_side(side: int, new, held, ni: np.ndarray, oi: np.ndarray) -> tuple:
+def _by_side(side: int, new: Any, held: Any, ni: np.ndarray, oi: np.ndarray) -> tuple[Any, Any, np.ndarray, np.ndarray]:
     """(left rows, right rows, left indices, right indices) of pairs (new, held)."""
     return (new, held, ni, oi) if side == 0 else (held, new, oi, ni)
 
@@ -528,8 +524,6 @@ def _common_type(a: pa.DataType, b: pa.DataType) -> pa.DataType:
 
 
 def _ms(batch: pa.RecordBatch, column: str) -> np.ndarray:
-    from fastops.core.watermarks import to_ms
-
     return np.asarray(to_ms(batch.column(column), column), dtype=np.int64)
 
 
@@ -549,8 +543,6 @@ class WindowAssign(Operator):
         return assign_windows(self.kind, ts, self.size, self.slide, self.offset, self.time_column)
 
     def process(self, batch: pa.RecordBatch) -> list:
-        from fastops.core.window.assigners import bound_type
-
         if batch.num_rows == 0:
             return []
         rows, start, end = self.assign(_ms(batch, self.time_column))
@@ -575,8 +567,6 @@ def assign_windows(kind: str, ts: np.ndarray, size: int, slide: int = 0,
     Raises ValueError naming ``column`` (the time column) for a time whose
     windows do not fit in int64 (see ``fastops.core.window.assigners.event_time_range``).
     """
-    from fastops.core.window.assigners import Sliding, Tumbling, check_event_times
-
     # every window of the three kinds lies in the tumbling window of the (max) size
     check_event_times(Tumbling(size, offset), ts, column, f"{kind.upper()}(size={size} ms)")
     n = len(ts)

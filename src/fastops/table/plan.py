@@ -37,15 +37,30 @@ import copy
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
 
+from fastops.core import aggregates as agg
 from fastops.core.arrow import is_binary_like
-from fastops.core.window.assigners import bound_type
-from fastops.table.changelog import OP_COLUMN
+from fastops.core.window.assigners import Session, Sliding, Tumbling, bound_type
+from fastops.datastream import DataStream, StreamEnvironment
+from fastops.operators.base import Operator
+from fastops.runtime.graph import Node
+from fastops.table.aggregates import StringMinMax
+from fastops.table.changelog import OP_COLUMN, ChangelogAggregate, insert_only
 from fastops.table.expressions import AggCall, Call, Col, Expr, ExpressionError, Interval, Lit, broadcast
+from fastops.table.operators import (
+    CumulateExpand,
+    DistinctRows,
+    EvalOperator,
+    FinalAggregate,
+    GatherSort,
+    LateralExpand,
+    StreamJoin,
+    WindowAssign,
+)
 from fastops.table.types import to_sql
 
 __all__ = [
@@ -199,8 +214,6 @@ class WindowDef:
             raise PlanError(f"SESSION gap must be > 0, got {self.gap} ms")
 
     def engine_window(self) -> Any:
-        from fastops.core.window.assigners import Session, Sliding, Tumbling
-
         if self.kind == "tumble":
             return Tumbling(self.size, self.offset)
         if self.kind == "hop":
@@ -247,9 +260,6 @@ class WindowTVF(PlanNode):
 
 def slot_aggregate(call: AggCall, column: str | None, input_type: pa.DataType | None = None) -> Any:
     """The ``fastops.core.aggregates`` aggregate computing ``call`` over ``column`` (of ``input_type``)."""
-    from fastops.core import aggregates as agg
-    from fastops.table.aggregates import StringMinMax
-
     fn = call.fn
     if call.distinct:
         raise PlanError(f"{call!r}: DISTINCT here is not supported")
@@ -431,8 +441,9 @@ def split_equi_join(cond: Expr | None, left: Sequence[str], right: Sequence[str]
     lk, rk, rest = [], [], []
     ls, rs = set(left), set(right)
     for c in _conjuncts(cond):
-        if isinstance(c, Call) and c.fn == "equal" and all(isinstance(a, Col) for a in c.args):
-            a, b = c.args[0].col, c.args[1].col
+        args = c.args if isinstance(c, Call) and c.fn == "equal" else []
+        if len(args) == 2 and isinstance(args[0], Col) and isinstance(args[1], Col):
+            a, b = args[0].col, args[1].col
             if a in ls and b in rs:
                 lk.append(a)
                 rk.append(b)
@@ -472,10 +483,10 @@ def _time_term(e: Expr, int_ok: bool) -> tuple[str, int] | None:
 
     if isinstance(e, Call) and e.fn in ("add", "subtract") and len(e.args) == 2:
         a, b = e.args
-        if isinstance(a, Col) and ms(b) is not None:
-            return a.col, ms(b) if e.fn == "add" else -ms(b)
-        if e.fn == "add" and isinstance(b, Col) and ms(a) is not None:
-            return b.col, ms(a)
+        if isinstance(a, Col) and (off := ms(b)) is not None:
+            return a.col, off if e.fn == "add" else -off
+        if e.fn == "add" and isinstance(b, Col) and (off := ms(a)) is not None:
+            return b.col, off
     return None
 
 
@@ -597,7 +608,7 @@ def insert_only_of(node: PlanNode) -> PlanNode:
     out.id = next(_ids)
     out.inputs = list(kids)
     out.changelog = False
-    if isinstance(node, Join):
+    if isinstance(out, Join):
         out.incremental = False
     return out
 
@@ -630,8 +641,6 @@ class Compiler:
 
     # -- nodes ------------------------------------------------------------------
     def _scan(self, node: Scan) -> Any:
-        from fastops.datastream import DataStream
-
         env = self.env
         if node.kind == "arrow":
             s = env.from_arrow(node.payload, batch_size=node.batch_size)
@@ -654,14 +663,10 @@ class Compiler:
 
     def _calc(self, child: PlanNode, items: list | None, predicate: Expr | None,
               schema: pa.Schema | None, label: str) -> Any:
-        from fastops.table.operators import EvalOperator
-
         s = self.build(child)
         return s.transform(label, lambda: EvalOperator(items, predicate, schema, label))
 
     def _project(self, node: Project) -> Any:
-        from fastops.datastream import DataStream
-
         child = node.inputs[0]
         pred = None
         if isinstance(child, Filter) and child.id not in self.built:
@@ -674,9 +679,6 @@ class Compiler:
         return self._calc(node.inputs[0], None, node.predicate, None, "where")
 
     def _windowtvf(self, node: WindowTVF) -> Any:
-        from fastops.datastream import DataStream
-        from fastops.table.operators import WindowAssign
-
         w = node.window
         if w.kind == "session":
             raise PlanError("a SESSION window TVF can only be used with GROUP BY window_start, window_end, ...")
@@ -687,17 +689,13 @@ class Compiler:
         return DataStream(s.env, s.node, s.tag, time_column="window_time")
 
     def _aggregate(self, node: Aggregate) -> Any:
-        from fastops.datastream import DataStream
-        from fastops.table.changelog import ChangelogAggregate
-        from fastops.table.expressions import Lit
-        from fastops.table.operators import CumulateExpand, EvalOperator, FinalAggregate
-
         child = node.inputs[0]
         s = self.build(child)
         keys = list(node.keys)
         in_schema = child.schema
         if node.window is None:
             aggs_factory = node.make_aggs
+            factory: Callable[[], Operator]
             if self.streaming:
                 factory = lambda: ChangelogAggregate(keys, aggs_factory(), in_schema)
             else:
@@ -732,17 +730,11 @@ class Compiler:
         return out
 
     def _distinct(self, node: Distinct) -> Any:
-        from fastops.table.operators import DistinctRows
-
         s = self.build(node.inputs[0])
         cols = list(node.schema.names)
         return s.key_by(*cols).transform("distinct", lambda: DistinctRows(cols))
 
     def _join(self, node: Join) -> Any:
-        from fastops.datastream import DataStream
-        from fastops.runtime.graph import Node
-        from fastops.table.operators import StreamJoin
-
         left = self.build(node.inputs[0])
         right = self.build(node.inputs[1])
         lk, rk, how, cond = node.left_keys, node.right_keys, node.how, node.condition
@@ -755,8 +747,6 @@ class Compiler:
         return DataStream(self.env, g)
 
     def _union(self, node: Union) -> Any:
-        from fastops.table.changelog import insert_only
-
         streams = []
         for c in node.inputs:
             s = self.build(c)
@@ -766,16 +756,12 @@ class Compiler:
         return streams[0].union(*streams[1:])
 
     def _sort(self, node: Sort) -> Any:
-        from fastops.table.operators import GatherSort
-
         s = self.build(node.inputs[0])
         keys, limit, offset = node.keys, node.limit, node.offset
         return s._then("sort", lambda: GatherSort(keys, limit, offset), 1,
                        "forward" if s.node.parallelism == 1 else "rebalance")
 
     def _lateral(self, node: Lateral) -> Any:
-        from fastops.table.operators import LateralExpand
-
         s = self.build(node.inputs[0])
         call, outer = node.call, node.left_outer
         return s.transform("lateral", lambda: LateralExpand(call, call.names, outer))
@@ -810,8 +796,6 @@ def stream_sources(node: PlanNode) -> list:
 def compile_plan(node: PlanNode, streaming: bool, parallelism: int = 1) -> Any:
     """The DataStream computing ``node`` (in a new StreamEnvironment unless the
     plan reads DataStreams, whose environment is then used)."""
-    from fastops.datastream import StreamEnvironment
-
     streams = stream_sources(node)
     env = streams[0].env if streams else StreamEnvironment(parallelism=parallelism)
     return Compiler(env, streaming).build(node)

@@ -97,14 +97,13 @@ def _width(s: str) -> int:
 
 def _truncate(s: str, target: int) -> str:
     passed = 0
-    i = 0
+    end = len(s)
     for i, ch in enumerate(s):
         passed += 2 if unicodedata.east_asian_width(ch) in ("F", "W") else 1
         if passed > target:
+            end = i
             break
-    else:
-        i = len(s)
-    sub = s[:i]
+    sub = s[:end]
     lack = target - _width(sub)
     return " " * lack + sub if lack > 0 else sub
 

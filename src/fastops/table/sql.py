@@ -995,7 +995,7 @@ class QueryCompiler:
         agg = self._agg(e, scope, aliases)
         if agg is not None:
             return agg
-        if isinstance(e, exp.Anonymous) or isinstance(e, exp.Func):
+        if isinstance(e, (exp.Anonymous, exp.Func)):
             name = e.name if isinstance(e, exp.Anonymous) else (e.sql_name() if hasattr(e, "sql_name") else e.key)
             args = [rec(a) for a in (e.expressions if isinstance(e, exp.Anonymous) else _func_args(e))]
             f = self.t_env._function(name)

@@ -60,6 +60,9 @@ __all__ = [
 class Row(tuple):
     """A result row: a tuple with field names (``row.id``, ``row["id"]``) and a row kind."""
 
+    _names: tuple[str, ...]
+    _kind: str
+
     def __new__(cls, values: Sequence[Any], names: Sequence[str] = (), kind: str = "+I") -> Row:
         r = super().__new__(cls, values)
         r._names = tuple(names)
@@ -435,9 +438,11 @@ def _distinct_aggregate(child: PlanNode, key_exprs: Sequence[Expr], items: Seque
         raise PlanError(f"mixing DISTINCT and plain aggregates ({plain[0]!r}) is not supported")
     keys = [k for k in key_exprs if not (isinstance(k, Col) and (k.col == window_alias or
                                                                  (window is not None and k.col in _WINDOW_COLS)))]
-    if any(not isinstance(k, Col) for k in keys):
+    cols = [k for k in keys if isinstance(k, Col)]
+    if len(cols) != len(keys):
         raise PlanError("DISTINCT aggregates need plain columns as GROUP BY keys")
-    inner_items = [(k.col, Col(k.col)) for k in keys] + [("__distinct", arg)]
+    assert arg is not None, "a DISTINCT aggregate has an argument (the parser allows no COUNT(DISTINCT *))"
+    inner_items: list[tuple[str, Expr]] = [(k.col, Col(k.col)) for k in cols] + [("__distinct", arg)]
     if window is None:
         inner: PlanNode = Distinct(Project(child, inner_items))
     else:
@@ -460,7 +465,7 @@ def _distinct_aggregate(child: PlanNode, key_exprs: Sequence[Expr], items: Seque
             return None
         return e.transform(fn)
 
-    outer_keys: list[Expr] = [Col(k.col) for k in keys]
+    outer_keys: list[Expr] = [Col(k.col) for k in cols]
     if window is not None:
         outer_keys = [Col("window_start"), Col("window_end")] + outer_keys
     return build_aggregate(inner, outer_keys, [(n, outer(e)) for n, e in items],

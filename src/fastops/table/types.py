@@ -82,7 +82,8 @@ def to_arrow(t: Any) -> pa.DataType:
         return pa.decimal128(10 if p is None else p, 0 if s is None else s)
     if name in _SIMPLE:
         return _SIMPLE[name]
-    raise ValueError(f"unknown SQL type {t!r} (known: {', '.join(sorted(set(_SIMPLE) | {'TIMESTAMP', 'TIMESTAMP_LTZ', 'TIME'}))})")
+    known = ", ".join(sorted(set(_SIMPLE) | {"TIMESTAMP", "TIMESTAMP_LTZ", "TIME"}))
+    raise ValueError(f"unknown SQL type {t!r} (known: {known})")
 
 
 def timestamp_precision(t: pa.DataType) -> int:
