@@ -321,10 +321,6 @@ class PaneWindows(WindowStrategy):
     def num_slots(self) -> int:
         return int(self._slots.counters[4])
 
-    def assign(self, gids: np.ndarray, ts: np.ndarray, tmin: int | None) -> tuple[np.ndarray, int]:
-        assert tmin is not None  # (rows with a window have times)
-        return self._assign_panes(gids, ts, tmin)
-
     def moves(self, old: int, t: int) -> bool:
         return (self._j_fired(old) != self._j_fired(t) or self._j_purged(old) != self._j_purged(t)
                 or self._ndirty > 0)
@@ -359,7 +355,7 @@ class PaneWindows(WindowStrategy):
             for q in self._panes:
                 self._index_pane(q)
 
-    # ------------------------------------------------------------ slots
+    # ------------------------------------------------------------ assignment and emission
     def _ensure_emit(self, rows: int, pairs: int, merged: bool = True) -> None:
         """Room for ``rows`` output rows (groups, and merged records unless
         ``merged`` is False; those of windows emitted earlier in this call
@@ -396,7 +392,8 @@ class PaneWindows(WindowStrategy):
         """Last window index with ``end + allowed_lateness <= t``."""
         return (t - self._lateness - self._offset - self._size) // self._slide
 
-    def _assign_panes(self, gids: np.ndarray, ts: np.ndarray, tmin: int) -> tuple[np.ndarray, int]:
+    def assign(self, gids: np.ndarray, ts: np.ndarray, tmin: int | None) -> tuple[np.ndarray, int]:
+        assert tmin is not None  # (rows in windows have event times)
         n = len(gids)
         stacks = self._stacks
         if stacks is not None and stacks.hi is not None and tmin < self._offset + (stacks.hi + 1) * self._p:
