@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.types as pat
 
 from fastops._kernels import keys as _keys
+from fastops._kernels.keys import KeyKind
 from fastops.core import arrow as _arrow
 from fastops.core.hashing import hash_columns
 
@@ -35,13 +36,13 @@ __all__ = ["KeyTable"]
 _NO_NAMES: tuple = ()
 
 
-def _key_kind(t: pa.DataType) -> int | None:
+def _key_kind(t: pa.DataType) -> KeyKind | None:
     if _arrow.is_binary_like(t):
-        return 1
+        return KeyKind.VARIABLE
     if pat.is_boolean(t) or pat.is_integer(t) or pat.is_floating(t) or pat.is_temporal(t):
         if pat.is_floating(t) and t.bit_width == 16:
             return None
-        return 0
+        return KeyKind.FIXED
     return None
 
 

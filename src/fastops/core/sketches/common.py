@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.types as pat
 
 from fastops._kernels import sketch as _sketch
+from fastops._kernels.sketch import HashSource
 from fastops.core import arrow as _arrow
 from fastops.core import hashing
 
@@ -134,7 +135,7 @@ def _to_arrow(values: Any) -> pa.Array | pa.ChunkedArray:
 
 class _Src(NamedTuple):
     """A hash source for the kernels (see ``fastops._kernels.sketch``)."""
-    mode: int
+    mode: HashSource
     a: np.ndarray
     b: np.ndarray
     valid: np.ndarray
@@ -142,8 +143,9 @@ class _Src(NamedTuple):
     n: int
 
 
-_NP_MODES = {np.dtype(np.int64): 1, np.dtype(np.uint64): 1, np.dtype(np.int32): 2,
-             np.dtype(np.uint32): 2, np.dtype(np.float64): 5, np.dtype(np.float32): 6}
+_NP_MODES = {np.dtype(np.int64): HashSource.FIXED8, np.dtype(np.uint64): HashSource.FIXED8,
+             np.dtype(np.int32): HashSource.FIXED4, np.dtype(np.uint32): HashSource.FIXED4,
+             np.dtype(np.float64): HashSource.FLOAT64, np.dtype(np.float32): HashSource.FLOAT32}
 
 
 def _np_source(arr: np.ndarray) -> _Src | None:
@@ -168,24 +170,25 @@ def _chunk_source(arr: pa.Array, seed: int) -> _Src | None:
         valid, voff = _EMPTY_U8, 0
     if pat.is_floating(t) and t.bit_width in (32, 64):
         dt = np.dtype(np.uint64 if t.bit_width == 64 else np.uint32)
-        mode = 5 if t.bit_width == 64 else 6
+        mode = HashSource.FLOAT64 if t.bit_width == 64 else HashSource.FLOAT32
         return _Src(mode, _arrow.fixed_values(arr, dt).view(np.uint8), _EMPTY_U8, valid, voff, n)
     width = _arrow.fixed_width_bytes(t)
     if width in (4, 8) and not pat.is_floating(t) and not pat.is_decimal(t):
         dt = np.dtype(np.uint64 if width == 8 else np.uint32)
-        mode = 1 if width == 8 else 2
+        mode = HashSource.FIXED8 if width == 8 else HashSource.FIXED4
         return _Src(mode, _arrow.fixed_values(arr, dt).view(np.uint8), _EMPTY_U8, valid, voff, n)
     if _arrow.is_binary_like(t):
         offsets, data = _arrow.binary_parts(arr)
-        mode = 4 if offsets.dtype == np.int64 else 3
+        mode = HashSource.BINARY64 if offsets.dtype == np.int64 else HashSource.BINARY32
         return _Src(mode, np.ascontiguousarray(offsets).view(np.uint8), data, valid, voff, n)
     if not hashing.supports(t):
         raise TypeError(f"sketches cannot hash values of type {t}")
     hashes = hashing.hash_columns([arr], seed)
     if arr.null_count:
         bits = pc.is_valid(arr)
-        return _Src(0, hashes.view(np.uint8), _EMPTY_U8, _arrow.bit_values(bits), bits.offset, n)
-    return _Src(0, hashes.view(np.uint8), _EMPTY_U8, _EMPTY_U8, 0, n)
+        return _Src(HashSource.HASHES, hashes.view(np.uint8), _EMPTY_U8, _arrow.bit_values(bits),
+                    bits.offset, n)
+    return _Src(HashSource.HASHES, hashes.view(np.uint8), _EMPTY_U8, _EMPTY_U8, 0, n)
 
 
 def _sources(values: Any, seed: int) -> Iterator[tuple[int, int, _Src | None, Any]]:
