@@ -450,13 +450,11 @@ class OperatorTask(Task):
         while not self.finished:
             if stop.is_set():
                 raise Cancelled()
-            got = gate.poll()
-            if got is None:  # wait for input: idle, visible while it lasts
-                t0 = m.idle_since = time.perf_counter()
-                try:
-                    got = gate.get()
-                finally:
-                    m.idle_s += time.perf_counter() - t0
-                    m.idle_since = 0.0
+            t0 = m.idle_since = time.perf_counter()  # waiting for input: idle, visible while it lasts
+            try:
+                got = gate.get()
+            finally:
+                m.idle_s += time.perf_counter() - t0
+                m.idle_since = 0.0
             assert got is not None  # get() without a timeout returns an item or raises Cancelled
             self.handle(*got)
