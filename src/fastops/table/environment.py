@@ -20,9 +20,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
 
 from fastops.core import arrow as _arrow
+from fastops.core.durations import parse_duration
+from fastops.datastream import DataStream
+from fastops.operators.base import OperatorContext
 from fastops.table.expressions import Col
+from fastops.table.functions import (
+    UserDefinedAggregateFunction,
+    UserDefinedScalarFunction,
+    UserDefinedTableFunction,
+)
 from fastops.table.plan import PlanError, Scan, compile_plan, insert_only_of
 from fastops.table.table import Table, TableResult, message_result, ok_result
 from fastops.table.types import to_arrow, to_sql
@@ -111,8 +121,6 @@ class TableEnvironment:
     # -- sources -----------------------------------------------------------------
     def _scan(self, table: pa.Table, name: str, rowtime: str | None = None,
               watermark: Any = None) -> Table:
-        from fastops.core.durations import parse_duration
-
         # Arrow's compute functions (filter, take, comparisons, string functions) do not
         # take string_view / binary_view: such columns are STRING / BYTES as large_*
         table = _arrow.without_views(table)
@@ -175,7 +183,7 @@ class TableEnvironment:
         for r in rows:
             if len(r) != len(names):
                 raise ValueError(f"row {r!r} has {len(r)} values for {len(names)} columns {names}")
-        cols = list(zip(*rows)) if rows else [[] for _ in names]
+        cols: list[Sequence[Any]] = list(zip(*rows)) if rows else [[] for _ in names]
         arrays = []
         for i, n in enumerate(names):
             t = typed.field(i).type if typed is not None else None
@@ -229,8 +237,6 @@ class TableEnvironment:
     # -- catalog -------------------------------------------------------------------
     def create_temporary_view(self, view_path: str, table: Any, *fields: Any) -> None:
         if not isinstance(table, Table):
-            from fastops.datastream import DataStream
-
             if isinstance(table, DataStream):
                 table = self.from_data_stream(table)
             elif isinstance(table, pa.Table):
@@ -265,12 +271,6 @@ class TableEnvironment:
         return self.list_views()
 
     def create_temporary_function(self, path: str, function: Any) -> None:
-        from fastops.table.functions import (
-            UserDefinedAggregateFunction,
-            UserDefinedScalarFunction,
-            UserDefinedTableFunction,
-        )
-
         if not isinstance(function, (UserDefinedScalarFunction, UserDefinedAggregateFunction,
                                      UserDefinedTableFunction)):
             raise TypeError(f"create_temporary_function needs a udf / udaf / udtf, got {type(function).__name__}")
@@ -339,6 +339,7 @@ class TableEnvironment:
 
     # -- SQL ---------------------------------------------------------------------------
     def sql_query(self, query: str) -> Table:
+        # deferred: the SQL face needs sqlglot, an optional dependency
         from sqlglot import exp
 
         from fastops.table.sql import SqlError, compile_query, parse
@@ -355,6 +356,7 @@ class TableEnvironment:
     def execute_sql(self, stmt: str) -> TableResult:
         """Run one statement: a query (returns its rows), CREATE TABLE / VIEW,
         DROP, INSERT INTO, SHOW TABLES / VIEWS / FUNCTIONS, DESCRIBE, EXPLAIN."""
+        # deferred: the SQL face needs sqlglot, an optional dependency
         from sqlglot import exp
 
         from fastops.table.sql import SqlError, compile_query, parse
@@ -410,6 +412,7 @@ class TableEnvironment:
         raise SqlError(f"unsupported statement {type(tree).__name__.upper()}: {s[:60]!r}")
 
     def _create(self, tree: Any, prep: Any) -> TableResult:
+        # deferred: the SQL face needs sqlglot, an optional dependency
         from sqlglot import exp
 
         from fastops.table.sql import SqlError, compile_query, watermark_delay
@@ -484,10 +487,10 @@ class TableEnvironment:
             schema, tc, wm, pk = t.schema, t._node.time_col, getattr(t._node, "watermark_ms", None), []
         rows = []
         for f in schema:
-            t = to_sql(f.type) + (" *ROWTIME*" if f.name == tc else "")
+            sql_type = to_sql(f.type) + (" *ROWTIME*" if f.name == tc else "")
             key = f"PRI({', '.join(pk)})" if f.name in pk else ""
             wexpr = f"`{tc}` - INTERVAL '{wm / 1000:g}' SECOND" if f.name == tc and wm is not None else ""
-            rows.append((f.name, t, f.name not in pk and f.nullable, key, "", wexpr))
+            rows.append((f.name, sql_type, f.name not in pk and f.nullable, key, "", wexpr))
         return message_result(rows, ["name", "type", "null", "key", "extras", "watermark"],
                               [pa.string(), pa.string(), pa.bool_(), pa.string(), pa.string(), pa.string()])
 
@@ -524,12 +527,8 @@ class TableEnvironment:
                     os.remove(os.path.join(path, f))
             fname = os.path.join(path, f"part-{uuid.uuid4().hex[:12]}.{fmt}")
             if fmt == "parquet":
-                import pyarrow.parquet as pq
-
                 pq.write_table(data, fname)
             elif fmt == "csv":
-                import pyarrow.csv as pcsv
-
                 pcsv.write_csv(data, fname)
             else:
                 raise PlanError(f"table {name!r}: unsupported format {fmt!r}")
@@ -554,8 +553,6 @@ def _probe(node: Any, batch: pa.RecordBatch) -> pa.Schema | None:
     out = batch
     for n in reversed(chain):
         op = n.factory()
-        from fastops.operators.base import OperatorContext
-
         op.open(OperatorContext(n.name, 0, 1, 128))
         res = [b for b in op.process(out) if isinstance(b, pa.RecordBatch)]
         if not res:

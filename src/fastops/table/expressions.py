@@ -25,6 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pat
 
+from fastops.core.arrow import as_batch
+from fastops.operators.basic import evaluate
 from fastops.table.types import to_arrow, to_sql
 
 __all__ = [
@@ -118,8 +120,8 @@ class Expr:
     def __mod__(self, o): return self._bin("mod", o)
     def __rmod__(self, o): return self._bin("mod", o, True)
     def __neg__(self): return Call("negate", [self])
-    def __eq__(self, o): return self._bin("equal", o)  # type: ignore[override]
-    def __ne__(self, o): return self._bin("not_equal", o)  # type: ignore[override]
+    def __eq__(self, o): return self._bin("equal", o)
+    def __ne__(self, o): return self._bin("not_equal", o)
     def __lt__(self, o): return self._bin("less", o)
     def __le__(self, o): return self._bin("less_equal", o)
     def __gt__(self, o): return self._bin("greater", o)
@@ -314,9 +316,6 @@ class PyArrowExpr(Expr):
         self.expr = expr
 
     def eval(self, batch):
-        from fastops.core.arrow import as_batch
-        from fastops.operators.basic import evaluate
-
         return evaluate(as_batch(batch), {"_": self.expr}).column(0)
 
     def name(self):

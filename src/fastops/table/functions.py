@@ -43,6 +43,7 @@ import numpy as np
 import pyarrow as pa
 
 from fastops.core.aggregates import SlotAggregate
+from fastops.table.expressions import AggCall, Pack, UdfCall, as_column_expr
 from fastops.table.types import to_arrow, to_sql
 
 __all__ = [
@@ -92,10 +93,15 @@ class TableFunction:
         raise NotImplementedError
 
 
+def _name_of(fn: Any, default: str) -> str:
+    """A function's ``__name__`` (``default`` for a callable without one)."""
+    return str(getattr(fn, "__name__", default))
+
+
 def _to_array(value: Any, t: pa.DataType, name: str, n: int) -> pa.Array:
     """Check and convert a UDF result to ``n`` values of type ``t``."""
     declared = to_sql(t)
-    try:
+    try:  # deferred: pandas is an optional dependency (the table extra), and heavy
         import pandas as pd
 
         if isinstance(value, (pd.Series, pd.Index)):
@@ -154,11 +160,9 @@ class UserDefinedScalarFunction:
         self.fn = fn
         self.result_type = to_arrow(result_type)
         self.func_type = func_type
-        self.name = name or getattr(fn, "__name__", "udf")
+        self.name = name or _name_of(fn, "udf")
 
     def __call__(self, *args: Any) -> Any:
-        from fastops.table.expressions import UdfCall, as_column_expr
-
         return UdfCall(self, [as_column_expr(a) for a in args])
 
     def evaluate(self, arrays: Sequence[pa.Array], n: int) -> pa.Array:
@@ -188,20 +192,16 @@ class UserDefinedAggregateFunction:
             self.name = name or type(fn).__name__
         elif callable(fn):
             self.impl = _SeriesAggregate(fn, func_type)
-            self.name = name or getattr(fn, "__name__", "udaf")
+            self.name = name or _name_of(fn, "udaf")
         else:
             raise TypeError(f"udaf needs an AggregateFunction or a function, got {type(fn).__name__}")
 
     def __call__(self, *args: Any) -> Any:
-        from fastops.table.expressions import AggCall, as_column_expr
-
         if not args:
             raise TypeError(f"aggregate function {self.name!r} needs at least one argument")
         exprs = [as_column_expr(a) for a in args]
         if len(exprs) == 1:
             return AggCall("udaf", exprs[0], udaf=self)
-        from fastops.table.expressions import Pack
-
         return AggCall("udaf", Pack(exprs), udaf=self)  # several arguments travel as one struct column
 
     def slot_aggregate(self, column: str) -> SlotAggregate:
@@ -329,11 +329,9 @@ class UserDefinedTableFunction:
         self.names = list(names) if names is not None else [f"f{i}" for i in range(len(self.result_types))]
         if len(self.names) != len(self.result_types):
             raise ValueError("udtf: names and result_types differ in length")
-        self.name = name or getattr(fn, "__name__", "udtf")
+        self.name = name or _name_of(fn, "udtf")
 
     def __call__(self, *args: Any) -> TableFunctionCall:
-        from fastops.table.expressions import as_column_expr
-
         return TableFunctionCall(self, [as_column_expr(a) for a in args])
 
     def expand(self, arrays: Sequence[pa.Array], n: int) -> tuple[np.ndarray, list[pa.Array]]:

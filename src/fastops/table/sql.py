@@ -36,18 +36,21 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 
 try:
     import sqlglot
     from sqlglot import exp
+    from sqlglot.dialects.dialect import Dialect
     from sqlglot.errors import ParseError, TokenError
+    from sqlglot.parser import Parser
 except ImportError as _exc:  # SQL is optional; the Table API works without it
     raise ImportError("fastops' SQL face needs sqlglot: pip install 'fastops[table]' "
                       f"(or pip install sqlglot) ({_exc})") from _exc
 
+from fastops.core.durations import parse_duration
 from fastops.table.expressions import AggCall, Call, Case, Cast, Col, Expr, InList, Interval, Lit, UdfCall
 from fastops.table.plan import (
     Filter,
@@ -61,6 +64,7 @@ from fastops.table.plan import (
     WindowTVF,
     join_of,
 )
+from fastops.table.table import _union, build_aggregate, distinct_of
 from fastops.table.types import to_arrow
 
 __all__ = ["SqlError", "check_supported", "compile_query", "parse", "preprocess"]
@@ -194,9 +198,6 @@ def _dialect(udf_names: frozenset) -> Any:
     """A sqlglot dialect whose function table leaves the UDF names alone."""
     d = _DIALECTS.get(udf_names)
     if d is None:
-        from sqlglot.dialects.dialect import Dialect
-        from sqlglot.parser import Parser
-
         class _Parser(Parser):
             FUNCTIONS = {k: v for k, v in Parser.FUNCTIONS.items() if k not in udf_names}
 
@@ -232,7 +233,8 @@ def parse(sql: str, udf_names: Sequence[str] = ()) -> tuple[exp.Expression, Prep
                     "with create_temporary_function)")
         raise SqlError(f"SQL parse error{where}: {desc}") from None
     check_supported(tree)
-    return tree, prep
+    # newer sqlglot types parse_one as its base class Expr; a parsed statement is an Expression
+    return cast(exp.Expression, tree), prep
 
 
 # ---------------------------------------------------------------- unsupported constructs
@@ -513,10 +515,7 @@ def interval_ms(node: Any) -> int:
         this = node.this
         unit = node.args.get("unit")
         value = this.this if isinstance(this, exp.Literal) else this.sql()
-        uname = (unit.name if unit is not None else "").upper().rstrip("S") if unit is not None else ""
-        if not uname:
-            from fastops.core.durations import parse_duration
-
+        if unit is None or not (uname := unit.name.upper().rstrip("S")):
             return parse_duration(str(value))
         uname = {"MILLISECOND": "MILLISECOND", "MS": "MILLISECOND"}.get(uname, uname)
         if uname not in _UNIT_MS:
@@ -722,8 +721,6 @@ class QueryCompiler:
             for cte in with_.expressions:
                 self.ctes[cte.alias] = self.query(cte.this)
         if isinstance(q, exp.Union):
-            from fastops.table.table import _union, distinct_of
-
             left = self.query(q.this)
             right = self.query(q.expression)
             node = _union([left, right])
@@ -739,8 +736,6 @@ class QueryCompiler:
         return self.select(q)
 
     def select(self, q: exp.Select) -> PlanNode:
-        from fastops.table.table import build_aggregate, distinct_of
-
         node, scope = self.from_clause(q)
         if node is None:
             raise _unsupported("SELECT without FROM", q, "select FROM a table; register literal rows with "
@@ -779,8 +774,8 @@ class QueryCompiler:
                 keys.append(self.expr(g, scope))
             hv = self.expr(having.this, scope, aliases) if having is not None else None
             window, src = self.window_source(node, keys)
-            if window is None and isinstance(_through_filters(node), WindowTVF) and \
-                    _through_filters(node).window.kind == "session":
+            tvf = _through_filters(node)
+            if window is None and isinstance(tvf, WindowTVF) and tvf.window.kind == "session":
                 raise SqlError("a SESSION window TVF needs GROUP BY window_start, window_end")
             plan = build_aggregate(src, keys, items, hv, window, self.streaming)
             if q.args.get("distinct"):
@@ -802,7 +797,7 @@ class QueryCompiler:
         columns on unchanged, as a subquery ``SELECT * FROM TABLE(TUMBLE(...))``
         does) and the keys include window_start and window_end."""
         wcols = {"window_start", "window_end", "window_time"}
-        steps: list[PlanNode] = []
+        steps: list[Filter | Project] = []
         cur = node
         while isinstance(cur, (Filter, Project)):
             if isinstance(cur, Project) and not all(isinstance(e, Col) and e.col == n for n, e in cur.items):
@@ -941,8 +936,8 @@ class QueryCompiler:
                 if not isinstance(lv, Lit):
                     raise SqlError(f"IN list values must be literals{_pos(v)}")
                 vals.append(lv.value)
-            r = InList(rec(e.this), vals)
-            return Call("invert", [r]) if e.args.get("negate") else r
+            in_list = InList(rec(e.this), vals)
+            return Call("invert", [in_list]) if e.args.get("negate") else in_list
         if isinstance(e, exp.Between):
             v = rec(e.this)
             return Call("and_kleene", [Call("greater_equal", [v, rec(e.args["low"])]),
@@ -989,8 +984,8 @@ class QueryCompiler:
         if isinstance(e, exp.Round):
             d = e.args.get("decimals")
             return Call("round", [rec(e.this), rec(d) if d is not None else Lit(0)])
-        for cls, fn in _UNARY.items():
-            if type(e) is cls:
+        for unary, fn in _UNARY.items():
+            if type(e) is unary:
                 return Call(fn, [rec(e.this)])
         agg = self._agg(e, scope, aliases)
         if agg is not None:

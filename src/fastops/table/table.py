@@ -19,8 +19,19 @@ from typing import Any
 
 import pyarrow as pa
 
+from fastops.core.durations import parse_duration
 from fastops.table.changelog import OP_COLUMN, ROW_KINDS, materialize
-from fastops.table.expressions import AggCall, Alias, Cast, Col, Expr, WindowProp, as_column_expr, as_expr
+from fastops.table.expressions import (
+    AggCall,
+    Alias,
+    Cast,
+    Col,
+    Expr,
+    Interval,
+    WindowProp,
+    as_column_expr,
+    as_expr,
+)
 from fastops.table.plan import (
     Aggregate,
     Distinct,
@@ -34,6 +45,7 @@ from fastops.table.plan import (
     WindowDef,
     compile_plan,
     explain_plan,
+    infer_type,
     insert_only_of,
     join_of,
     to_table,
@@ -172,9 +184,6 @@ def ok_result() -> TableResult:
 # ---------------------------------------------------------------- group windows
 
 def _ms(value: Any, what: str) -> int:
-    from fastops.core.durations import parse_duration
-    from fastops.table.expressions import Interval
-
     if isinstance(value, Interval):
         return value.ms
     if isinstance(value, Expr):
@@ -296,8 +305,6 @@ def build_aggregate(child: PlanNode, key_exprs: Sequence[Expr], items: Sequence[
                 r = repr(node)
                 out_cast = None
                 if node.arg is not None and node.fn in ("sum", "avg", "min", "max"):
-                    from fastops.table.plan import infer_type
-
                     t = infer_type(node.arg, child.schema)
                     if pa.types.is_decimal(t):  # aggregated as DOUBLE, returned as DECIMAL(38, s)
                         node = AggCall(node.fn, Cast(node.arg, pa.float64()), node.params, node.udaf,
@@ -684,8 +691,6 @@ def _union(nodes: list[PlanNode]) -> PlanNode:
         if len(n.schema) != len(first):
             raise PlanError(f"UNION ALL of {len(first)} and {len(n.schema)} columns")
         if n.schema.names != first.names or n.schema.types != first.types:
-            from fastops.table.expressions import Cast
-
             items = []
             for f, g in zip(first, n.schema):
                 e: Expr = Col(g.name)
