@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.types as pat
+from numpy.typing import DTypeLike
 
 _EMPTY_U8 = np.zeros(1, dtype=np.uint8)
 
@@ -50,7 +51,7 @@ def validity(arr: pa.Array) -> np.ndarray | None:
     return np.frombuffer(buf, dtype=np.uint8)
 
 
-def fixed_values(arr: pa.Array, dtype: np.dtype) -> np.ndarray:
+def fixed_values(arr: pa.Array, dtype: DTypeLike) -> np.ndarray:
     """The values buffer of a fixed-width array, sliced to this array's rows."""
     buf = arr.buffers()[1]
     n = len(arr)
@@ -135,7 +136,7 @@ def is_binary_like(t: pa.DataType) -> bool:
 _BINARY_IDS = frozenset(t.id for t in (pa.string(), pa.large_string(), pa.binary(), pa.large_binary()))
 
 
-UINT_FOR_WIDTH = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+UINT_FOR_WIDTH: dict[int, type[np.unsignedinteger[Any]]] = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def empty(n: int, dtype: Any) -> tuple[np.ndarray, pa.Buffer]:

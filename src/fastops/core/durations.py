@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -65,8 +66,6 @@ def parse_duration(value: Any) -> int:
                              f"(known: ms, s, min, h, d, w)")
         scale = _UNITS[unit]
         if "." in number:
-            from fractions import Fraction
-
             exact = Fraction(number) * scale
             if exact.denominator != 1:
                 raise ValueError(f"duration {value!r} is not a whole number of milliseconds")

@@ -15,7 +15,7 @@ Conventions:
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Union
 
 import numpy as np
@@ -28,6 +28,9 @@ from fastops.core import arrow as _arrow
 ArrayLike = Union[pa.Array, pa.ChunkedArray, np.ndarray]
 
 NULL_TOKEN = b"fastops:null"
+# the kernel hashing fixed-width values of each byte width
+_HASH_WORDS: dict[int, Callable[[Any, int, np.ndarray], None]] = {
+    8: _core.hash_u64, 4: _core.hash_u32, 2: _core.hash_u16, 1: _core.hash_u8}
 
 
 def hash_bytes(data: bytes, seed: int = 0) -> int:
@@ -96,8 +99,7 @@ def _hash_chunk(arr: pa.Array, seed: int, out: np.ndarray) -> None:
         if width not in _arrow.UINT_FOR_WIDTH:
             raise TypeError(f"hash64 does not support type {t}")
         values = _arrow.fixed_values(arr, _arrow.UINT_FOR_WIDTH[width])
-        kernel = {8: _core.hash_u64, 4: _core.hash_u32, 2: _core.hash_u16, 1: _core.hash_u8}[width]
-        kernel(values, seed, out)
+        _HASH_WORDS[width](values, seed, out)
     valid = _arrow.validity(arr)
     if valid is not None:
         _core.hash_set_nulls(valid, arr.offset, null_hash(seed), out)

@@ -21,6 +21,7 @@ dictionary arrays are decoded to their value type.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Optional, Union
 
 import numpy as np
 import pyarrow as pa
@@ -77,6 +78,10 @@ def _fixed_u64(arr: pa.Array) -> np.ndarray:
     dtype = np.dtype(f"int{width * 8}") if signed else np.dtype(f"uint{width * 8}")
     vals = _arrow.fixed_values(arr, dtype)
     return vals.astype(np.int64 if signed else np.uint64).view(np.uint64)
+
+
+# a key column as the kernel takes it (as in its stub): (uint64 values, nulls) or (offsets, data, nulls)
+_Spec = Union[tuple[np.ndarray, Optional[np.ndarray]], tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]]
 
 
 def _storage_dtype(t: pa.DataType) -> np.dtype:
@@ -154,12 +159,14 @@ class KeyTable:
             elif len(arr) != n:
                 raise ValueError(f"key column {self._label(i)} has {len(arr)} rows, expected {n}")
             arrs.append(arr)
-        if self.types is None:
-            self._set_types([a.type for a in arrs])
+        types = self.types
+        if types is None:
+            types = [a.type for a in arrs]
+            self._set_types(types)  # sets self.types to this list (dictionaries decoded)
         for i, arr in enumerate(arrs):
-            if arr.type != self.types[i]:
+            if arr.type != types[i]:
                 raise TypeError(f"key column {self._label(i)} has type {arr.type}, but earlier "
-                                f"batches had {self.types[i]}")
+                                f"batches had {types[i]}")
             arrs[i] = _arrow.without_views(arr)  # views: the same bytes, as offsets + data
         return arrs
 
@@ -182,11 +189,12 @@ class KeyTable:
             if columns:
                 raise ValueError(f"this KeyTable has no key columns, got {len(columns)}")
             raise ValueError("a KeyTable without key columns needs lookup_n(num_rows)")
-        if hashes is None and self._word_key and len(columns) == 1:
+        index, types = self._index, self.types
+        if hashes is None and self._word_key and len(columns) == 1 and index is not None and types is not None:
             arr = columns[0]
-            if isinstance(arr, pa.Array) and arr.null_count == 0 and arr.type == self.types[0]:
+            if isinstance(arr, pa.Array) and arr.null_count == 0 and arr.type == types[0]:
                 out = np.empty(len(arr), dtype=np.int64)
-                self._index.lookup_or_insert_words(_arrow.fixed_values(arr, np.uint64), self.seed, out)
+                index.lookup_or_insert_words(_arrow.fixed_values(arr, np.uint64), self.seed, out)
                 return out
         arrs = self._prepare(columns)
         n = len(arrs[0])
@@ -194,7 +202,7 @@ class KeyTable:
             hashes = hash_columns(arrs, self.seed, self.names)
         elif len(hashes) != n or hashes.dtype != np.uint64:
             raise ValueError("hashes must be a uint64 array with one entry per row")
-        specs = []
+        specs: list[_Spec] = []
         for arr in arrs:
             nulls = _null_mask(arr)
             if _arrow.is_binary_like(arr.type):
@@ -206,7 +214,9 @@ class KeyTable:
             else:
                 specs.append((_fixed_u64(arr), nulls))
         out = np.empty(n, dtype=np.int64)
-        self._index.lookup_or_insert(np.ascontiguousarray(hashes), specs, out)
+        index = self._index
+        assert index is not None  # made with the key types, which _prepare fixed
+        index.lookup_or_insert(np.ascontiguousarray(hashes), specs, out)
         return out
 
     def lookup_n(self, n: int) -> np.ndarray:

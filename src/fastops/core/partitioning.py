@@ -145,6 +145,7 @@ def ids_from_hashes(hashes: np.ndarray, num_partitions: int, scheme: str = "hash
 
 
 _EMPTY_OWNERS = np.zeros(0, dtype=np.int32)
+_Placement = tuple[np.ndarray, np.ndarray, np.ndarray]  # (ids, starts, dest) of a scatter
 
 
 def _fused_ids(cols: list, num_partitions: int, scheme: str, max_parallelism: int,
@@ -273,7 +274,7 @@ def _scatter_binary(arr: pa.Array, ids: np.ndarray, starts: np.ndarray, dest: np
                                  arr.null_count)
 
 
-def _scatter_words(pending: dict, values: np.ndarray, out: np.ndarray, placement: tuple) -> None:
+def _scatter_words(pending: dict, values: np.ndarray, out: np.ndarray, placement: _Placement) -> None:
     """``out[dest[i]] = values[i]`` (``placement``: ids, starts, dest), two
     columns of one width per pass (the placement is then read once for both):
     a column waits in ``pending`` for its partner; ``_flush_words`` does the
@@ -285,7 +286,7 @@ def _scatter_words(pending: dict, values: np.ndarray, out: np.ndarray, placement
         _core.scatter_words2(partner[0], values, *placement, partner[1], out)
 
 
-def _flush_words(pending: dict, placement: tuple) -> None:
+def _flush_words(pending: dict, placement: _Placement) -> None:
     for values, out in pending.values():
         _core.scatter_words(values, *placement, out)
     pending.clear()

@@ -15,6 +15,8 @@ with ``t > watermark`` are still expected).
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.types as pat
@@ -23,7 +25,7 @@ from fastops.core import arrow as _arrow
 from fastops.core.durations import parse_duration
 
 MIN_WATERMARK = -(2**63)
-_PER_MS = {"s": None, "ms": 1, "us": 1000, "ns": 1_000_000}
+_PER_MS = {"ms": 1, "us": 1000, "ns": 1_000_000}  # per timestamp unit ("s" is multiplied)
 
 
 def first_outside(values: np.ndarray, lo: int, hi: int) -> int:
@@ -88,7 +90,7 @@ class BoundedOutOfOrderness:
     """Watermark ``max(ts) - max_out_of_orderness - 1``: rows may arrive up to
     ``max_out_of_orderness`` ms behind the latest one seen and still be on time."""
 
-    def __init__(self, max_out_of_orderness=0):
+    def __init__(self, max_out_of_orderness: Any = 0) -> None:
         bound = parse_duration(max_out_of_orderness)
         if bound < 0:
             raise ValueError(f"max_out_of_orderness must be >= 0, got {max_out_of_orderness!r}")
@@ -96,7 +98,7 @@ class BoundedOutOfOrderness:
         self.current: int = MIN_WATERMARK
         self.max_timestamp: int | None = None
 
-    def on_batch(self, ts_ms) -> int | None:
+    def on_batch(self, ts_ms: Any) -> int | None:
         """Observe a batch's event times; the new watermark if it advanced, else None."""
         ts = ts_ms if isinstance(ts_ms, np.ndarray) else to_ms(ts_ms)
         if len(ts) == 0:
@@ -128,7 +130,7 @@ class MonotonousTimestamps(BoundedOutOfOrderness):
     """Timestamps never decrease: watermark ``max(ts) - 1`` (Flink's ascending
     timestamps). A row behind the watermark is late for the window operator."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(0)
 
     def __repr__(self) -> str:

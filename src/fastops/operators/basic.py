@@ -11,6 +11,7 @@ import pyarrow.acero as acero
 import pyarrow.compute as pc
 
 from fastops.core.messages import MAX_WATERMARK, Watermark
+from fastops.core.watermarks import to_ms
 from fastops.operators.base import Operator, OperatorContractError, check_batch
 
 BatchFn = Callable[[pa.RecordBatch], Any]
@@ -161,8 +162,6 @@ class WatermarkAssigner(Operator):
         self.strategy = self.strategy_factory()
 
     def process(self, batch: pa.RecordBatch) -> list:
-        from fastops.core.watermarks import to_ms
-
         idx = batch.schema.get_field_index(self.column)
         if idx < 0:
             raise KeyError(f"with_watermark: time column {self.column!r} not in stream "

@@ -13,14 +13,14 @@ import numpy as np
 import pyarrow as pa
 
 from fastops.core.messages import MIN_WATERMARK
+from fastops.core.watermarks import to_ms
+from fastops.core.window.assigners import Sliding, Tumbling, bound_type, check_event_times
 from fastops.operators.base import Operator, Tagged
 
 
 class WindowJoinOperator(Operator):
     def __init__(self, window: Any, left_keys: tuple[str, ...], right_keys: tuple[str, ...],
                  left_time: str, right_time: str, suffixes: tuple[str, str] = ("", "_right")):
-        from fastops.core.window.assigners import Sliding, Tumbling
-
         if not isinstance(window, (Tumbling, Sliding)):
             raise ValueError(f"a window join needs Tumbling or Sliding windows, got {type(window).__name__}")
         self.window = window
@@ -36,9 +36,6 @@ class WindowJoinOperator(Operator):
         self.schemas: list = [None, None]
 
     def process_input(self, input_index: int, batch: pa.RecordBatch) -> list:
-        from fastops.core.watermarks import to_ms
-        from fastops.core.window.assigners import check_event_times
-
         side = 0 if input_index == 0 else 1
         for k in self.keys[side] + [self.times[side]]:
             if batch.schema.get_field_index(k) < 0:
@@ -67,8 +64,6 @@ class WindowJoinOperator(Operator):
         return out
 
     def on_watermark(self, t_ms: int) -> list:
-        from fastops.core.window.assigners import bound_type
-
         self.watermark = max(self.watermark, t_ms)
         size = self.window.size
         ready = sorted(s for s in self.buffers if s + size <= t_ms)

@@ -16,13 +16,18 @@ all rows of a batch at once; timers fire when the watermark passes them.
 """
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from fastops.core.hashing import hash_columns
+from fastops.core.keys import KeyTable
 from fastops.core.messages import MIN_WATERMARK
+from fastops.core.partitioning import ids_from_hashes, scatter_by_ids
+from fastops.core.watermarks import to_ms
 from fastops.operators.base import Operator, OperatorContractError, check_batch
 
 
@@ -104,7 +109,9 @@ class ValueState:
         valid = picked.is_valid().to_numpy(zero_copy_only=False)
         present = picked.filter(pa.array(valid)).to_numpy(zero_copy_only=False)
         self._grow(present.dtype if present.dtype.kind in "biufmM" else np.dtype(object))
-        self._values[uniq[valid]] = present
+        stored = self._values
+        assert stored is not None  # _grow made it, with the first values' dtype
+        stored[uniq[valid]] = present
         self._set[uniq] = valid
 
     def clear(self, batch: pa.RecordBatch) -> None:
@@ -117,8 +124,6 @@ class ProcessContext:
     """What a KeyedProcessFunction can reach: keyed state, timers, the watermark."""
 
     def __init__(self, key_columns: tuple[str, ...], task_index: int, parallelism: int):
-        from fastops.core.keys import KeyTable
-
         self.key_columns = key_columns
         self.keys = KeyTable(key_columns)
         self.task_index = task_index
@@ -166,8 +171,6 @@ class ProcessContext:
 
     def register_timer(self, batch: pa.RecordBatch, timestamps: Any) -> None:
         """An event-time timer per row: ``on_timer`` runs once the watermark reaches it."""
-        from fastops.core.watermarks import to_ms
-
         ts = to_ms(timestamps if not isinstance(timestamps, list) else pa.array(timestamps, pa.int64()),
                    "timer")
         ids = self.key_ids(batch)
@@ -200,8 +203,6 @@ def _outputs(value: Any, name: str) -> list:
 class KeyedProcessOperator(Operator):
     def __init__(self, function: KeyedProcessFunction, keys: tuple[str, ...],
                  time_column: str | None, name: str):
-        import copy
-
         self.function = copy.deepcopy(function)  # one instance per task
         self.key_columns = keys
         self.time_column = time_column
@@ -214,9 +215,6 @@ class KeyedProcessOperator(Operator):
         self.function.open(self.pctx)
 
     def process(self, batch: pa.RecordBatch) -> list:
-        from fastops.core.hashing import hash_columns
-        from fastops.core.partitioning import ids_from_hashes, scatter_by_ids
-
         if batch.num_rows == 0:
             return []
         cols = []
