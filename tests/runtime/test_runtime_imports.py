@@ -11,10 +11,7 @@ from fastops.connectors import base
 
 RUNTIME = Path(fastops.__file__).parent / "runtime"
 
-# The progress bar still falls back on isinstance checks of two built-in sources
-# (they now say their total rows themselves, so the fallback is dead code); its
-# owner removes it, and this exemption with it.
-EXEMPT = {("progress.py", "fastops.connectors.sources", ("FileSource", "TableSource"))}
+EXEMPT: set[tuple[str, str, tuple[str, ...]]] = set()  # concrete connector imports still allowed: none
 
 
 def connector_imports(path: Path) -> set[tuple[str, str, tuple[str, ...]]]:

@@ -16,8 +16,21 @@ from __future__ import annotations
 
 import argparse
 import os
+import runpy
 import sys
-from collections.abc import Sequence
+import traceback
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+import fastops
+from fastops.apps import bench_report
+from fastops.apps import demo as d
+from fastops.connectors.sources import _expand
+from fastops.runtime.errors import JobFailed
 
 __all__ = ["build_parser", "main"]
 
@@ -27,11 +40,11 @@ PROG = "fastops"
 class _Parser(argparse.ArgumentParser):
     """argparse, but a bad argument is one line: ``fastops demo: error: ...``."""
 
-    def error(self, message: str) -> NoReturn:  # type: ignore[name-defined]
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
-def _int_at_least(minimum: int):
+def _int_at_least(minimum: int) -> Callable[[str], int]:
     """An argparse type: a whole number ``>= minimum`` (``_`` separators allowed)."""
     def parse(text: str) -> int:
         try:
@@ -94,11 +107,9 @@ def _table_arg(text: str) -> tuple[str, str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from fastops import __version__
-
     parser = _Parser(prog=PROG, description="fastops: stream processing over Apache Arrow "
                      "with compiled kernels. Run 'fastops demo' to see a job.")
-    parser.add_argument("--version", action="version", version=f"fastops {__version__}")
+    parser.add_argument("--version", action="version", version=f"fastops {fastops.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     demo = sub.add_parser("demo", help="run the reward-engine demo job on generated events",
@@ -179,12 +190,6 @@ def _read_parquet_arg(path: str) -> pa.Table:
 
     Raises FileNotFoundError, PermissionError or ValueError with a sentence naming
     the file at fault (pyarrow's own errors name a path and little else)."""
-    import pyarrow as pa
-    import pyarrow.dataset as ds
-    import pyarrow.parquet as pq
-
-    from fastops.connectors.sources import _expand
-
     if not any(ch in path for ch in "*?["):
         problem = _unreadable(path)
         if problem:
@@ -210,9 +215,6 @@ def _read_parquet_arg(path: str) -> pa.Table:
 # ------------------------------------------------------------------ commands
 
 def _demo(args: argparse.Namespace) -> int:
-    from fastops.apps import demo as d
-    from fastops.runtime.errors import JobFailed
-
     if args.sql and not d.sql_available():
         return _fail("fastops demo", "--sql needs the SQL face (fastops.TableEnvironment), "
                      "which this build of fastops does not have yet; run 'fastops demo' without "
@@ -269,8 +271,6 @@ def _find_bench_dir(explicit: str | None) -> str | None:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from fastops.apps import bench_report
-
     bench_dir = _find_bench_dir(args.bench_dir)
     if bench_dir is None or not os.path.isdir(bench_dir):
         return _fail("fastops bench", "no bench/ directory with bench_*.py scripts here; run it from "
@@ -285,9 +285,6 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import runpy
-    import traceback
-
     path = args.file
     problem = _unreadable(path)
     if problem is None and os.path.isdir(path):
@@ -316,13 +313,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _sql(args: argparse.Namespace) -> int:
-    import fastops
-
     if not hasattr(fastops, "TableEnvironment"):
         return _fail("fastops sql", "needs the SQL face (fastops.TableEnvironment), which this "
                      "build of fastops does not have")
-    from fastops.apps.demo import format_grid
-
     tenv = fastops.TableEnvironment(mode="batch")
     for name, path in args.table:
         try:
@@ -334,7 +327,7 @@ def _sql(args: argparse.Namespace) -> int:
         table = tenv.sql_query(args.query).execute().to_arrow()
     except Exception as exc:
         return _fail("fastops sql", f"{type(exc).__name__}: {exc}".replace("\n", " "))
-    print(format_grid(table, max_rows=args.rows))
+    print(d.format_grid(table, max_rows=args.rows))
     return 0
 
 

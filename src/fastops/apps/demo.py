@@ -53,13 +53,19 @@ from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
 
+import fastops
 from fastops.connectors.sources import END, Reader, Source
 from fastops.core import aggregates as agg
 from fastops.core import arrow as _arrow
+from fastops.core.keys import KeyTable
 from fastops.core.window.assigners import Sliding, Tumbling
 from fastops.operators.base import Operator
+from fastops.operators.window import WindowOperator
 from fastops.runtime import progress as _progress
+from fastops.table.printing import render
 
 __all__ = [
     "EVENT_TYPES",
@@ -76,7 +82,7 @@ __all__ = [
     "run_demo",
 ]
 
-DEFAULT_EVENTS = 50_000_000  # about 10-20 s on a 2-core machine
+DEFAULT_EVENTS = 50_000_000
 START_MS = 1_700_000_040_000  # 2023-11-14 22:14:00 UTC, a minute boundary
 EVENT_TYPES = ("pop", "level_up", "purchase")
 POP, LEVEL_UP, PURCHASE = 0, 1, 2
@@ -295,8 +301,6 @@ def _codes(batch: pa.RecordBatch) -> np.ndarray:
         idx = col.indices.to_numpy(zero_copy_only=False)
         return lut[np.where(col.indices.is_valid().to_numpy(zero_copy_only=False), idx, -1)] \
             if col.indices.null_count else lut[idx]
-    import pyarrow.compute as pc
-
     out = np.full(len(col), -1, dtype=np.int8)
     for code, name in enumerate(EVENT_TYPES):
         out[pc.equal(col, name).fill_null(False).to_numpy(zero_copy_only=False)] = code
@@ -317,12 +321,10 @@ def pops_per_pane(batch: pa.RecordBatch) -> pa.RecordBatch:
     row of a pane belongs to the same sliding windows, and is late exactly
     when its pane is purged, so counting per pane first and summing in the
     window gives the same windows, the same counts and the same late panes as
-    counting raw rows -- with about a quarter of the rows reaching the keyed
-    exchange and the window. One hash lookup per row (``fastops.KeyTable``),
-    nothing per row in Python.
+    counting raw rows -- with one row per player and pane, not per pop,
+    reaching the keyed exchange and the window. One hash lookup per row
+    (``fastops.KeyTable``), nothing per row in Python.
     """
-    from fastops.core.keys import KeyTable
-
     mask = _codes(batch) == POP
     pid = batch.column("player_id").to_numpy()[mask]
     ts = batch.column("ts").to_numpy()[mask]
@@ -423,7 +425,7 @@ class PerWindow(Operator):
         return []
 
     def _fire(self, ends: list[int]) -> list:
-        out = []
+        out: list[pa.RecordBatch] = []
         for e in sorted(ends):
             table = pa.Table.from_batches(self.pending.pop(e))
             result = self.fn(table)
@@ -522,8 +524,6 @@ def build_job(env: Any, cfg: DemoConfig, source: Source | None = None) -> dict[s
     leaderboard = (pops.map(local_top_n(cfg.top_n), name="local_top_n")
                    .key_by("window_start")
                    .transform("leaderboard", lambda: PerWindow("leaderboard", leaderboard_fn(cfg.top_n))))
-    from fastops.operators.window import WindowOperator
-
     # per minute over the whole game: a window without keys (Flink's windowAll),
     # so it runs as one task that every source task feeds
     minute_aggs = {"active_players": agg.approx_distinct("player_id", precision=14),
@@ -548,10 +548,6 @@ def format_grid(table: pa.Table, max_rows: int | None = 20) -> str:
     boxed grid, values right-aligned, ending in ``N rows in set``), through
     the Table API's printer. Doubles are rounded to cents; at most
     ``max_rows`` rows are drawn."""
-    import pyarrow.compute as pc
-
-    from fastops.table.printing import render
-
     cols = [pa.array(np.round(c.to_numpy(zero_copy_only=False), 2), mask=pc.is_null(c).to_numpy(
         zero_copy_only=False)) if pa.types.is_floating(c.type) else c for c in table.columns]
     t = pa.Table.from_arrays(cols, names=table.column_names)
@@ -598,8 +594,6 @@ def _sorted(t: pa.Table, keys: list[tuple[str, str]]) -> pa.Table:
 
 
 def _read_output(directory: str) -> pa.Table | None:
-    import pyarrow.dataset as ds
-
     if not os.path.isdir(directory):
         return None
     try:
@@ -611,9 +605,7 @@ def _read_output(directory: str) -> pa.Table | None:
 def run_demo(cfg: DemoConfig, progress: bool = True, stream: Any = None) -> DemoResult:
     """Build and run the job; returns its tables (complete across restarts
     when ``cfg.output`` is set, since the Parquet sinks are exactly-once)."""
-    import fastops as fo
-
-    env = fo.StreamEnvironment(parallelism=cfg.parallelism, checkpoint_dir=cfg.checkpoint_dir,
+    env = fastops.StreamEnvironment(parallelism=cfg.parallelism, checkpoint_dir=cfg.checkpoint_dir,
                                checkpoint_interval=cfg.checkpoint_interval, threads=cfg.threads)
     streams = build_job(env, cfg)
     results = {name: _collect(s, name) for name, s in streams.items()}
@@ -688,8 +680,6 @@ def report(res: DemoResult, max_rows: int = 10) -> str:
 
 
 def sql_available() -> bool:
-    import fastops
-
     return hasattr(fastops, "TableEnvironment")
 
 
@@ -784,13 +774,11 @@ def run_demo_sql(cfg: DemoConfig, progress: bool = False, stream: Any = None) ->
     table, each over the same generated stream. Late rows are not visible
     in SQL; their number is the events not counted in any minute. With
     ``progress`` one bar counts the rows of the three queries."""
-    import fastops as fo
-
     if not sql_available():
         raise RuntimeError("the SQL form of the demo needs fastops.TableEnvironment (the SQL face)")
     if cfg.checkpoint_dir or cfg.output:
         raise ValueError("--checkpoint-dir and --output apply to the DataStream form; drop --sql to use them")
-    t_env = fo.TableEnvironment(parallelism=cfg.parallelism)
+    t_env = fastops.TableEnvironment(parallelism=cfg.parallelism)
     tables, jobs = {}, []
     queries = sql_queries(cfg)
     bar = Progress(cfg.events * len(queries), stream, enabled=progress, label="reward engine (SQL)")
@@ -812,9 +800,7 @@ def run_demo_sql(cfg: DemoConfig, progress: bool = False, stream: Any = None) ->
 
 def _run_query(t_env: Any, cfg: DemoConfig, query: str, feed: _SqlProgress | None) -> tuple[pa.Table, Any]:
     """One SQL query over a fresh generated stream: (its rows, its JobResult)."""
-    import fastops as fo
-
-    env = fo.StreamEnvironment(parallelism=cfg.parallelism, threads=cfg.threads)
+    env = fastops.StreamEnvironment(parallelism=cfg.parallelism, threads=cfg.threads)
     events = (env.from_source(PlayerEventSource(cfg, feed), cfg.parallelism)
               .with_watermark("ts", max_out_of_orderness=cfg.out_of_orderness_ms))
     for edge in events.node.inputs:  # from_data_stream walks edges by a ``node`` attribute

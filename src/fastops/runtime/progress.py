@@ -27,45 +27,22 @@ __all__ = ["Progress", "source_rows_at", "source_total_rows"]
 _FAR = 2**62  # watermarks beyond this are the start / end markers, not times
 
 
-def _fragment_rows(fragment: Any) -> int:
-    """Rows of one file fragment: Parquet row groups from the metadata, else counted."""
-    groups = getattr(fragment, "row_groups", None)
-    if groups:
-        return sum(rg.num_rows for rg in groups)
-    return fragment.count_rows()
-
-
 def source_total_rows(source: Any) -> int | None:
     """Rows ``source`` will produce in all, or None when that is not known
-    without reading it (CSV files, generators, iterators)."""
-    from fastops.connectors.sources import FileSource, TableSource
-
+    without reading it (CSV files, generators, iterators): what the source's
+    ``total_rows()`` says, if it has one."""
     own = getattr(source, "total_rows", None)
-    if callable(own):
-        return own()
-    if isinstance(source, TableSource):
-        return source.table.num_rows
-    if isinstance(source, FileSource) and source.name in ("from_parquet", "from_ipc"):
-        return sum(_fragment_rows(f) for f in source.fragments)
-    return None
+    return own() if callable(own) else None
 
 
 def source_rows_at(source: Any, index: int, parallelism: int, position: Any) -> int | None:
     """Rows split ``index`` of ``parallelism`` had read at ``position`` (a
-    position from a checkpoint), or None when the source cannot tell."""
-    from fastops.connectors.sources import FileSource, TableSource
-
+    position from a checkpoint), or None when the source cannot tell: what
+    the source's ``rows_at()`` says, if it has one."""
     own = getattr(source, "rows_at", None)
     if callable(own):
         return own(index, parallelism, position)
-    if position is None:
-        return 0
-    if isinstance(source, TableSource):  # position: batches of this split read
-        return sum(b.num_rows for b in source.batches[index::parallelism][:int(position)])
-    if isinstance(source, FileSource):  # position: (fragment, rows read of it)
-        frag, rows = position
-        return sum(_fragment_rows(f) for f in source.fragments[index::parallelism][:frag]) + rows
-    return None
+    return 0 if position is None else None
 
 
 def _fmt_ts(ms: int | None) -> str:
@@ -145,7 +122,7 @@ class Progress:
 
     # -- drawing backends ----------------------------------------------------------
     def _pick_backend(self) -> None:
-        try:
+        try:  # deferred: rich and tqdm are optional, and the bar picks whichever is there
             import rich.console
             import rich.progress as rp
 
