@@ -3,6 +3,7 @@ status 2, ``run``, ``demo`` and ``bench`` (on a tiny bench directory)."""
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import os
 import re
@@ -10,12 +11,16 @@ import subprocess
 import sys
 import textwrap
 
+import duckdb
+import numpy as np
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
 import fastops
-from fastops.apps import cli
+from fastops.apps import bench_report as br
+from fastops.apps import cli, demo
 
 PY = [sys.executable, "-m", "fastops"]
 
@@ -133,19 +138,16 @@ def test_demo_small_run_prints_tables_and_summary(tmp_path):
     text = r.stdout
     for title in ("Rewards", "Leaderboard", "Per minute", "Late events"):
         assert title in text
-    import re
 
     assert len(re.findall(r"^(?:\d+ rows? in set.*|Empty set)$", text, re.M)) == 4
     assert "rows in      300,000" in text
     assert "M events/s at parallelism 1" in text
     assert "busy" in text and "backpressured" in text
     # the Parquet output holds the printed rewards
-    import pyarrow.dataset as ds
 
     rewards = ds.dataset(str(out / "rewards"), format="parquet").to_table()
     line = next(ln for ln in text.splitlines() if ln.startswith("rewards "))
     assert f"{rewards.num_rows:,}" in line
-    from fastops.apps import demo
 
     cfg = demo.DemoConfig(events=300_000, players=2000, events_per_s=5000, seed=3, threads=False)
     ref = demo.run_demo(cfg, progress=False)
@@ -160,10 +162,6 @@ def test_demo_small_run_prints_tables_and_summary(tmp_path):
 
 
 def test_demo_progress_plain_line_without_rich_or_tqdm(monkeypatch):
-    import io
-
-    from fastops.apps import demo
-
     real_import = __import__
 
     def fake_import(name, *a, **k):
@@ -196,10 +194,6 @@ def test_demo_sql_face_gives_the_same_rewards():
 
 
 def test_sql_over_parquet_files_equals_duckdb(tmp_path):
-    import duckdb
-    import numpy as np
-    import pyarrow as pa
-
     rng = np.random.default_rng(5)
     orders = pa.table({"user_id": rng.integers(0, 6, 500), "amount": np.round(rng.random(500) * 100, 2)})
     users = pa.table({"user_id": np.arange(6), "name": [f"u{i}" for i in range(6)]})
@@ -301,8 +295,6 @@ def _bench_common():
 
 
 def test_bench_results_written_by_the_scripts_helper_read_back(tmp_path):
-    from fastops.apps import bench_report as br
-
     common = _bench_common()
     path = tmp_path / "sql.json"
     common.write_results(str(path), [
@@ -342,8 +334,6 @@ def test_bench_results_written_by_the_scripts_helper_read_back(tmp_path):
     (lambda d: d["measurements"][1].update(engine="fastops"), "engine 'fastops' measured twice"),
 ])
 def test_bench_results_schema_is_checked(change, fragment, tmp_path):
-    from fastops.apps import bench_report as br
-
     data = {"schema": br.SCHEMA, "measurements": [_m("W1", "fastops", 3e6), _m("W1", "duckdb", 2e6, "peer")]}
     assert [w.ratio for w in br.read_results("x", data)] == [pytest.approx(1.5)]
     change(data)

@@ -4,6 +4,7 @@ kill-and-resume run of ``fastops demo``."""
 from __future__ import annotations
 
 import glob
+import io
 import os
 import signal
 import subprocess
@@ -14,11 +15,13 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastops.apps import demo
+import fastops as fo
+from fastops.apps import cli, demo
 
 BOUND = 5000
 # a small world: 2,000 players, 5,000 events per second of event time, so
@@ -286,7 +289,6 @@ def test_progress_callback_sees_rows_and_watermark():
                          max((m.watermark or -(2**63)) for m in metrics)))
 
     cfg = small(events=200_000, rate=400_000, threads=True)
-    import fastops as fo
 
     env = fo.StreamEnvironment(threads=True)
     streams = demo.build_job(env, cfg)
@@ -339,7 +341,6 @@ def test_kill_and_resume_gives_the_same_rewards(tmp_path):
                   .replace(",", ""))
     assert 0 < rows_in < 300_000  # this run read only the rest
     assert "300,000/300,000 rows" in done.stderr  # the bar still ends at 100 %
-    import pyarrow.dataset as ds
 
     rewards = ds.dataset(os.path.join(out, "rewards"), format="parquet").to_table()
     rows = sorted(zip(_ms(rewards.column("window_start")), rewards.column("player_id").to_pylist(),
@@ -368,8 +369,6 @@ def test_source_rows_at_a_position_equal_the_rows_read(events, batch, p, k, data
 
 
 def test_sql_face_shows_one_bar_over_its_queries():
-    import io
-
     cfg = small(events=100_000)
     buf = io.StringIO()
     res = demo.run_demo_sql(cfg, progress=True, stream=buf)
@@ -381,8 +380,6 @@ def test_sql_face_shows_one_bar_over_its_queries():
 
 
 def test_cli_demo_sql_prints_progress(capsys):
-    from fastops.apps import cli
-
     code = cli.main(["demo", "--sql", "--events", "60k", "--players", "2000", "--events-per-s", "5000",
                      "--rows", "1"])
     assert code == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import tracemalloc
 from collections import Counter
 
 import numpy as np
@@ -142,7 +143,6 @@ def test_modulo_on_extreme_hashes(P):
 def test_partition_ids_of_a_fixed_key_count_nothing(key_type):
     """``partition_ids`` of a 4- or 8-byte key (one fused kernel pass) gives the
     modulo of ``hash64`` for any P, without allocating a histogram of P counts."""
-    import tracemalloc
     P = 2**31 - 1
     batch = pa.record_batch({"k": pa.array(np.arange(1000), key_type)})
     tracemalloc.start()

@@ -7,11 +7,13 @@ import datetime as dt
 import decimal
 import os
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 import fastops as fo
+import fastops.core.aggregates as agg
 from fastops.table import SqlError, udaf, udf, udtf
 
 D = decimal.Decimal
@@ -261,8 +263,6 @@ def test_view_columns_are_strings_and_bytes(mode):
 
 
 def test_sketch_aggregates_or_clear_error():
-    import fastops.core.aggregates as agg
-
     t_env = fo.TableEnvironment(mode="batch")
     t_env.create_temporary_view("t", t_env.from_elements([(i % 7, float(i)) for i in range(100)], ["k", "x"]))
     q = "SELECT APPROX_COUNT_DISTINCT(k) AS d, PERCENTILE_APPROX(x, 0.5) AS m FROM t"
@@ -275,8 +275,6 @@ def test_sketch_aggregates_or_clear_error():
 
 
 def test_interval_join_streaming_matches_duckdb():
-    import duckdb
-
     a = pa.table({"k": [1, 2, 1, 3], "t": pa.array([1000, 5000, 9000, 2000], pa.int64()).cast(pa.timestamp("ms"))})
     b = pa.table({"k2": [1, 1, 2, 3], "t2": pa.array([1500, 8000, 5100, 4000], pa.int64()).cast(pa.timestamp("ms")),
                   "v": ["x", "y", "z", "w"]})

@@ -4,6 +4,8 @@ UDFs, catalog and DataStream conversion."""
 from __future__ import annotations
 
 import datetime as dt
+import threading
+import time
 
 import numpy as np
 import pandas as pd
@@ -14,6 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fastops as fo
+from fastops.connectors.sources import END, Reader, Source
+from fastops.core import aggregates as agg
+from fastops.operators.base import OperatorContext
 from fastops.table import (
     AggregateFunction,
     DataTypes,
@@ -28,6 +33,8 @@ from fastops.table import (
     udf,
     udtf,
 )
+from fastops.table.changelog import ChangelogAggregate
+from fastops.table.printing import format_value
 
 
 def _sorted(df: pd.DataFrame) -> list:
@@ -86,8 +93,6 @@ def test_print_batch_widths_from_content_and_empty_set(capsys):
 
 
 def test_print_doubles_like_java():
-    from fastops.table.printing import format_value
-
     assert [format_value(v, pa.float64()) for v in (1.0, 0.1, 1e7, 1.5e-4, -2.5, float("nan"))] == \
         ["1.0", "0.1", "1.0E7", "1.5E-4", "-2.5", "NaN"]
     assert format_value(3.25, pa.float32()) == "3.25"
@@ -438,10 +443,6 @@ def test_approx_aggregates_against_exact(mode):
        batch=st.integers(1, 5), cut=st.integers(0, 30))
 def test_changelog_operator_snapshot_restore(rows, batch, cut):
     """Resume invariance: snapshot after any batch, restore into a fresh operator, same changelog."""
-    from fastops.core import aggregates as agg
-    from fastops.operators.base import OperatorContext
-    from fastops.table.changelog import ChangelogAggregate
-
     table = pa.table({"k": pa.array([r[0] for r in rows], pa.string()),
                       "v": pa.array([r[1] for r in rows], pa.int64())})
     batches = table.to_batches(max_chunksize=batch) if rows else []
@@ -467,8 +468,6 @@ class _LiveSource:
     stop or a timeout passes, like an unbounded input."""
 
     def __init__(self, batches, stop, timeout_s=5.0):
-        from fastops.connectors.sources import Source
-
         outer = self
 
         class _Src(Source):
@@ -485,32 +484,26 @@ class _LiveSource:
         self.source = _Src()
 
     def _reader(self):
-        import time as _time
-
-        from fastops.connectors.sources import END, Reader
-
         outer = self
 
         class _R(Reader):
             def __init__(self):
                 self.pending = list(outer.batches)
-                self.t0 = _time.perf_counter()
+                self.t0 = time.perf_counter()
 
             def read(self):
                 if self.pending:
                     return self.pending.pop(0)
-                if outer.stop.is_set() or _time.perf_counter() - self.t0 > outer.timeout_s:
+                if outer.stop.is_set() or time.perf_counter() - self.t0 > outer.timeout_s:
                     outer.ended = True
                     return END
-                _time.sleep(0.005)
+                time.sleep(0.005)
                 return None
 
         return _R()
 
 
 def test_streaming_inner_join_emits_before_the_inputs_end():
-    import threading
-
     stop = threading.Event()
     left = pa.record_batch({"k": [1, 2, 3], "a": ["x", "y", "z"]})
     right = pa.record_batch({"k2": [2, 3, 3, 4], "b": [20, 30, 31, 40]})

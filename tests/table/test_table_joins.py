@@ -12,17 +12,21 @@ from __future__ import annotations
 
 import decimal
 
+import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fastops as fo
 import fastops.table.plan
+from fastops._kernels.keys import KeyChains
 from fastops.table import col, lit
 from fastops.table.changelog import OP_COLUMN, ROW_KINDS
 from fastops.table.expressions import Call, Col
+from fastops.table.join_index import HeldRows, JoinKeys, JoinSide
 from fastops.table.operators import StreamJoin
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -166,8 +170,6 @@ TROW = st.tuples(st.one_of(st.none(), st.integers(0, 4)), st.integers(-20, 20))
        extra=st.sampled_from(["", " AND u.y < t.y", " AND u.y > 0"]), batch=st.integers(1, 6),
        seed=st.integers(0, 2**16), parallelism=st.sampled_from([1, 2]))
 def test_streaming_joins_final_state_equals_duckdb(left, right, how, extra, batch, seed, parallelism):
-    import duckdb
-
     rng = np.random.default_rng(seed)
     # arrival order: a random permutation of each table's rows
     t = pa.table({"id": range(len(left)), "k": pa.array([r[0] for r in left], pa.int64()),
@@ -214,8 +216,6 @@ def held_rows(monkeypatch):
 @pytest.mark.parametrize("how,parallelism", [("JOIN", 1), ("LEFT JOIN", 1), ("RIGHT JOIN", 1), ("FULL JOIN", 1),
                                              ("FULL JOIN", 2)])
 def test_interval_join_state_stays_bounded_and_matches_duckdb(how, parallelism, held_rows):
-    import duckdb
-
     rng = np.random.default_rng(7)
     n = 15_000
     a, b = _stream("a", n, rng), _stream("b", n, rng)
@@ -245,8 +245,6 @@ def test_interval_join_state_stays_bounded_and_matches_duckdb(how, parallelism, 
 
 
 def test_interval_join_table_api_matches_duckdb(held_rows):
-    import duckdb
-
     rng = np.random.default_rng(3)
     a, b = _stream("a", 3000, rng, keys=5), _stream("b", 3000, rng, keys=5)
     t_env = fo.TableEnvironment(mode="streaming", batch_size=100)
@@ -323,8 +321,6 @@ def test_interval_bounds_are_read_from_the_condition():
 
 
 def test_consumers_of_a_streaming_outer_join_and_joins_of_updating_tables_match_duckdb():
-    import duckdb
-
     rng = np.random.default_rng(11)
     t = pa.table({"k": rng.integers(0, 6, 40), "a": rng.integers(0, 100, 40)})
     u = pa.table({"k2": rng.integers(2, 9, 30), "b": rng.integers(0, 100, 30)})
@@ -362,8 +358,6 @@ def test_join_index_finds_what_a_naive_scan_finds(steps):
     is held, then rows up to a random time expire. Probes, match counts
     and live rows equal a scan of a plain list, through compactions and key
     id shrinks."""
-    from fastops.table.join_index import JoinKeys, JoinSide
-
     keys = JoinKeys(KEY_TYPES)
     sides = (JoinSide(), JoinSide())
     model: tuple[list, list] = ([], [])  # [id, key tuple, time, alive, matches]
@@ -446,8 +440,6 @@ def test_streaming_join_work_per_batch_does_not_grow_with_rows_held():
 
 @pytest.mark.parametrize("restore_every", [0, 37])
 def test_interval_join_with_ever_new_keys_keeps_few_key_ids_and_matches_duckdb(restore_every):
-    import duckdb
-
     rng = np.random.default_rng(5)
     n, batch = 40_000, 250
     ls = pa.schema([("k", pa.int64()), ("t", pa.int64()), ("v", pa.int64())])
@@ -485,10 +477,6 @@ def test_interval_join_with_ever_new_keys_keeps_few_key_ids_and_matches_duckdb(r
 
 @pytest.mark.parametrize("mode", ["streaming", "batch"])
 def test_joins_on_multi_column_keys_of_mixed_types_match_duckdb(mode):
-    import decimal
-
-    import duckdb
-
     rng = np.random.default_rng(4)
     n = 60
 
@@ -523,9 +511,6 @@ def test_join_on_keys_of_an_unsupported_type_names_them():
 def test_join_conditions_of_constants_or_pyarrow_expressions_match_duckdb(mode):
     """The condition beyond the keys is evaluated over the columns it names: a
     constant names none, a pyarrow expression's are not known (all are taken)."""
-    import duckdb
-    import pyarrow.compute as pc
-
     rng = np.random.default_rng(8)
     t = pa.table({"k": rng.integers(0, 4, 30), "v": rng.integers(0, 10, 30)})
     u = pa.table({"k2": rng.integers(0, 4, 20), "w": rng.integers(0, 10, 20)})
@@ -558,8 +543,6 @@ def test_key_chains_equal_a_dict_of_lists(ops):
     """KeyChains (the join sides' key index) against a dict key -> rows:
     rows in order within a key, null (negative) keys stored nowhere, keys
     never added found nowhere, ``clear`` restarts the row numbers."""
-    from fastops._kernels.keys import KeyChains
-
     chains, model, held = KeyChains(), {}, 0
     for op, keys in ops:
         if op == "add":
@@ -611,8 +594,6 @@ def test_held_rows_take_keep_and_to_table_equal_arrow(sizes, data):
     chunks) against one pyarrow table of the same batches: takes with -1
     (null rows), ``keep`` and ``to_table``, for nulls in every type (in some
     batches only, so validity may start after valid rows were held)."""
-    from fastops.table.join_index import HeldRows
-
     schema = pa.schema([(f"c{j}", t) for j, t in enumerate(HELD_TYPES)])
     held, batches, i = HeldRows(), [], 1
     for n, with_nulls in sizes:
