@@ -1,6 +1,6 @@
 """Typed stubs for the key table kernel (``fastops._kernels.keys``)."""
 import enum
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from typing_extensions import Self, disjoint_base
@@ -56,7 +56,7 @@ class KeyChains:
     num_rows: int
     entries: int
     touched: int
-    def __init__(self) -> None: ...
+    def __init__(self, grow: Callable[[np.ndarray, int], np.ndarray] | None = None) -> None: ...
     def __len__(self) -> int: ...
     def clear(self) -> None: ...
     def add(self, keys: np.ndarray,  # const int64[::1]

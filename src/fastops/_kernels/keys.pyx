@@ -30,8 +30,6 @@ from fastops._kernels._xxhash cimport canon_f32, canon_f64, xxh64_many8
 
 import numpy as np
 
-from fastops.core.arrow import grown
-
 
 cpdef enum KeyKind:  # how a key column is handed over (see the module docstring)
     FIXED = 0     # one uint64 word per row
@@ -609,6 +607,15 @@ cdef class KeyIndex:
 
 # ---------------------------------------------------------------- key chains
 
+def _doubled(a, Py_ssize_t n):
+    """``a`` with room for ``n`` entries (capacity doubles, at least 64; new ones zero)."""
+    if len(a) >= n:
+        return a
+    b = np.zeros(max(n, 2 * len(a), 64), dtype=a.dtype)
+    b[:len(a)] = a
+    return b
+
+
 cdef class KeyChains:
     """Key id -> the row numbers held under it, oldest first: a chain per key
     (its first and last row, and each row's next row under the same key), as
@@ -616,14 +623,17 @@ cdef class KeyChains:
     each batch right after the last; a negative key is not stored (a null key
     matches nothing). ``find`` walks the chains of the queried keys, so a
     probe costs its queries plus its matches, whatever the rows held.
-    ``touched`` counts the keys and rows read or written."""
+    ``touched`` counts the keys and rows read or written. ``grow(array, n)``
+    returns ``array`` with room for ``n`` entries, new ones zero: the caller's
+    allocator (the engine passes its pool-backed one); by default capacity doubles."""
 
-    cdef object _head, _tail, _count, _next
+    cdef object _head, _tail, _count, _next, _grow
     cdef public Py_ssize_t num_rows   # rows added (row numbers run below it)
     cdef public Py_ssize_t entries    # rows stored under a key
     cdef public int64_t touched
 
-    def __init__(self):
+    def __init__(self, grow=None):
+        self._grow = _doubled if grow is None else grow
         self._head = np.zeros(0, dtype=np.int64)
         self._tail = np.zeros(0, dtype=np.int64)
         self._count = np.zeros(0, dtype=np.int64)
@@ -652,11 +662,11 @@ cdef class KeyChains:
         for i in range(n):
             if keys[i] > kmax:
                 kmax = keys[i]
-        self._next = grown(self._next, first_row + n)
+        self._next = self._grow(self._next, first_row + n)
         if kmax >= len(self._count):
-            self._head = grown(self._head, kmax + 1)
-            self._tail = grown(self._tail, kmax + 1)
-            self._count = grown(self._count, kmax + 1)
+            self._head = self._grow(self._head, kmax + 1)
+            self._tail = self._grow(self._tail, kmax + 1)
+            self._count = self._grow(self._count, kmax + 1)
         cdef int64_t[::1] head = self._head
         cdef int64_t[::1] tail = self._tail
         cdef int64_t[::1] count = self._count

@@ -348,7 +348,7 @@ class JoinSide:
         self.matched = _Column(np.int64)
         self.ts = _Column(np.int64)
         self.alive = _Column(bool)
-        self.index = KeyChains()
+        self.index = KeyChains(grow=grown)
         self.expiry = TimeQueue()  # rows added with a time, by time
         self.timed = False  # rows come with times (interval joins)
         self.live = 0
