@@ -5,7 +5,6 @@ comments give the C type of each argument. Outputs are preallocated by the
 caller and modified in place; a length, offset or id that would index outside
 an array is a ValueError.
 """
-from typing import Union
 
 import numpy as np
 import numpy.typing as npt
@@ -16,10 +15,10 @@ _U32 = npt.NDArray[np.uint32]
 _U64 = npt.NDArray[np.uint64]
 _I32 = npt.NDArray[np.int32]
 _I64 = npt.NDArray[np.int64]
-_Offsets = Union[_I32, _I64]          # offset_t: int32_t | int64_t
-_Dest = Union[_I32, _I64]             # dest_t: int32_t | int64_t
-_Words = Union[_U8, _U16, _U32, _U64]  # word_t: uint8_t | uint16_t | uint32_t | uint64_t
-_Ids = Union[_I32, _U8]               # id_t: int32_t | uint8_t (P <= 256)
+_Offsets = _I32 | _I64          # offset_t: int32_t | int64_t
+_Dest = _I32 | _I64             # dest_t: int32_t | int64_t
+_Words = _U8 | _U16 | _U32 | _U64  # word_t: uint8_t | uint16_t | uint32_t | uint64_t
+_Ids = _I32 | _U8               # id_t: int32_t | uint8_t (P <= 256)
 
 # ---------------------------------------------------------------- hashing
 
