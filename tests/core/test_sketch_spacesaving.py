@@ -132,6 +132,7 @@ def test_against_datasketches():
 
 # Batch path: every chunk is counted exactly and combined into the summary;
 # the guarantees hold whatever the chunk size, ties and weights.
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 40), st.integers(1, 64), st.integers(1, 400), st.integers(0, 2**32),
        st.booleans(), st.sampled_from([3, 30, 3000]))

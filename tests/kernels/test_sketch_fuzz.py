@@ -70,6 +70,7 @@ def _report(res):
     return "\n".join(lines)
 
 
+@pytest.mark.slow
 def test_from_bytes_fuzz(tmp_path):
     procs = [(_start(g, tmp_path / f"progress{i}", CASES), tmp_path / f"progress{i}")
              for i, g in enumerate(GROUPS)]

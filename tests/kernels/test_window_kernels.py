@@ -53,6 +53,7 @@ def inputs(draw):
     return nslots, slots, f, i, ts, shared, members
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(inputs())
 def test_update_result_and_combine_match_reference(case):
@@ -182,6 +183,7 @@ STACK_AGGS = [(AGGS, 18), ([AGGS[0], AGGS[2], AGGS[5]], 4), ([AGGS[0], AGGS[1], 
               ([AGGS[8], AGGS[7]], 4), ([AGGS[0], AGGS[6]], 2), ([AGGS[6], AGGS[7]], None), ([AGGS[9]], None)]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(blocks(), st.booleans(), st.sampled_from(STACK_AGGS))
 def test_pane_stacks_match_reference(case, shared, aggs_width):
