@@ -17,7 +17,8 @@ PUBLIC = {
     "fastops": [
         "__version__", "hash64", "null_hash", "partition", "partition_ids", "key_group_range",
         "moved_fraction", "release_memory", "StreamEnvironment", "DataStream", "KeyedStream",
-        "WindowedStream", "KeyedProcessFunction", "JobFailed", "CheckpointStorageError", "JobResult",
+        "WindowedStream", "KeyedProcessFunction", "JobFailed", "JobCancelled", "JobClient",
+        "JobStatus", "CheckpointStorageError", "JobResult",
         "col", "TableEnvironment", "udf", "udaf", "udtf", "lit", "sketches", "Tumbling", "Sliding",
         "Session", "GlobalWindow", "WindowAggregator", "agg", "parse_duration",
         "BoundedOutOfOrderness", "MonotonousTimestamps", "KeyTable", "windows",

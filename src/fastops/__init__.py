@@ -30,7 +30,7 @@ from fastops.core.window.assigners import GlobalWindow, Session, Sliding, Tumbli
 # --- runtime and DataStream API ---
 from fastops.datastream import DataStream, KeyedStream, StreamEnvironment, WindowedStream, col
 from fastops.operators.process import KeyedProcessFunction
-from fastops.runtime import CheckpointStorageError, JobFailed, JobResult
+from fastops.runtime import CheckpointStorageError, JobCancelled, JobClient, JobFailed, JobResult, JobStatus
 from fastops.table import TableEnvironment, lit, udaf, udf, udtf
 
 # --- end runtime ---
@@ -42,8 +42,11 @@ __all__ = [
     "CheckpointStorageError",
     "DataStream",
     "GlobalWindow",
+    "JobCancelled",
+    "JobClient",
     "JobFailed",
     "JobResult",
+    "JobStatus",
     "KeyTable",
     "KeyedProcessFunction",
     "KeyedStream",
