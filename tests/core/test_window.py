@@ -178,6 +178,7 @@ def check_against_reference(window, key_names, rows, out, specs=AGGS):
     assert ends == sorted(ends), "rows must come in window-end order"
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(windows, streams())
 def test_matches_reference(window, stream):
@@ -187,6 +188,7 @@ def test_matches_reference(window, stream):
     check_against_reference(window, key_names, rows, out)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(windows, streams(), st.data())
 def test_snapshot_restore_same_output(window, stream, data):
@@ -220,6 +222,7 @@ def _single_slot_layout(state):
     return dataclasses.replace(state, arrays=arr, meta=meta)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(windows.filter(lambda w: not isinstance(w, Session)), streams(), st.data())
 def test_restore_of_an_older_pane_layout(window, stream, data):
@@ -270,6 +273,7 @@ sliding = st.tuples(st.integers(2, 8), st.integers(1, 6), st.integers(0, 30)).ma
     lambda a: Sliding(a[0] * a[1], a[1], a[2]))
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sliding, streams(), st.data())
 def test_sliding_stacks_match_reference(window, stream, data):

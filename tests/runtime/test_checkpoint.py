@@ -45,6 +45,7 @@ def run_job(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, JOB, *args], capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_sigkill_crashes_give_exactly_the_output_of_an_uninterrupted_run(tmp_path):
     src = str(tmp_path / "events.parquet")
     write_events(src)

@@ -259,6 +259,7 @@ def kill_when(args: list, ck: str, complete: int) -> None:
     proc.wait()
 
 
+@pytest.mark.slow
 def test_killed_job_with_its_newest_two_checkpoints_damaged_then_none(tmp_path):
     src = str(tmp_path / "events.parquet")
     write_events(src, 80_000)  # 40 batches per source task, 30 ms each: 3 checkpoints long before the end
