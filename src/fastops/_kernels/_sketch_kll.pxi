@@ -115,7 +115,7 @@ cdef extern from *:
     }
     /* Sort a[0..L) (L > 16): runs of 16 by the network, the rest by
        fastops_sort_small, then rounds of two-ended merges through tmp
-       (room for L): branch-free at these sizes, where std::sort mispredicts. */
+       (room for L): cheaper than a general sort for these small arrays. */
     static void fastops_sort_runs(double* a, int64_t L, double* tmp) {
         int64_t full = L / 16 * 16, i, w;
         double *src = a, *dst = tmp, *sw;
