@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from fastops.core.durations import parse_duration
+from fastops.runtime.errors import JobFailed
 from fastops.table.changelog import OP_COLUMN, ROW_KINDS, materialize
 from fastops.table.expressions import (
     AggCall,
@@ -27,11 +28,13 @@ from fastops.table.expressions import (
     Cast,
     Col,
     Expr,
+    ExpressionError,
     Interval,
     WindowProp,
     as_column_expr,
     as_expr,
 )
+from fastops.table.functions import UDFError
 from fastops.table.plan import (
     Aggregate,
     Distinct,
@@ -649,15 +652,11 @@ class Table:
         return "== Logical Plan ==\n" + explain_plan(self._node) + "\n\n" + stream.explain()
 
     def _run(self) -> tuple[pa.Table, Any]:
-        from fastops.runtime.errors import JobFailed
-
         stream = compile_plan(self._node, self._streaming, self._t_env.parallelism)
         try:
             data = stream.collect(job_name="table query")
         except JobFailed as exc:
             cause = exc.__cause__
-            from fastops.table.expressions import ExpressionError
-            from fastops.table.functions import UDFError
             if isinstance(cause, (UDFError, ExpressionError, PlanError)):
                 raise type(cause)(str(cause)) from None
             raise
