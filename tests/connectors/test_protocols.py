@@ -226,3 +226,40 @@ def test_table_source_counts_its_rows_like_its_readers():
             reader = src.open(i, p)
             rows = read_rows(reader, 2)
             assert src.rows_at(i, p, reader.position()) == rows
+
+
+def test_a_reader_that_fails_to_close_after_a_failure_is_logged_and_the_failure_stands(caplog):
+    """Closing a reader after a failure must not hide that failure: its own error is logged."""
+    import logging
+
+    import fastops as fo
+
+    class Reader:
+        def read(self):
+            raise ValueError("bad record at offset 7")
+
+        def position(self):
+            return None
+
+        def close(self):
+            raise OSError("connection already gone")
+
+    class Broken:
+        name = "broken"
+        replayable = False
+
+        def splits(self):
+            return 1
+
+        def schema(self):
+            return None
+
+        def open(self, index, parallelism, position=None):
+            return Reader()
+
+    env = fo.StreamEnvironment()
+    with caplog.at_level(logging.WARNING, logger="fastops"), pytest.raises(fo.JobFailed) as info:
+        env.from_source(Broken()).collect()
+    assert "bad record at offset 7" in str(info.value)
+    warned = [r for r in caplog.records if "closing its source reader failed" in r.getMessage()]
+    assert len(warned) == 1 and "connection already gone" in str(warned[0].exc_info[1])

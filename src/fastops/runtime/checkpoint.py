@@ -83,6 +83,10 @@ class TaskSnapshot:
     sinks: dict = field(default_factory=dict)  # operator index -> pre-commit handle
     alignment_s: float = 0.0
 
+    def state_bytes(self) -> int:
+        """Bytes of operator state this task adds to the checkpoint."""
+        return sum(len(s) for s in self.operators if s is not None)
+
 
 @dataclass
 class CheckpointStats:
@@ -155,7 +159,7 @@ class CheckpointStorage:
                 fname = f"{key.replace('/', '-')}-op{i}.state"
                 write_durably(os.path.join(path, fname), state)
                 ops.append({"file": fname, "size": len(state), "xxh64": _checksum(state)})
-                total += len(state)
+            total += snap.state_bytes()
             tasks[key] = {"position": snap.position, "operators": ops,
                           "sinks": {str(k): v for k, v in snap.sinks.items()}}
         manifest = {"format": FORMAT_VERSION, "checkpoint_id": checkpoint_id,

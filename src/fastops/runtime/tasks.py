@@ -2,7 +2,7 @@
 output writers (exchanges)."""
 from __future__ import annotations
 
-import contextlib
+import logging
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -26,6 +26,8 @@ from fastops.operators.base import Operator, OperatorContext, Tagged
 from fastops.runtime.channels import Cancelled, Channel, InputGate
 from fastops.runtime.checkpoint import TaskSnapshot
 from fastops.runtime.metrics import TaskMetrics
+
+log = logging.getLogger("fastops")
 
 
 class OperatorError(Exception):
@@ -288,7 +290,7 @@ class Task:
         m.checkpoints += 1
         m.last_checkpoint_id = checkpoint_id
         m.last_checkpoint_s = time.perf_counter() - t0
-        m.last_checkpoint_bytes = sum(len(s) for s in snap.operators if s is not None)
+        m.last_checkpoint_bytes = snap.state_bytes()
         return snap
 
     def finish(self) -> None:
@@ -355,8 +357,10 @@ class SourceTask(Task):
                 raise Cancelled()
 
     def close_reader(self) -> None:
-        with contextlib.suppress(Exception):  # closing after a failure must not hide it
+        try:
             self.reader.close()
+        except Exception:  # logged, not raised: closing after a failure must not hide that failure
+            log.warning("task %s: closing its source reader failed", self.name, exc_info=True)
 
 
 class OperatorTask(Task):

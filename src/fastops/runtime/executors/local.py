@@ -30,6 +30,14 @@ def job_failure(task: Task | None, exc: BaseException) -> JobFailed:
     return failed
 
 
+def wake(tasks: list[Task]) -> None:
+    """Wake the tasks waiting for input, so that they see a stop."""
+    for t in tasks:
+        gate = getattr(t, "gate", None)
+        if gate is not None:
+            gate.wake()
+
+
 def close_sources(tasks: list[Task]) -> None:
     for t in tasks:
         if isinstance(t, SourceTask):
@@ -59,10 +67,7 @@ class LocalExecutor:
         self._cancelled = True
         stop, tasks = self._stop, self._tasks
         stop.set()
-        for t in tasks:
-            gate = getattr(t, "gate", None)
-            if gate is not None:
-                gate.wake()
+        wake(tasks)
 
     def _check_cancelled(self, attempt: Attempt, tasks: list[Task]) -> None:
         if self._cancelled:

@@ -2,14 +2,17 @@
 joined by bounded channels with credits."""
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Callable
 
 from fastops.runtime.channels import Cancelled
 from fastops.runtime.checkpoint import Coordinator
-from fastops.runtime.executors.local import LocalExecutor, close_sources, job_failure
+from fastops.runtime.executors.local import LocalExecutor, close_sources, job_failure, wake
 from fastops.runtime.tasks import Task
+
+log = logging.getLogger("fastops")
 
 POLL_S = 0.01  # how often the driver's thread checks the tasks, checkpoints and its tick
 
@@ -27,12 +30,6 @@ class ThreadExecutor(LocalExecutor):
         errors: list[tuple[Task, BaseException]] = []
         lock = threading.Lock()
 
-        def wake_all() -> None:
-            for t in tasks:
-                gate = getattr(t, "gate", None)
-                if gate is not None:
-                    gate.wake()
-
         def body(task: Task) -> None:
             c0 = time.thread_time()
             try:
@@ -43,7 +40,7 @@ class ThreadExecutor(LocalExecutor):
                 with lock:
                     errors.append((task, exc))
                 stop.set()
-                wake_all()
+                wake(tasks)
             finally:
                 task.metrics.cpu_s += time.thread_time() - c0
 
@@ -62,13 +59,16 @@ class ThreadExecutor(LocalExecutor):
                 tick()
         except BaseException:
             stop.set()
-            wake_all()
+            wake(tasks)
             for th in threads:
                 th.join()
             raise
         finally:
             close_sources(tasks)
-        if errors and not self._cancelled:
+        if errors and self._cancelled:  # the cancel is what the job reports
+            for task, exc in errors:
+                log.warning("task %s failed while the job was cancelled: %r", task.name, exc)
+        elif errors:
             task, exc = errors[0]
             failed = job_failure(task, exc)
             raise failed from failed.__cause__
