@@ -10,39 +10,20 @@ import sys
 import time
 from collections import Counter
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
 import fastops as fo
 from fastops.core import aggregates as agg
 from fastops.core.window.assigners import Tumbling
-
-JOB = os.path.join(os.path.dirname(os.path.dirname(__file__)), "support", "checkpoint_job.py")
-
-
-def write_events(path: str, n: int = 60_000, seed: int = 7) -> pa.Table:
-    rng = np.random.default_rng(seed)
-    ts = np.arange(n, dtype=np.int64) * 2 - rng.integers(0, 400, n)  # 500 events/s, 0.4 s disorder
-    table = pa.table({"user": rng.integers(0, 50, n), "ts": np.maximum(ts, 0),
-                      "value": np.round(rng.normal(0, 1, n), 4),
-                      "kind": pa.array([f"k{i}" for i in rng.integers(0, 9, n)])})
-    pq.write_table(table, path, row_group_size=4000)
-    return table
-
-
-def read_output(directory: str) -> Counter:
-    if not os.path.exists(directory):
-        return Counter()
-    t = ds.dataset(directory, format="parquet").to_table()
-    return Counter(tuple(r.values()) for r in t.to_pylist())
+from support.events import CHECKPOINT_JOB, output_rows, write_events
 
 
 def run_job(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, JOB, *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, CHECKPOINT_JOB, *args], capture_output=True, text=True,
+                          timeout=timeout)
 
 
 @pytest.mark.slow
@@ -52,7 +33,7 @@ def test_sigkill_crashes_give_exactly_the_output_of_an_uninterrupted_run(tmp_pat
     ref_out = str(tmp_path / "ref")
     done = run_job(src, ref_out, str(tmp_path / "unused"), "--no-checkpoints")
     assert done.returncode == 0, done.stderr
-    reference = {k: read_output(os.path.join(ref_out, k)) for k in ("tumbling", "sliding")}
+    reference = {k: output_rows(os.path.join(ref_out, k)) for k in ("tumbling", "sliding")}
     assert sum(reference["tumbling"].values()) > 100
 
     out, ckpt = str(tmp_path / "out"), str(tmp_path / "ckpt")
@@ -60,7 +41,7 @@ def test_sigkill_crashes_give_exactly_the_output_of_an_uninterrupted_run(tmp_pat
     kills = 0
     for _ in range(4):  # crash at seeded random points (after k batches), restart each time
         k = rng.randint(6, 14)
-        proc = subprocess.Popen([sys.executable, JOB, src, out, ckpt, "--slow", "0.03"],
+        proc = subprocess.Popen([sys.executable, CHECKPOINT_JOB, src, out, ckpt, "--slow", "0.03"],
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         for line in proc.stdout:
             if line.startswith("batch ") and int(line.split()[1]) >= k:
@@ -75,7 +56,7 @@ def test_sigkill_crashes_give_exactly_the_output_of_an_uninterrupted_run(tmp_pat
     assert kills == 4  # the job (60 batches) cannot have finished in 4 x 14 batches
     assert "restored_from=None" not in final.stdout  # it did resume
     for k in ("tumbling", "sliding"):
-        assert read_output(os.path.join(out, k)) == reference[k]
+        assert output_rows(os.path.join(out, k)) == reference[k]
     assert not os.path.exists(os.path.join(out, "tumbling", "_pending"))  # nothing pending, folder gone
 
 

@@ -13,33 +13,12 @@ from collections import Counter
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.dataset as ds
-import pyarrow.parquet as pq
 import pytest
 
 import fastops as fo
 from fastops.core import aggregates as agg
 from fastops.core.window.assigners import Tumbling
-
-JOB = os.path.join(os.path.dirname(os.path.dirname(__file__)), "support", "checkpoint_job.py")
-
-
-def write_events(path: str, n: int, seed: int = 11) -> pa.Table:
-    rng = np.random.default_rng(seed)
-    ts = np.arange(n, dtype=np.int64) * 2 - rng.integers(0, 400, n)
-    table = pa.table({"user": rng.integers(0, 50, n), "ts": np.maximum(ts, 0),
-                      "value": np.round(rng.normal(0, 1, n), 4),
-                      "kind": pa.array([f"k{i}" for i in rng.integers(0, 9, n)])})
-    pq.write_table(table, path, row_group_size=4000)
-    return table
-
-
-def output_rows(directory: str) -> Counter:
-    """Every row a reader of the sink's directory sees (``_``-folders are skipped)."""
-    if not os.path.exists(directory):
-        return Counter()
-    t = ds.dataset(directory, format="parquet").to_table()
-    return Counter(tuple(r.values()) for r in t.to_pylist())
+from support.events import CHECKPOINT_JOB, output_rows, write_events
 
 
 def checkpoints(ck: str) -> list[str]:
@@ -100,7 +79,7 @@ def reference_rows(tmp_path, table: pa.Table) -> Counter:
 
 
 def test_falling_back_two_checkpoints_rolls_later_output_back(tmp_path, caplog):
-    table = write_events(str(tmp_path / "e.parquet"), 20_000)
+    table = write_events(str(tmp_path / "e.parquet"), 20_000, seed=11)
     reference = reference_rows(tmp_path, table)
     out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
     env = fo.StreamEnvironment(parallelism=2, threads=False, checkpoint_dir=ck, checkpoint_interval="1ms",
@@ -136,7 +115,7 @@ def test_falling_back_two_checkpoints_rolls_later_output_back(tmp_path, caplog):
 
 
 def test_start_without_a_usable_checkpoint_over_committed_output_is_refused(tmp_path):
-    table = write_events(str(tmp_path / "e.parquet"), 6_000)
+    table = write_events(str(tmp_path / "e.parquet"), 6_000, seed=11)
     reference = reference_rows(tmp_path, table)
     out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
     env = fo.StreamEnvironment(checkpoint_dir=ck, checkpoint_interval="2ms")
@@ -160,7 +139,7 @@ def test_start_without_a_usable_checkpoint_over_committed_output_is_refused(tmp_
 
 
 def test_running_twice_into_the_same_directory_is_refused(tmp_path):
-    table = write_events(str(tmp_path / "e.parquet"), 2_000)
+    table = write_events(str(tmp_path / "e.parquet"), 2_000, seed=11)
     out = str(tmp_path / "out")
     env = fo.StreamEnvironment()
     window_job(env, table, out)
@@ -175,7 +154,7 @@ def test_running_twice_into_the_same_directory_is_refused(tmp_path):
 
 
 def test_changed_window_is_refused_with_the_difference_named(tmp_path):
-    table = write_events(str(tmp_path / "e.parquet"), 3_000)
+    table = write_events(str(tmp_path / "e.parquet"), 3_000, seed=11)
     ck = str(tmp_path / "ck")
 
     def job(window):
@@ -206,7 +185,7 @@ def test_changed_window_is_refused_with_the_difference_named(tmp_path):
 
 
 def test_a_udf_swapped_for_another_is_refused(tmp_path):
-    table = write_events(str(tmp_path / "e.parquet"), 1_000)
+    table = write_events(str(tmp_path / "e.parquet"), 1_000, seed=11)
     ck = str(tmp_path / "ck")
 
     def double(b):
@@ -228,7 +207,7 @@ def test_a_udf_swapped_for_another_is_refused(tmp_path):
 def test_an_altered_manifest_is_a_damaged_checkpoint(tmp_path):
     from fastops.runtime.checkpoint import CheckpointStorage
 
-    table = write_events(str(tmp_path / "e.parquet"), 8_000)
+    table = write_events(str(tmp_path / "e.parquet"), 8_000, seed=11)
     ck = str(tmp_path / "ck")
     env = fo.StreamEnvironment(checkpoint_dir=ck, checkpoint_interval="1ms", threads=False)
     window_job(env, table, str(tmp_path / "out"))
@@ -244,12 +223,13 @@ def test_an_altered_manifest_is_a_damaged_checkpoint(tmp_path):
 # ------------------------------------------------------- SIGKILL, then damage
 
 def run_job(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, JOB, *args], capture_output=True, text=True, timeout=180)
+    return subprocess.run([sys.executable, CHECKPOINT_JOB, *args], capture_output=True, text=True,
+                          timeout=180)
 
 
 def kill_when(args: list, ck: str, complete: int) -> None:
     """SIGKILL the job once ``complete`` checkpoints are on disk."""
-    proc = subprocess.Popen([sys.executable, JOB, *args], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, CHECKPOINT_JOB, *args], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)
     for line in proc.stdout:
         if line.startswith("batch ") and os.path.isdir(ck) and len(checkpoints(ck)) >= complete:
@@ -262,7 +242,7 @@ def kill_when(args: list, ck: str, complete: int) -> None:
 @pytest.mark.slow
 def test_killed_job_with_its_newest_two_checkpoints_damaged_then_none(tmp_path):
     src = str(tmp_path / "events.parquet")
-    write_events(src, 80_000)  # 40 batches per source task, 30 ms each: 3 checkpoints long before the end
+    write_events(src, 80_000, seed=11)  # 40 batches per source task, 30 ms each: 3 checkpoints long before the end
     ref = str(tmp_path / "ref")
     assert run_job(src, ref, str(tmp_path / "ref-ck"), "--no-checkpoints").returncode == 0
     reference = {k: output_rows(os.path.join(ref, k)) for k in ("tumbling", "sliding")}
