@@ -161,15 +161,7 @@ def test_demo_small_run_prints_tables_and_summary(tmp_path):
     assert ds.dataset(str(out / "rewards"), format="parquet").to_table().num_rows == rewards.num_rows
 
 
-def test_demo_progress_plain_line_without_rich_or_tqdm(monkeypatch):
-    real_import = __import__
-
-    def fake_import(name, *a, **k):
-        if name.startswith(("rich", "tqdm")):
-            raise ImportError(name)
-        return real_import(name, *a, **k)
-
-    monkeypatch.setattr("builtins.__import__", fake_import)
+def test_demo_progress_plain_line_without_rich_or_tqdm(without_rich_or_tqdm):
     buf = io.StringIO()
     p = demo.Progress(100, buf)
     assert p.kind == "plain"

@@ -16,17 +16,6 @@ from fastops.connectors.sources import END, FileSource, TableSource
 from fastops.runtime.progress import Progress, source_rows_at, source_total_rows
 
 
-def _hide_rich_and_tqdm(monkeypatch):
-    real_import = __import__
-
-    def fake_import(name, *a, **k):
-        if name.startswith(("rich", "tqdm")):
-            raise ImportError(name)
-        return real_import(name, *a, **k)
-
-    monkeypatch.setattr("builtins.__import__", fake_import)
-
-
 def _rows(n: int) -> list[tuple]:
     return [(i % 7, i * 10, float(i)) for i in range(n)]
 
@@ -47,8 +36,7 @@ def test_execute_progress_true_draws_the_bar_on_stderr(capsys):
     assert out.table().num_rows == 7 * 10  # the job itself is unchanged
 
 
-def test_plain_bar_ends_at_100_percent(monkeypatch, capsys):
-    _hide_rich_and_tqdm(monkeypatch)
+def test_plain_bar_ends_at_100_percent(capsys, without_rich_or_tqdm):
     env = fo.StreamEnvironment()
     env.from_collection(_rows(500), schema=["k", "ts", "v"], batch_size=7).sink_to_table()
     env.execute("plain", progress=True)
@@ -66,8 +54,7 @@ def test_no_progress_by_default(capsys):
     assert capsys.readouterr().err == ""
 
 
-def test_open_ended_bar_without_a_known_total(monkeypatch, capsys):
-    _hide_rich_and_tqdm(monkeypatch)
+def test_open_ended_bar_without_a_known_total(capsys, without_rich_or_tqdm):
 
     def gen():
         for i in range(5):
