@@ -17,7 +17,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from fastops.connectors import sinks as _sinks
-from fastops.connectors import sources as _sources
+from fastops.connectors.base import Source, check_batch_size
+from fastops.connectors.collections import TableSource
+from fastops.connectors.files import FileSource
+from fastops.connectors.generators import GeneratorSource, IteratorSource
 from fastops.core.durations import parse_duration, parse_positive_duration
 from fastops.core.keys import KeyTable
 from fastops.core.watermarks import BoundedOutOfOrderness, MonotonousTimestamps, to_ms
@@ -195,8 +198,8 @@ class StreamEnvironment:
         return self.executor == "threads"
 
     # -- sources ---------------------------------------------------------------
-    def from_source(self, source: _sources.Source, parallelism: int | None = None) -> DataStream:
-        """A stream read from ``source`` (a ``fastops.connectors.sources.Source``).
+    def from_source(self, source: Source, parallelism: int | None = None) -> DataStream:
+        """A stream read from ``source`` (a ``fastops.connectors.base.Source``).
 
         Parameters
         ----------
@@ -231,7 +234,7 @@ class StreamEnvironment:
         if not rows and arrow_schema is None:
             raise ValueError("an empty collection needs a schema with types")
         table = pa.Table.from_pylist(rows, schema=arrow_schema)
-        return self.from_source(_sources.TableSource(table, batch_size, "from_collection"), 1)
+        return self.from_source(TableSource(table, batch_size, "from_collection"), 1)
 
     def from_pandas(self, df: Any, batch_size: int = 65536) -> DataStream:
         """The rows of a pandas DataFrame (its index is dropped), in batches.
@@ -257,19 +260,19 @@ class StreamEnvironment:
         2
         """
         table = pa.Table.from_pandas(df, preserve_index=False)
-        return self.from_source(_sources.TableSource(table, batch_size, "from_pandas"), 1)
+        return self.from_source(TableSource(table, batch_size, "from_pandas"), 1)
 
     def from_arrow(self, data: Any, batch_size: int = 65536) -> DataStream:
         """A Table, a RecordBatch, a list of batches, or an iterator of batches."""
-        _sources.check_batch_size(batch_size)
+        check_batch_size(batch_size)
         if isinstance(data, pa.RecordBatch):
             data = pa.Table.from_batches([data])
         if isinstance(data, (list, tuple)):
             data = pa.Table.from_batches(list(data))
         if isinstance(data, pa.Table):
-            return self.from_source(_sources.TableSource(data, batch_size), 1)
+            return self.from_source(TableSource(data, batch_size), 1)
         if hasattr(data, "__iter__"):
-            return self.from_source(_sources.IteratorSource(data), 1)
+            return self.from_source(IteratorSource(data), 1)
         raise TypeError(f"from_arrow needs a Table, batches or an iterator of batches, got {type(data).__name__}")
 
     def from_parquet(self, path: Any, batch_size: int = 65536) -> DataStream:
@@ -300,7 +303,7 @@ class StreamEnvironment:
         >>> fo.StreamEnvironment().from_parquet(path).collect().column("k").to_pylist()
         [1, 2, 3]
         """
-        return self.from_source(_sources.FileSource(path, "parquet", batch_size))
+        return self.from_source(FileSource(path, "parquet", batch_size))
 
     def from_csv(self, path: Any, batch_size: int = 65536, schema: pa.Schema | None = None) -> DataStream:
         """The rows of CSV files (a header line, comma-separated): a file, a
@@ -331,7 +334,7 @@ class StreamEnvironment:
         >>> fo.StreamEnvironment().from_csv(path).collect().column("v").to_pylist()
         [2.5, 3.5]
         """
-        return self.from_source(_sources.FileSource(path, "csv", batch_size, schema))
+        return self.from_source(FileSource(path, "csv", batch_size, schema))
 
     def from_ipc(self, path: Any, batch_size: int = 65536) -> DataStream:
         """The rows of Arrow IPC (Feather v2) files: a file, a directory or a glob.
@@ -348,12 +351,12 @@ class StreamEnvironment:
         DataStream
             One split per file, read in order; replayable.
         """
-        return self.from_source(_sources.FileSource(path, "ipc", batch_size))
+        return self.from_source(FileSource(path, "ipc", batch_size))
 
     def from_generator(self, fn: Callable[[], Iterable[Any]], rate: float | None = None,
                        deterministic: bool = False) -> DataStream:
         """Batches from ``fn()`` (a generator function); ``rate`` in rows/s paces it."""
-        return self.from_source(_sources.GeneratorSource(fn, rate, deterministic), 1)
+        return self.from_source(GeneratorSource(fn, rate, deterministic), 1)
 
     # -- running ---------------------------------------------------------------
     @staticmethod

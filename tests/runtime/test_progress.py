@@ -12,7 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fastops as fo
-from fastops.connectors.sources import END, FileSource, TableSource
+from fastops.connectors.base import END
+from fastops.connectors.collections import TableSource
+from fastops.connectors.files import FileSource
 from fastops.runtime.progress import Progress, source_rows_at, source_total_rows
 
 

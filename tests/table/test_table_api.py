@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fastops as fo
-from fastops.connectors.sources import END, Reader, Source
+from fastops.connectors.base import END, Reader, Source
 from fastops.core import aggregates as agg
 from fastops.operators.base import OperatorContext
 from fastops.table import (

@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 import fastops
 from fastops.apps import bench_report
 from fastops.apps import demo as d
-from fastops.connectors.sources import _expand
+from fastops.connectors.files import _expand
 from fastops.runtime.errors import JobFailed
 
 __all__ = ["build_parser", "main"]

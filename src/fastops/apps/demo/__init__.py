@@ -29,7 +29,7 @@ from fastops.apps.demo.operators import PerWindow, RewardFilter, pops_per_pane
 from fastops.apps.demo.progress import Progress
 from fastops.apps.demo.results import DemoResult, format_grid, report, summary
 from fastops.apps.demo.sql import run_demo_sql, sql_available
-from fastops.connectors.sources import END as END  # what a PlayerEventSource reader returns at the end
+from fastops.connectors.base import END as END  # what a PlayerEventSource reader returns at the end
 
 __all__ = [
     "DEFAULT_EVENTS",

@@ -27,7 +27,7 @@ from typing import Any, Callable
 import numpy as np
 import pyarrow as pa
 
-from fastops.connectors.sources import END, Reader, Source
+from fastops.connectors.base import END, Reader, Source
 
 __all__ = [
     "DEFAULT_EVENTS",

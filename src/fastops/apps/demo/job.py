@@ -36,7 +36,7 @@ from fastops.apps.demo.generator import DemoConfig, PlayerEventSource
 from fastops.apps.demo.operators import PerWindow, RewardFilter, leaderboard_fn, local_top_n, pops_per_pane
 from fastops.apps.demo.progress import Progress
 from fastops.apps.demo.results import DemoResult, sorted_table
-from fastops.connectors.sources import Source
+from fastops.connectors.base import Source
 from fastops.core import aggregates as agg
 from fastops.core.window.assigners import Sliding, Tumbling
 from fastops.operators.window import WindowOperator
