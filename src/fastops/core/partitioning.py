@@ -460,3 +460,55 @@ def moved_fraction(keys: pa.Array | pa.ChunkedArray | np.ndarray | Sequence,
     before = ids_from_hashes(hashes, old_num, scheme, max_parallelism, virtual_nodes, seed)
     after = ids_from_hashes(hashes, new_num, scheme, max_parallelism, virtual_nodes, seed)
     return float(np.mean(before != after))
+
+
+# ---------------------------------------------------------------- key-group assignment
+
+ASSIGNMENTS = ("contiguous", "fewest_moves")
+
+
+def assign_key_groups(parallelism: int, max_parallelism: int, previous: np.ndarray | None = None,
+                      how: str = "contiguous") -> np.ndarray:
+    """The owner (task index) of every key group when ``parallelism`` tasks share
+    ``max_parallelism`` key groups: int32, read-only, one entry per key group.
+
+    ``"contiguous"``: Flink's ranges (``key_group_range``), whatever came before.
+    ``"fewest_moves"``: from the ``previous`` owners, move as few key groups as
+    the balance allows (each task ends with ``N // P`` or ``N // P + 1``).
+    """
+    _check_parallelism(parallelism, "key_group", max_parallelism, 1)
+    if how not in ASSIGNMENTS:
+        raise ValueError(f"unknown key-group assignment {how!r}; expected one of {ASSIGNMENTS}")
+    if how == "contiguous" or previous is None:
+        return _key_group_owners(int(parallelism), int(max_parallelism))
+    raise NotImplementedError("fewest_moves")
+
+
+class KeyGroups:
+    """The key groups one task owns (``owned[g]``, one flag per key group), and
+    the key group of rows: ``hash64(key columns) % max_parallelism``, the same
+    as the hash exchange."""
+
+    def __init__(self, owned: np.ndarray):
+        self.owned = np.ascontiguousarray(owned, dtype=bool)
+
+    @classmethod
+    def of_task(cls, owners: np.ndarray, index: int) -> KeyGroups:
+        return cls(np.asarray(owners) == index)
+
+    @property
+    def max_parallelism(self) -> int:
+        return len(self.owned)
+
+    def groups_of(self, columns: Sequence) -> np.ndarray:
+        """The key group (int64) of every row of the key ``columns``."""
+        return (hash_columns(list(columns)) % np.uint64(self.max_parallelism)).astype(np.int64)
+
+    def mask(self, batch: Batch, keys: Sequence[str]) -> np.ndarray:
+        """Which rows of ``batch`` have their key (columns ``keys``) in an owned key group."""
+        if batch.num_rows == 0:
+            return np.zeros(0, dtype=bool)
+        return self.owned[self.groups_of([batch.column(k) for k in keys])]
+
+    def __repr__(self) -> str:
+        return f"KeyGroups({int(self.owned.sum())} of {self.max_parallelism})"

@@ -8,11 +8,13 @@ forwards watermarks itself after ``on_watermark``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
 
 from fastops.core.arrow import as_batch
+from fastops.core.partitioning import KeyGroups
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,17 @@ class Operator:
     def restore(self, state: bytes | None) -> None:
         if state is not None:
             raise ValueError(f"operator {self.name!r} is stateless but got state to restore")
+
+    def restore_groups(self, states: Sequence[bytes | None], groups: KeyGroups) -> None:
+        """Restore at another parallelism: ``states`` are the snapshots of the
+        earlier tasks (those that owned any of ``groups``; every earlier task
+        for an operator whose state is not keyed), ``groups`` the key groups
+        this task now owns. A keyed operator keeps exactly the state of the
+        keys in ``groups``; one whose state is not keyed combines what it
+        holds (a watermark: the minimum). This default accepts only no state."""
+        if any(s is not None for s in states):
+            raise ValueError(f"operator {self.name!r} holds state that is not partitioned by key, "
+                             "so it cannot be restored at another parallelism")
 
 
 class OperatorContractError(TypeError):
