@@ -7,8 +7,8 @@ forwards watermarks itself after ``on_watermark``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
