@@ -6,7 +6,8 @@ Schemes (``h = hash64(key columns, seed)``):
 - ``"key_group"``: Flink's scheme: ``key_group = h % max_parallelism`` and
   ``owner = key_group * num_partitions // max_parallelism``, so each task owns
   a contiguous range of key groups (``key_group_range``) and rescaling moves
-  whole key groups;
+  whole key groups; an explicit owner table (``owners=``, e.g. from
+  ``assign_key_groups(..., how="fewest_moves")``) replaces the ranges;
 - ``"consistent"``: a ring of ``virtual_nodes`` points per partition (point =
   ``XXH64(le8(partition) || le8(vnode), seed)``); a key belongs to the first
   point clockwise from its hash. Adding one partition moves about ``1/(n+1)``
@@ -116,9 +117,11 @@ def _check_status(status: int, what: str) -> None:
 
 def _ids_and_counts(hashes: np.ndarray, num_partitions: int, scheme: str,
                     max_parallelism: int, virtual_nodes: int, seed: int,
-                    with_counts: bool = True, small_ids: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                    with_counts: bool = True, small_ids: bool = False,
+                    owners: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Partition ids (int32, or see ``_id_dtype``) and their histogram (int64,
-    length P; empty without ``with_counts``) for hashes."""
+    length P; empty without ``with_counts``) for hashes; ``owners``: the
+    checked owner table of the key groups (None: Flink's contiguous one)."""
     hashes = np.ascontiguousarray(hashes, dtype=np.uint64)
     num_partitions = int(num_partitions)
     out, _ = _arrow.empty(len(hashes), _id_dtype(num_partitions, small_ids))
@@ -126,7 +129,8 @@ def _ids_and_counts(hashes: np.ndarray, num_partitions: int, scheme: str,
     if scheme == "hash":
         status = _core.partition_modulo(hashes, num_partitions, out, counts)
     elif scheme == "key_group":
-        owners = _key_group_owners(num_partitions, int(max_parallelism))
+        if owners is None:
+            owners = _key_group_owners(num_partitions, int(max_parallelism))
         status = _core.partition_lookup(hashes, owners, out, counts)
     else:
         points, owners, lut, shift = _ring(num_partitions, int(virtual_nodes), int(seed))
@@ -149,10 +153,12 @@ _Placement = tuple[np.ndarray, np.ndarray, np.ndarray]  # (ids, starts, dest) of
 
 
 def _fused_ids(cols: list, num_partitions: int, scheme: str, max_parallelism: int,
-               seed: int, with_counts: bool, small_ids: bool) -> tuple[np.ndarray, np.ndarray] | None:
+               seed: int, with_counts: bool, small_ids: bool,
+               owners: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
     """Ids and counts (``with_counts``; else no counts) in one kernel pass for
     the common key of one 4- or 8-byte column without nulls under ``"hash"`` or
-    ``"key_group"`` (no hash array written); None when the key is anything else."""
+    ``"key_group"`` (no hash array written); None when the key is anything else.
+    ``owners`` as in ``_ids_and_counts``."""
     if len(cols) != 1 or scheme == "consistent":
         return None
     parts = _arrow.chunks(cols[0])
@@ -163,8 +169,10 @@ def _fused_ids(cols: list, num_partitions: int, scheme: str, max_parallelism: in
     if width not in (4, 8) or arr.null_count or len(arr) == 0:
         return None
     values = _arrow.fixed_values(arr, _arrow.UINT_FOR_WIDTH[width])
-    owners = (_key_group_owners(int(num_partitions), int(max_parallelism))
-              if scheme == "key_group" else _EMPTY_OWNERS)
+    if scheme != "key_group":
+        owners = _EMPTY_OWNERS
+    elif owners is None:
+        owners = _key_group_owners(int(num_partitions), int(max_parallelism))
     out, _ = _arrow.empty(len(values), _id_dtype(num_partitions, small_ids))
     counts = np.empty(int(num_partitions) if with_counts else 0, dtype=np.int64)
     status = _core.partition_fixed(values, pat.is_floating(arr.type), _check_seed(seed),
@@ -174,18 +182,24 @@ def _fused_ids(cols: list, num_partitions: int, scheme: str, max_parallelism: in
 
 
 def _prepare(batch: Batch, by, num_partitions, scheme, max_parallelism, virtual_nodes, seed,
-             with_counts=True, small_ids=False):
+             with_counts=True, small_ids=False, owners=None):
     """Partition ids of ``batch``'s rows and (``with_counts``) their
     histogram; ``small_ids``: as uint8 where ``num_partitions`` <= 256 (for
-    the scatters, which read them once per pass)."""
+    the scatters, which read them once per pass); ``owners``: an explicit
+    owner table of the key groups (checked here)."""
     _check_parallelism(num_partitions, scheme, max_parallelism, virtual_nodes)
+    if owners is not None:
+        if scheme != "key_group":
+            raise ValueError(f"an owner table (owners=) needs scheme='key_group', not {scheme!r}")
+        owners = _check_owners(owners, int(max_parallelism), int(num_partitions), "owners")
     cols, names = _key_columns(batch, by)
-    fused = _fused_ids(cols, num_partitions, scheme, max_parallelism, seed, with_counts, small_ids)
+    fused = _fused_ids(cols, num_partitions, scheme, max_parallelism, seed, with_counts, small_ids,
+                       owners)
     if fused is not None:
         return fused
     hashes = hash_columns(cols, seed, names)
     return _ids_and_counts(hashes, num_partitions, scheme, max_parallelism, virtual_nodes, seed,
-                           with_counts, small_ids)
+                           with_counts, small_ids, owners)
 
 
 def _id_dtype(num_partitions: int, small_ids: bool) -> type:
@@ -195,7 +209,8 @@ def _id_dtype(num_partitions: int, small_ids: bool) -> type:
 
 def partition_ids(batch: Batch, by: str | Sequence[str], num_partitions: int,
                   scheme: str = "hash", max_parallelism: int = 128,
-                  virtual_nodes: int = 64, seed: int = 0) -> np.ndarray:
+                  virtual_nodes: int = 64, seed: int = 0,
+                  owners: np.ndarray | None = None) -> np.ndarray:
     """The partition of every row of ``batch`` by its key columns ``by``.
 
     Parameters
@@ -212,6 +227,11 @@ def partition_ids(batch: Batch, by: str | Sequence[str], num_partitions: int,
         ``"consistent"`` (a ring with ``virtual_nodes`` points per partition).
     seed
         The ``hash64`` seed of the key hash (and of the ring's points).
+    owners
+        ``"key_group"`` only: the owner (partition) of every key group, one int
+        in ``[0, P)`` per group (``assign_key_groups`` makes one); a row goes
+        to ``owners[hash64 % max_parallelism]``. None: Flink's contiguous
+        ranges (``key_group_range``).
 
     Returns
     -------
@@ -226,10 +246,12 @@ def partition_ids(batch: Batch, by: str | Sequence[str], num_partitions: int,
     TypeError
         A key column has a type ``hash64`` does not support.
     ValueError
-        Bad ``num_partitions``, ``max_parallelism``, ``virtual_nodes`` or ``scheme``.
+        Bad ``num_partitions``, ``max_parallelism``, ``virtual_nodes``, ``scheme``
+        or ``owners`` (not ``max_parallelism`` ints in ``[0, P)``, or with
+        another scheme).
     """
     return _prepare(batch, by, num_partitions, scheme, max_parallelism, virtual_nodes, seed,
-                    with_counts=False)[0]
+                    with_counts=False, owners=owners)[0]
 
 
 def key_group_range(index: int, num_partitions: int, max_parallelism: int = 128) -> range:
@@ -328,7 +350,8 @@ def _scatter_array(arr: pa.Array, ids: np.ndarray, dest: np.ndarray, starts: np.
 
 def partition(batch: Batch, by: str | Sequence[str], num_partitions: int,
               scheme: str = "hash", max_parallelism: int = 128,
-              virtual_nodes: int = 64, seed: int = 0) -> list[pa.RecordBatch]:
+              virtual_nodes: int = 64, seed: int = 0,
+              owners: np.ndarray | None = None) -> list[pa.RecordBatch]:
     """Split ``batch`` into ``num_partitions`` record batches by key.
 
     Partition ``p`` holds the rows whose ``partition_ids(batch, by, ...)`` is
@@ -341,7 +364,7 @@ def partition(batch: Batch, by: str | Sequence[str], num_partitions: int,
     ``partition_ids``.
     """
     ids, counts = _prepare(batch, by, num_partitions, scheme, max_parallelism,
-                           virtual_nodes, seed, small_ids=True)
+                           virtual_nodes, seed, small_ids=True, owners=owners)
     return _scatter(batch, ids, counts)
 
 
@@ -473,15 +496,84 @@ def assign_key_groups(parallelism: int, max_parallelism: int, previous: np.ndarr
     ``max_parallelism`` key groups: int32, read-only, one entry per key group.
 
     ``"contiguous"``: Flink's ranges (``key_group_range``), whatever came before.
-    ``"fewest_moves"``: from the ``previous`` owners, move as few key groups as
-    the balance allows (each task ends with ``N // P`` or ``N // P + 1``).
+    ``"fewest_moves"``: from the ``previous`` owners (tasks ``0 .. P-1``, ``P =
+    previous.max() + 1``), each task ends with ``N // P'`` or ``ceil(N / P')``
+    key groups (``N = max_parallelism``, ``P' = parallelism``) and as few key
+    groups as that balance allows change owner. Task ``i < min(P, P')`` keeps
+    the lowest of its key groups up to its share; the extra group of the
+    ``N % P'`` larger shares goes to the tasks that held the most (ties: lower
+    index); the key groups left over (those of removed tasks, and a task's
+    surplus) go, in key-group order, to the tasks short of their share, in task
+    order. Without ``previous`` the result is the contiguous one.
+
+    Bound: when ``previous`` is balanced (every task held ``N // P`` or
+    ``ceil(N / P)``, as both assignments give), at most
+    ``moved_bound(P, P', N) = |P' - P| * ceil(N / max(P, P'))`` key groups
+    move; going up (``P' > P``) even at most ``floor(N * (P' - P) / P')``.
+
+    Raises ValueError for a bad ``parallelism`` / ``max_parallelism`` / ``how``
+    and for a ``previous`` that is not one int owner in ``[0, N)`` per key group.
     """
     _check_parallelism(parallelism, "key_group", max_parallelism, 1)
     if how not in ASSIGNMENTS:
         raise ValueError(f"unknown key-group assignment {how!r}; expected one of {ASSIGNMENTS}")
-    if how == "contiguous" or previous is None:
-        return _key_group_owners(int(parallelism), int(max_parallelism))
-    raise NotImplementedError("fewest_moves")
+    n, tasks = int(max_parallelism), int(parallelism)
+    before = None if previous is None else _check_owners(previous, n, n, "previous")
+    if how == "contiguous" or before is None:
+        return _key_group_owners(tasks, n)
+    return _fewest_moves(before, tasks)
+
+
+def moved_bound(old_parallelism: int, new_parallelism: int, max_parallelism: int) -> int:
+    """The most key groups ``"fewest_moves"`` moves from a balanced assignment
+    of ``old_parallelism`` tasks to ``new_parallelism``:
+    ``|P' - P| * ceil(N / max(P, P'))``, and ``floor(N * (P' - P) / P')`` going up.
+    (Ideal: ``N * |P' - P| / max(P, P')``, which the first exceeds by less than
+    one key group per added or removed task.)"""
+    p, q, n = int(old_parallelism), int(new_parallelism), int(max_parallelism)
+    if q > p:
+        return n * (q - p) // q
+    return (p - q) * -(-n // p)
+
+
+def _check_owners(owners: np.ndarray, max_parallelism: int, num_tasks: int, what: str) -> np.ndarray:
+    """``owners`` as a contiguous int32 array after checking it has one int owner
+    in ``[0, num_tasks)`` per key group; ValueError naming ``what`` otherwise."""
+    arr = np.asarray(owners)
+    if arr.ndim != 1 or len(arr) != max_parallelism:
+        raise ValueError(f"{what} must hold one owner per key group: {max_parallelism} entries, "
+                         f"got shape {arr.shape}")
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"{what} must hold int task indexes, got dtype {arr.dtype}")
+    lo, hi = int(arr.min()), int(arr.max())
+    if lo < 0 or hi >= num_tasks:
+        raise ValueError(f"{what} must hold task indexes in [0, {num_tasks}), got values in [{lo}, {hi}]")
+    return np.ascontiguousarray(arr, dtype=np.int32)
+
+
+def _fewest_moves(before: np.ndarray, tasks: int) -> np.ndarray:
+    """See ``assign_key_groups``: ``before`` checked, int32."""
+    n = len(before)
+    old_tasks = int(before.max()) + 1
+    held = np.bincount(before, minlength=max(old_tasks, tasks)).astype(np.int64)
+    # shares: N // P', one more for the N % P' tasks holding the most (ties: lower index)
+    share = np.full(tasks, n // tasks, dtype=np.int64)
+    holding = np.zeros(tasks, dtype=np.int64)
+    common = min(old_tasks, tasks)
+    holding[:common] = held[:common]
+    share[np.lexsort((np.arange(tasks), -holding))[:n % tasks]] += 1
+    # rank of each key group among its old owner's groups (0 = lowest id)
+    order = np.argsort(before, kind="stable")
+    first = np.concatenate(([0], np.cumsum(held)[:-1]))
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n) - first[before[order]]
+    stays = before < tasks
+    stays[stays] = rank[stays] < share[before[stays]]
+    after = before.copy()
+    short = share - np.bincount(before[stays], minlength=tasks)
+    after[~stays] = np.repeat(np.arange(tasks, dtype=np.int32), short)
+    after.setflags(write=False)
+    return after
 
 
 class KeyGroups:
