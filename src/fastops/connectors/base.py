@@ -12,7 +12,11 @@ Sources
     returns a ``pyarrow.RecordBatch``, ``None`` (no data right now: the source
     is idle) or ``END`` (nothing more, ever). ``position()`` is how far the
     reader got, JSON-serialisable: a checkpoint stores it, and a replayable
-    source opened with it continues right after it.
+    source opened with it continues right after it. A source that can change
+    its parallelism (as Flink reassigns unfinished splits) has
+    ``rescale_positions(positions, parallelism)``: from the positions of the
+    old readers, those of the new ones; the method is optional (a source
+    without it keeps its parallelism).
 
 Sinks
     A sink is the last operator of a chain (see ``fastops.operators.base``):
@@ -92,6 +96,29 @@ class Source(Protocol):
         """The reader of split ``index`` of ``parallelism``, from ``position``
         (None: from the start)."""
         ...
+
+    def rescale_positions(self, positions: list, parallelism: int) -> list:
+        """The positions of ``parallelism`` new readers (opened as splits ``0 ..
+        parallelism - 1`` of ``parallelism``) that together read every row the
+        old readers had not read, each once, and nothing they had read:
+        ``positions[i]`` is where old split ``i`` of ``len(positions)`` got
+        (None: not started). Optional; this default keeps the parallelism (the
+        same number of readers keep their positions) and raises ValueError for
+        another."""
+        if parallelism == len(positions):
+            return list(positions)
+        raise ValueError(f"source {self.name!r} cannot change its parallelism "
+                         f"(from {len(positions)} to {parallelism})")
+
+    @classmethod
+    def __subclasshook__(cls, other: type) -> Any:
+        """``isinstance(x, Source)`` asks for the members every source has:
+        ``rescale_positions`` is optional."""
+        if cls is not Source:
+            return NotImplemented
+        required = {name for name in vars(Source) if not name.startswith("_")} - {"rescale_positions"}
+        have = {name for klass in other.__mro__ for name in vars(klass)}
+        return True if required <= have else NotImplemented
 
 
 @runtime_checkable

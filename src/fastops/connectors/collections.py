@@ -7,6 +7,7 @@ from typing import Any
 import pyarrow as pa
 
 from fastops.connectors.base import END, Reader, Source, check_batch_size
+from fastops.connectors.units import Cursor, Plan, check_rescale, rescale, split_plan
 
 
 def _to_batches(table: pa.Table, batch_size: int | None) -> list[pa.RecordBatch]:
@@ -33,10 +34,33 @@ class _ListReader(Reader):
         return self.pos
 
 
+class _PlanReader(Reader):
+    """Reads the batches of a unit plan (``fastops.connectors.units``); position:
+    the plan left, as a dict."""
+
+    def __init__(self, batches: Sequence[pa.RecordBatch], plan: Plan):
+        self.batches = batches
+        self.cursor = Cursor(plan)
+
+    def read(self) -> Any:
+        while (unit := self.cursor.unit) is not None:
+            b, skip = self.batches[unit], self.cursor.rows
+            self.cursor.next_unit()
+            if skip < b.num_rows:
+                return b.slice(skip) if skip else b
+        return END
+
+    def position(self) -> Any:
+        return self.cursor.plan().to_position()
+
+
 class TableSource(Source):
     """An in-memory table (from a collection, pandas or Arrow), in batches.
 
-    Split ``i`` of ``p`` reads batches ``i, i + p, i + 2p, ...``.
+    Split ``i`` of ``p`` reads batches ``i, i + p, i + 2p, ...``; its position
+    is the number it read. After a change of parallelism (``rescale_positions``)
+    a reader reads the batches its dict position lists (see
+    ``fastops.connectors.units``).
     """
 
     def __init__(self, table: pa.Table, batch_size: int | None = 65536, name: str = "from_arrow"):
@@ -51,15 +75,40 @@ class TableSource(Source):
         return self.table.schema
 
     def open(self, index: int, parallelism: int, position: Any = None) -> Reader:
+        if isinstance(position, dict):
+            return _PlanReader(self.batches, Plan.from_position(position, len(self.batches), self.name))
         mine = self.batches[index::parallelism]
         return _ListReader(mine, position or 0)
+
+    def rescale_positions(self, positions: list, parallelism: int) -> list:
+        """Deal the batches the old readers had not read over ``parallelism``
+        new readers, round robin (see ``Source.rescale_positions``)."""
+        check_rescale(self.name, positions, parallelism)
+        plans = [self._plan(i, len(positions), pos) for i, pos in enumerate(positions)]
+        return rescale(plans, parallelism, self.name)
+
+    def _plan(self, index: int, parallelism: int, position: Any) -> Plan:
+        n = len(self.batches)
+        if isinstance(position, dict):
+            return Plan.from_position(position, n, self.name)
+        mine = len(range(index, n, parallelism))
+        if position is None:
+            position = 0
+        if isinstance(position, bool) or not isinstance(position, int) or not 0 <= position <= mine:
+            raise ValueError(f"source {self.name!r}: bad position {position!r} of split {index} of "
+                             f"{parallelism} (batches read: 0 .. {mine})")
+        return split_plan(index, parallelism, n, position)
 
     def total_rows(self) -> int:
         """Rows in all (for progress bars)."""
         return self.table.num_rows
 
     def rows_at(self, index: int, parallelism: int, position: Any) -> int:
-        """Rows split ``index`` of ``parallelism`` had read at ``position`` (batches read)."""
+        """Rows split ``index`` of ``parallelism`` had read at ``position``
+        (batches read, or a dict position: its finished batches and rows read)."""
         if position is None:
             return 0
+        if isinstance(position, dict):
+            plan = Plan.from_position(position, len(self.batches), self.name)
+            return plan.rows_read(lambda u: self.batches[u].num_rows)
         return sum(b.num_rows for b in self.batches[index::parallelism][:int(position)])

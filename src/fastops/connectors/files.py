@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from fastops.connectors.base import END, Reader, Source, check_batch_size
+from fastops.connectors.units import Cursor, Plan, check_rescale, rescale, split_plan
 
 
 def _expand(path: str | os.PathLike | Sequence[str | os.PathLike]) -> list[str]:
@@ -46,7 +47,10 @@ def _fragment_rows(fragment: Any) -> int:
 class FileSource(Source):
     """Parquet / CSV / Arrow IPC files through ``pyarrow.dataset``: a file, a
     directory or a glob. Splits are files (and Parquet row groups); split ``i``
-    of ``p`` reads fragments ``i, i + p, ...`` in order."""
+    of ``p`` reads fragments ``i, i + p, ...`` in order, and its position is
+    ``(fragments done, rows read of the next)``. After a change of parallelism
+    (``rescale_positions``) a reader reads the fragments its dict position
+    lists (see ``fastops.connectors.units``)."""
 
     def __init__(self, path: str | Sequence[str], fmt: str, batch_size: int = 65536,
                  schema: pa.Schema | None = None):
@@ -68,7 +72,28 @@ class FileSource(Source):
         return self.dataset.schema
 
     def open(self, index: int, parallelism: int, position: Any = None) -> Reader:
-        return _FileReader(self, self.fragments[index::parallelism], position)
+        if isinstance(position, dict):
+            return _FileReader(self, self._plan(index, parallelism, position), compact=False)
+        return _FileReader(self, self._plan(index, parallelism, position), compact=True)
+
+    def rescale_positions(self, positions: list, parallelism: int) -> list:
+        """Deal the fragments the old readers had not finished over
+        ``parallelism`` new readers, round robin; one read in part keeps its
+        row offset (see ``Source.rescale_positions``)."""
+        check_rescale(self.name, positions, parallelism)
+        plans = [self._plan(i, len(positions), pos) for i, pos in enumerate(positions)]
+        return rescale(plans, parallelism, self.name)
+
+    def _plan(self, index: int, parallelism: int, position: Any) -> Plan:
+        n = len(self.fragments)
+        if isinstance(position, dict):
+            return Plan.from_position(position, n, self.name)
+        mine = len(range(index, n, parallelism))
+        frag, rows = (0, 0) if position is None else _pair(position)
+        if frag is None or rows is None or not 0 <= frag <= mine or rows < 0 or (frag == mine and rows):
+            raise ValueError(f"source {self.name!r}: bad position {position!r} of split {index} of "
+                             f"{parallelism} ((fragments done: 0 .. {mine}, rows read of the next))")
+        return split_plan(index, parallelism, n, frag, rows)
 
     def total_rows(self) -> int | None:
         """Rows in all, from Parquet metadata or Arrow IPC files; None for CSV
@@ -79,27 +104,39 @@ class FileSource(Source):
 
     def rows_at(self, index: int, parallelism: int, position: Any) -> int:
         """Rows split ``index`` of ``parallelism`` had read at ``position``
-        (fragments done, rows read of the next)."""
+        ((fragments done, rows read of the next), or a dict position: its
+        finished fragments and rows read)."""
         if position is None:
             return 0
-        frag, rows = position
-        return sum(_fragment_rows(f) for f in self.fragments[index::parallelism][:frag]) + rows
+        plan = self._plan(index, parallelism, position)
+        return plan.rows_read(lambda u: _fragment_rows(self.fragments[u]))
+
+
+def _pair(position: Any) -> tuple[int | None, int | None]:
+    """``(fragments done, rows)`` of a compact position (a list after JSON);
+    None for what is not an int."""
+    if not isinstance(position, (tuple, list)) or len(position) != 2:
+        return None, None
+    a, b = position
+    ok = [v if isinstance(v, int) and not isinstance(v, bool) else None for v in (a, b)]
+    return ok[0], ok[1]
 
 
 class _FileReader(Reader):
-    """Reads its fragments in order; position = (fragment, rows already read)."""
+    """Reads the fragments of its plan in order; position: ``(fragments done,
+    rows read of the next)`` (``compact``, a split of the source) or the plan
+    left, as a dict."""
 
-    def __init__(self, source: FileSource, fragments: list, position: Any = None):
-        self.frag: int
-        self.rows: int
-        self.frag, self.rows = position or (0, 0)
-        self._it = self._batches(source, fragments)
+    def __init__(self, source: FileSource, plan: Plan, compact: bool):
+        self.cursor = Cursor(plan)
+        self.compact = compact
+        self._it = self._batches(source)
 
-    def _batches(self, source: FileSource, fragments: list) -> Iterator[pa.RecordBatch]:
-        while self.frag < len(fragments):
-            skip = self.rows  # resuming inside a fragment
-            scanner = fragments[self.frag].scanner(schema=source.dataset.schema,
-                                                   batch_size=source.batch_size, use_threads=False)
+    def _batches(self, source: FileSource) -> Iterator[pa.RecordBatch]:
+        while (unit := self.cursor.unit) is not None:
+            skip = self.cursor.rows  # resuming inside a fragment
+            scanner = source.fragments[unit].scanner(schema=source.dataset.schema,
+                                                     batch_size=source.batch_size, use_threads=False)
             for b in scanner.to_batches():
                 if skip >= b.num_rows:
                     skip -= b.num_rows
@@ -108,15 +145,16 @@ class _FileReader(Reader):
                     b, skip = b.slice(skip), 0
                 if b.num_rows:
                     yield b
-            self.frag += 1
-            self.rows = 0
+            self.cursor.next_unit()
 
     def read(self) -> Any:
         b = next(self._it, None)
         if b is None:
             return END
-        self.rows += b.num_rows
+        self.cursor.rows += b.num_rows
         return b
 
     def position(self) -> Any:
-        return (self.frag, self.rows)
+        if self.compact:
+            return (self.cursor.finished, self.cursor.rows)
+        return self.cursor.plan().to_position()

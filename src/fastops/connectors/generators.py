@@ -51,7 +51,9 @@ class _IterReader(Reader):
 
 
 class IteratorSource(Source):
-    """Batches from an iterator: read once, not replayable."""
+    """Batches from an iterator: read once, not replayable. Every reader reads
+    the whole iterator, so it cannot change its parallelism
+    (``rescale_positions`` raises ValueError)."""
 
     replayable = False
 
@@ -68,6 +70,8 @@ class GeneratorSource(Source):
     iterable of batches (``None`` items mean "no data now"). ``rate`` paces the
     source to that many rows per second. ``deterministic=True`` declares that
     calling ``fn`` again yields the same batches, which makes it replayable.
+    Every reader reads all of ``fn()``, so the source cannot change its
+    parallelism (``rescale_positions`` raises ValueError).
     """
 
     def __init__(self, fn: Callable[[], Iterable[Any]], rate: float | None = None,
