@@ -7,13 +7,17 @@ have; at-least-once: no blocking), snapshots its operators, forwards the
 barrier and acknowledges. When every task has acknowledged, the coordinator
 writes the checkpoint and then lets the sinks commit.
 
-On disk (``checkpoint_dir/chk-000007/``): one file per operator state (the
-operator's bytes, Arrow IPC for the built-in ones) and ``_manifest.json``,
-written last through a temporary file, fsync and rename. The manifest lists
-every file with its size and XXH64 checksum, the source positions, the sink
-transaction handles, the job graph (and its fingerprint), and a checksum of
-its own content. A checkpoint whose manifest is missing, unreadable, altered
-or does not match its files is never used: recovery falls back to the
+On disk (``checkpoint_dir/chk-000007/``, or a savepoint's own directory):
+one file per operator state (the operator's bytes, Arrow IPC for the
+built-in ones) and ``_manifest.json``, written last through a temporary
+file, fsync and rename. The manifest lists every file with its size and
+XXH64 checksum, the source positions, the sink transaction handles, the job
+graph (operators by uid, their tasks and parallelism), its fingerprints
+(the whole graph, and its structure without parallelism), max_parallelism,
+the key-group owners of the keyed operators, and a checksum of its own
+content. A savepoint is the same, with ``"savepoint": true``. A checkpoint
+whose manifest is missing, unreadable, altered or does not match its files
+is never used: recovery falls back to the
 previous complete one and logs a warning (logger ``fastops``) naming the
 checkpoint skipped and why.
 """
@@ -34,7 +38,7 @@ from fastops.core.hashing import hash_bytes
 from fastops.runtime.errors import JobFailed
 
 MANIFEST = "_manifest.json"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 MODES = ("exactly_once", "at_least_once")
 
 log = logging.getLogger("fastops")
@@ -98,7 +102,7 @@ class CheckpointStats:
 
 @dataclass
 class Manifest:
-    """A complete checkpoint, read back from disk."""
+    """A complete checkpoint, read back from disk (or held in memory: ``memory``)."""
 
     checkpoint_id: int
     path: str
@@ -106,13 +110,110 @@ class Manifest:
     finished: bool
     tasks: dict  # "chain/task" -> {"position", "operators": [file | None], "sinks": {...}}
     graph: Any = None  # the job graph it was taken from (PhysicalPlan.describe_graph)
+    structure: str = ""  # the graph's fingerprint without parallelism
+    max_parallelism: int | None = None
+    owners: dict = field(default_factory=dict)  # operator uid -> key-group owners (keyed operators)
+    savepoint: bool = False
+    created: float = 0.0
+    memory: dict | None = None  # (task key, operator index) -> bytes, for a checkpoint not on disk
 
     def operator_state(self, task_key: str, op_index: int) -> bytes | None:
+        if self.memory is not None:
+            return self.memory.get((task_key, op_index))
         entry = self.tasks[task_key]["operators"][op_index]
         if entry is None:
             return None
         with open(os.path.join(self.path, entry["file"]), "rb") as f:
             return f.read()
+
+    def state_bytes(self) -> int:
+        """Bytes of operator state it holds."""
+        if self.memory is not None:
+            return sum(len(b) for b in self.memory.values())
+        return sum(op["size"] for t in self.tasks.values() for op in t["operators"] if op is not None)
+
+    @classmethod
+    def in_memory(cls, checkpoint_id: int, meta: dict, snapshots: dict[str, TaskSnapshot]) -> Manifest:
+        """The manifest of a checkpoint that is not (or not only) on disk."""
+        tasks = {k: {"position": snap.position, "operators": [None] * len(snap.operators),
+                     "sinks": {str(i): h for i, h in snap.sinks.items()}} for k, snap in snapshots.items()}
+        memory = {(k, i): state for k, snap in snapshots.items()
+                  for i, state in enumerate(snap.operators) if state is not None}
+        # positions as a checkpoint on disk gives them back (JSON: tuples become lists)
+        tasks = json.loads(json.dumps(tasks))
+        return cls(checkpoint_id, "<memory>", meta.get("fingerprint", ""), False, tasks, meta.get("graph"),
+                   meta.get("structure", ""), meta.get("max_parallelism"), dict(meta.get("owners") or {}),
+                   created=time.time(), memory=memory)
+
+
+def write_snapshot(path: str, checkpoint_id: int, meta: dict, snapshots: dict[str, TaskSnapshot],
+                   finished: bool = False, savepoint: bool = False) -> int:
+    """Write one checkpoint into directory ``path`` (created; replaced if it
+    exists), the manifest last; returns its state bytes. ``meta``: the job's
+    fingerprints, graph, max_parallelism and key-group owners."""
+    if os.path.exists(path):
+        shutil.rmtree(path)
+    os.makedirs(path)
+    tasks: dict[str, Any] = {}
+    total = 0
+    for key, snap in snapshots.items():
+        ops: list[dict[str, Any] | None] = []
+        for i, state in enumerate(snap.operators):
+            if state is None:
+                ops.append(None)
+                continue
+            fname = f"{key.replace('/', '-')}-op{i}.state"
+            write_durably(os.path.join(path, fname), state)
+            ops.append({"file": fname, "size": len(state), "xxh64": _checksum(state)})
+        total += snap.state_bytes()
+        tasks[key] = {"position": snap.position, "operators": ops,
+                      "sinks": {str(k): v for k, v in snap.sinks.items()}}
+    manifest = {"format": FORMAT_VERSION, "checkpoint_id": checkpoint_id, **meta, "finished": finished,
+                "savepoint": savepoint, "created": time.time(), "tasks": tasks}
+    manifest["checksum"] = _manifest_checksum(manifest)
+    tmp = os.path.join(path, MANIFEST + ".tmp")
+    write_durably(tmp, json.dumps(manifest).encode())
+    os.replace(tmp, os.path.join(path, MANIFEST))
+    fsync_dir(path)
+    return total
+
+
+def load_snapshot(path: str) -> Manifest:
+    """Read and verify the checkpoint or savepoint in directory ``path``;
+    ValueError if it is incomplete, truncated or corrupt."""
+    path = os.fspath(path)
+    mpath = os.path.join(path, MANIFEST)
+    try:
+        with open(mpath, "rb") as f:
+            raw = json.loads(f.read())
+    except FileNotFoundError:
+        what = "does not exist" if not os.path.exists(path) else "has no manifest (incomplete)"
+        raise ValueError(f"checkpoint {path!r} {what}") from None
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"checkpoint {path!r}: unreadable manifest: {exc}") from None
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT_VERSION:
+        found = raw.get("format") if isinstance(raw, dict) else None
+        raise ValueError(f"checkpoint {path!r}: manifest format {found!r}, this version reads "
+                         f"format {FORMAT_VERSION}")
+    if raw.get("checksum") != _manifest_checksum(raw):
+        raise ValueError(f"checkpoint {path!r}: the manifest does not match its checksum "
+                         "(altered or damaged)")
+    for entry in raw["tasks"].values():
+        for op in entry["operators"]:
+            if op is None:
+                continue
+            fpath = os.path.join(path, op["file"])
+            try:
+                with open(fpath, "rb") as f:
+                    data = f.read()
+            except OSError:
+                raise ValueError(f"checkpoint {path!r}: state file {op['file']!r} is missing") from None
+            if len(data) != op["size"] or _checksum(data) != op["xxh64"]:
+                raise ValueError(f"checkpoint {path!r}: state file {op['file']!r} is corrupt or truncated "
+                                 f"({len(data)} bytes, expected {op['size']})")
+    return Manifest(raw["checkpoint_id"], path, raw["fingerprint"], bool(raw["finished"]),
+                    raw["tasks"], raw.get("graph"), raw.get("structure", ""), raw.get("max_parallelism"),
+                    dict(raw.get("owners") or {}), bool(raw.get("savepoint")), float(raw.get("created", 0.0)))
 
 
 class CheckpointStorage:
@@ -132,44 +233,16 @@ class CheckpointStorage:
                 out.append((int(name[4:]), os.path.join(self.directory, name)))
         return sorted(out)
 
-    def write(self, checkpoint_id: int, fingerprint: str, snapshots: dict[str, TaskSnapshot],
-              finished: bool = False, graph: Any = None) -> int:
+    def write(self, checkpoint_id: int, meta: dict, snapshots: dict[str, TaskSnapshot],
+              finished: bool = False) -> int:
         """Write checkpoint ``checkpoint_id`` atomically; returns its state bytes.
-        ``graph`` describes the job (see ``PhysicalPlan.describe_graph``)."""
+        ``meta``: see ``write_snapshot``."""
         path = os.path.join(self.directory, f"chk-{checkpoint_id:06d}")
         try:
-            return self._write(path, checkpoint_id, fingerprint, snapshots, finished, graph)
+            total = write_snapshot(path, checkpoint_id, meta, snapshots, finished)
         except OSError as exc:
             shutil.rmtree(path, ignore_errors=True)  # never leave a partial chk-N behind
             raise CheckpointStorageError(checkpoint_id, path, exc) from exc
-
-    def _write(self, path: str, checkpoint_id: int, fingerprint: str,
-               snapshots: dict[str, TaskSnapshot], finished: bool, graph: Any) -> int:
-        if os.path.exists(path):
-            shutil.rmtree(path)
-        os.makedirs(path)
-        tasks: dict[str, Any] = {}
-        total = 0
-        for key, snap in snapshots.items():
-            ops: list[dict[str, Any] | None] = []
-            for i, state in enumerate(snap.operators):
-                if state is None:
-                    ops.append(None)
-                    continue
-                fname = f"{key.replace('/', '-')}-op{i}.state"
-                write_durably(os.path.join(path, fname), state)
-                ops.append({"file": fname, "size": len(state), "xxh64": _checksum(state)})
-            total += snap.state_bytes()
-            tasks[key] = {"position": snap.position, "operators": ops,
-                          "sinks": {str(k): v for k, v in snap.sinks.items()}}
-        manifest = {"format": FORMAT_VERSION, "checkpoint_id": checkpoint_id,
-                    "fingerprint": fingerprint, "graph": graph, "finished": finished,
-                    "created": time.time(), "tasks": tasks}
-        manifest["checksum"] = _manifest_checksum(manifest)
-        tmp = os.path.join(path, MANIFEST + ".tmp")
-        write_durably(tmp, json.dumps(manifest).encode())
-        os.replace(tmp, os.path.join(path, MANIFEST))
-        fsync_dir(path)
         self._cleanup()
         return total
 
@@ -183,34 +256,7 @@ class CheckpointStorage:
 
     def load(self, path: str) -> Manifest:
         """Read and verify one checkpoint; ValueError if it is incomplete or corrupt."""
-        mpath = os.path.join(path, MANIFEST)
-        try:
-            with open(mpath, "rb") as f:
-                raw = json.loads(f.read())
-        except FileNotFoundError:
-            raise ValueError(f"checkpoint {path!r} has no manifest (incomplete)") from None
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"checkpoint {path!r}: unreadable manifest: {exc}") from None
-        if not isinstance(raw, dict) or raw.get("format") != FORMAT_VERSION:
-            raise ValueError(f"checkpoint {path!r}: unknown manifest format")
-        if raw.get("checksum") != _manifest_checksum(raw):
-            raise ValueError(f"checkpoint {path!r}: the manifest does not match its checksum "
-                             "(altered or damaged)")
-        for entry in raw["tasks"].values():
-            for op in entry["operators"]:
-                if op is None:
-                    continue
-                fpath = os.path.join(path, op["file"])
-                try:
-                    with open(fpath, "rb") as f:
-                        data = f.read()
-                except OSError:
-                    raise ValueError(f"checkpoint {path!r}: state file {op['file']!r} is missing") from None
-                if len(data) != op["size"] or _checksum(data) != op["xxh64"]:
-                    raise ValueError(f"checkpoint {path!r}: state file {op['file']!r} is corrupt "
-                                     f"({len(data)} bytes, expected {op['size']})")
-        return Manifest(raw["checkpoint_id"], path, raw["fingerprint"], bool(raw["finished"]),
-                        raw["tasks"], raw.get("graph"))
+        return load_snapshot(path)
 
     def latest(self, skipped: list | None = None) -> Manifest | None:
         """The newest checkpoint that verifies. Each broken one is skipped with a
@@ -230,15 +276,22 @@ class CheckpointStorage:
 
 
 class Coordinator:
-    """Triggers checkpoints, collects acknowledgements, writes and commits."""
+    """Triggers checkpoints, collects acknowledgements, writes and commits.
 
-    def __init__(self, storage: CheckpointStorage | None, interval_s: float | None,
-                 fingerprint: str, first_id: int, sinks: list, sources: list, expected: set[str],
-                 graph: Any = None):
+    ``request_stop()`` asks for a *stop* checkpoint: triggered at once, its
+    barrier also pauses every source (no row is read after it), so once
+    every task has acknowledged it the job holds no row in flight. It is
+    written like any checkpoint (and to a savepoint directory when asked),
+    the sinks commit it, and ``stopped`` then holds its manifest: the
+    executor ends the attempt there, and the next one (a rescale) or a later
+    run (a savepoint) starts from it.
+    """
+
+    def __init__(self, storage: CheckpointStorage | None, interval_s: float | None, meta: dict,
+                 first_id: int, sinks: list, sources: list, expected: set[str]):
         self.storage = storage
         self.interval_s = interval_s
-        self.fingerprint = fingerprint
-        self.graph = graph
+        self.meta = meta  # fingerprints, graph, max_parallelism, owners (see write_snapshot)
         self.next_id = first_id
         self.sinks = sinks  # TransactionalSink instances
         self.sources = sources  # SourceTask instances
@@ -251,20 +304,40 @@ class Coordinator:
         self.stats: list[CheckpointStats] = []
         self.any_finished = False
         self.final_handles: dict[str, dict] = {}
+        self.stop_requested = False
+        self.savepoint_path: str | None = None
+        self.stop_id: int | None = None
+        self.stopped: Manifest | None = None
+        self.stopped_at = 0.0  # perf_counter when the stop checkpoint completed
 
-    # -- called by the executor loop -------------------------------------------
+    @property
+    def fingerprint(self) -> str:
+        return str(self.meta.get("fingerprint", ""))
+
+    # -- called by the driver's thread -------------------------------------------
+    def request_stop(self, savepoint_path: str | None = None) -> None:
+        """Take a stop checkpoint as soon as none is in flight (see the class docs)."""
+        with self.lock:
+            self.stop_requested = True
+            self.savepoint_path = savepoint_path
+
     def maybe_trigger(self) -> None:
-        if self.storage is None or self.interval_s is None:
-            return
         now = time.perf_counter()
         with self.lock:
-            if self.pending is not None or self.any_finished or now - self.last_trigger < self.interval_s:
+            if self.pending is not None or self.any_finished or self.stop_id is not None:
+                return
+            stop = self.stop_requested
+            if not stop and (self.storage is None or self.interval_s is None
+                             or now - self.last_trigger < self.interval_s):
                 return
             cp = self.pending = self.next_id
             self.next_id += 1
             self.acks = {}
             self.triggered_at = self.last_trigger = now
+            if stop:
+                self.stop_id = cp
         for src in self.sources:
+            src.stop_after_barrier = stop
             src.pending_barrier = cp
 
     def poll(self) -> None:
@@ -274,12 +347,22 @@ class Coordinator:
             if cp is None or set(self.acks) != self.expected:
                 return
             acks, self.acks, self.pending = self.acks, {}, None
-        assert self.storage is not None  # only a checkpoint that was triggered is pending
-        size = self.storage.write(cp, self.fingerprint, acks, graph=self.graph)
+        stop = cp == self.stop_id
+        size = sum(a.state_bytes() for a in acks.values())
+        if self.storage is not None:
+            size = self.storage.write(cp, self.meta, acks)
+        if stop and self.savepoint_path is not None:
+            try:
+                write_snapshot(self.savepoint_path, cp, self.meta, acks, savepoint=True)
+            except OSError as exc:
+                raise CheckpointStorageError(cp, self.savepoint_path, exc) from exc
         self.stats.append(CheckpointStats(cp, time.perf_counter() - self.triggered_at,
                                           max((a.alignment_s for a in acks.values()), default=0.0), size))
         for sink in self.sinks:
             sink.commit(cp)
+        if stop:
+            self.stopped = Manifest.in_memory(cp, self.meta, acks)
+            self.stopped_at = time.perf_counter()
 
     def finish(self) -> None:
         """All tasks finished: the final checkpoint seals and commits the last epochs."""
@@ -287,7 +370,7 @@ class Coordinator:
         self.next_id += 1
         if self.storage is not None:
             snaps = {k: TaskSnapshot(position=None, operators=[], sinks=h) for k, h in self.final_handles.items()}
-            self.storage.write(final, self.fingerprint, snaps, finished=True, graph=self.graph)
+            self.storage.write(final, self.meta, snaps, finished=True)
         for sink in self.sinks:
             sink.commit(final)
         for sink in self.sinks:

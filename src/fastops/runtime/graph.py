@@ -1,6 +1,7 @@
 """The logical job graph that the DataStream API builds."""
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -61,6 +62,17 @@ def identity(fn: Any) -> str:
     module = getattr(target, "__module__", None) or type(target).__module__
     name = getattr(target, "__qualname__", None) or type(target).__qualname__
     return f"{module}.{name}"
+
+
+def with_parallelism(sinks: list[Node], parallelism: dict[int, int]) -> list[Node]:
+    """A copy of the graph ending in ``sinks`` whose nodes (by id) run at
+    ``parallelism`` where given; nodes keep their ids, factories, sources and
+    outputs (the copy is the same job)."""
+    copies: dict[int, Node] = {}
+    for n in reachable(sinks):
+        inputs = [dataclasses.replace(e, upstream=copies[e.upstream.id]) for e in n.inputs]
+        copies[n.id] = dataclasses.replace(n, parallelism=parallelism.get(n.id, n.parallelism), inputs=inputs)
+    return [copies[s.id] for s in sinks]
 
 
 def reachable(sinks: list[Node]) -> list[Node]:

@@ -11,25 +11,32 @@ the executor calls its ``_tick`` a few times a second from that thread while
 an attempt runs: there it samples the tasks' counters (``metrics()`` reads
 the samples from any thread) and reports progress. Whatever steers a running
 job belongs here too: a controller reads ``metrics()`` in the tick and acts
-through the driver; a savepoint or a rescale ends the current attempt at a
-checkpoint and starts the next one from it, as a restart does.
+through the driver. A savepoint or a rescale asks the attempt's coordinator
+for a *stop* checkpoint (sources pause at its barrier, so nothing is in
+flight when it completes); the attempt ends there. After a savepoint the job
+ends; after a rescale the driver plans the job again at the new parallelism
+and starts the next attempt from that checkpoint (state moves by key group,
+see runtime/rescale), as a restart does from its checkpoint.
 """
 from __future__ import annotations
 
 import enum
+import os
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from fastops.core.partitioning import ASSIGNMENTS
 from fastops.runtime.checkpoint import CheckpointStats, CheckpointStorage, Manifest
 from fastops.runtime.errors import JobCancelled, JobFailed
 from fastops.runtime.executors import Attempt, AttemptResult, create_executor
-from fastops.runtime.graph import Node
+from fastops.runtime.graph import Node, reachable, with_parallelism
 from fastops.runtime.metrics import MetricsSampler, TaskMetrics
 from fastops.runtime.plan import PhysicalPlan, effective_partitioning
 from fastops.runtime.recovery import reconcile_sinks, restore_point
+from fastops.runtime.rescale import RescaleRecord, next_owners, parallelism_of
 
 PROGRESS_INTERVAL_S = 0.25  # between two calls of a progress callback
 DEFAULT_WINDOW_S = 5.0  # of the rates in metrics()
@@ -69,6 +76,8 @@ class JobResult:
     skipped_checkpoints: list = field(default_factory=list)  # SkippedCheckpoint: unusable, passed over
     rolled_back: list = field(default_factory=list)  # committed output taken away before a replay
     job_id: str = ""
+    rescales: list = field(default_factory=list)  # RescaleRecord: every change of parallelism
+    savepoint: str | None = None  # where stop_with_savepoint wrote the job's state
 
     def __repr__(self) -> str:
         restored = f", restored_from={self.restored_from}" if self.restored_from is not None else ""
@@ -105,6 +114,25 @@ class JobConfig:
     restart_attempts: int = 0
     restart_delay_s: float = 0.0
     sample_interval_s: float = 0.25  # between two metrics samples
+    key_group_assignment: str = "contiguous"  # how key groups move on a rescale (see assign_key_groups)
+
+
+@dataclass
+class _StopRequest:
+    """A savepoint or a rescale asked for by a caller, done by the driver's thread."""
+
+    kind: str  # "savepoint" | "rescale"
+    path: str | None = None  # of the savepoint
+    parallelism: dict[int, int] = field(default_factory=dict)  # node id -> new parallelism (rescale)
+    asked: float = field(default_factory=time.time)
+    sent: bool = False  # passed to the coordinator
+    done: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+    record: Any = None
+
+    def fail(self, error: BaseException) -> None:
+        self.error = error
+        self.done.set()
 
 
 def _mean(values: list[float]) -> float:
@@ -124,6 +152,9 @@ class Job:
         self.job_id = uuid.uuid4().hex
         self.job_name = job_name
         self.config = config
+        if config.key_group_assignment not in ASSIGNMENTS:
+            raise ValueError(f"key_group_assignment must be one of {ASSIGNMENTS}, "
+                             f"got {config.key_group_assignment!r}")
         self.sinks = sinks
         self.plan = PhysicalPlan.build(sinks, config.max_parallelism, config.chaining)
         self.storage = (CheckpointStorage(config.checkpoint_dir, config.checkpoints_retained)
@@ -133,6 +164,15 @@ class Job:
             self._check_replayable()
         self.skipped: list = []
         self.manifest: Manifest | None = restore_point(self.storage, restore, self.plan, self.skipped)
+        if self.manifest is not None and self.manifest.fingerprint != self.plan.fingerprint():
+            self._plan_at(self.sinks, self.manifest)  # restored at other parallelisms: key groups move
+        self.rescales: list[RescaleRecord] = []
+        self._request: _StopRequest | None = None
+        self._request_lock = threading.Lock()
+        self._stopped_runs: list[AttemptResult] = []  # attempts that ended at a rescale
+        self._running_at = 0.0
+        self._pending_record: tuple[RescaleRecord, float] | None = None  # a rescale, until its attempt runs
+        self.savepoint: str | None = None
         self._outputs = [n for n in sinks if n.output is not None]
         for n in self._outputs:
             n.output.reset()
@@ -152,6 +192,15 @@ class Job:
         attach = getattr(progress, "attach", None)
         if attach is not None:  # a fastops.runtime.progress.Progress bar: sources, restore point
             attach(self.plan, self)
+
+    def _plan_at(self, sinks: list[Node], manifest: Manifest) -> None:
+        """Plan ``sinks`` (a graph at new parallelisms) to continue from ``manifest``."""
+        plan = PhysicalPlan.build(sinks, self.config.max_parallelism, self.config.chaining)
+        parallelism = {plan.uid[n.id]: plan.chain_of[n.id].parallelism for n in reachable(sinks)}
+        owners = next_owners(manifest, parallelism, self.config.max_parallelism, self.config.key_group_assignment)
+        self.sinks = sinks
+        self.plan = PhysicalPlan.build(sinks, self.config.max_parallelism, self.config.chaining,
+                                       owners={uid: owners[uid] for uid in owners})
 
     def _check_replayable(self) -> None:
         mode = "exactly-once" if self.config.exactly_once else "at-least-once"
@@ -196,6 +245,11 @@ class Job:
     # -- running -----------------------------------------------------------------------
     def _tick(self) -> None:
         """Called by the executor from the driver's thread while an attempt runs."""
+        request = self._request
+        coordinator = self.executor.coordinator
+        if request is not None and not request.sent and coordinator is not None:
+            request.sent = True
+            coordinator.request_stop(request.path)
         now = time.perf_counter()
         if self.sampler.due(now):
             self.sampler.sample(self.executor.task_metrics())
@@ -206,11 +260,124 @@ class Job:
     def _attempt(self) -> AttemptResult:
         self._set_status(JobStatus.RUNNING)
         attempt = Attempt(self.plan, self.job_name, self.storage, self.interval_s,
-                          self.config.exactly_once, self.manifest)
+                          self.config.exactly_once, self.manifest, on_running=self._on_running)
         try:
             return self.executor.run(attempt, self._tick)
         finally:
             self.sampler.sample(self.executor.task_metrics())  # the attempt's last counters
+
+    def _on_running(self) -> None:
+        self._running_at = time.perf_counter()
+
+    # -- savepoints and rescaling ---------------------------------------------------------
+    def _ask(self, request: _StopRequest, timeout: float | None) -> _StopRequest:
+        with self._request_lock:
+            if self.status.is_globally_terminal_state() or self._cancel.is_set():
+                raise RuntimeError(f"job {self.job_name!r} is {self.status.value}: it cannot take a {request.kind}")
+            if self._request is not None:
+                raise RuntimeError(f"job {self.job_name!r} is already taking a {self._request.kind}")
+            self._request = request
+        if not request.done.wait(timeout):
+            raise TimeoutError(f"job {self.job_name!r}: the {request.kind} did not complete within {timeout} s "
+                               "(it goes on)")
+        if request.error is not None:
+            raise request.error
+        return request
+
+    def _check_sources_replayable(self, what: str) -> None:
+        for c in self.plan.chains:
+            if c.head.is_source and not c.head.source.replayable:
+                raise ValueError(f"source {c.head.name!r} cannot replay its input, so the job cannot "
+                                 f"{what}; use a replayable source (see checkpoints)")
+
+    def stop_with_savepoint(self, path: str, timeout: float | None = None) -> str:
+        """From any thread: take a savepoint into directory ``path`` (which
+        must not hold one already) and stop the job; returns ``path``."""
+        path = os.path.abspath(os.fspath(path))
+        if os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
+            raise ValueError(f"savepoint path {path!r} already exists and is not an empty directory")
+        self._check_sources_replayable("resume from a savepoint")
+        self._ask(_StopRequest("savepoint", path=path), timeout)
+        return path
+
+    def rescale(self, parallelism: int | dict[str, int], timeout: float | None = None) -> RescaleRecord:
+        """From any thread: run the job at other parallelisms, keeping its
+        state (see the module docs). ``parallelism``: one for every operator
+        but the sources, or ``{operator name: parallelism}``. Returns the
+        rescale's record once the job runs at the new parallelism."""
+        nodes = reachable(self.sinks)
+        maxp = self.config.max_parallelism
+        if isinstance(parallelism, dict):
+            by_name: dict[str, list[Node]] = {}
+            for n in nodes:
+                by_name.setdefault(n.name, []).append(n)
+            targets = {}
+            for name, p in parallelism.items():
+                if name not in by_name:
+                    raise ValueError(f"rescale: no operator named {name!r}; the job has "
+                                     f"{sorted(by_name)}")
+                for n in by_name[name]:
+                    targets[n.id] = p
+        else:
+            targets = {n.id: parallelism for n in nodes if not n.is_source}
+        for p in set(targets.values()):
+            if isinstance(p, bool) or not isinstance(p, int) or not 1 <= p <= maxp:
+                raise ValueError(f"rescale: parallelism must be an int in [1, max_parallelism={maxp}], got {p!r}")
+        for n in nodes:
+            p_now = self.plan.chain_of[n.id].parallelism
+            if n.is_source and targets.get(n.id, p_now) != p_now:
+                reposition = getattr(n.source, "rescale_positions", None)
+                if reposition is None:
+                    raise ValueError(f"rescale: source {n.name!r} cannot change its parallelism")
+                reposition([None] * p_now, targets[n.id])  # raises here, in the caller, if it cannot
+        self._check_sources_replayable("be rescaled (its sources start again from their positions)")
+        current = {n.id: self.plan.chain_of[n.id].parallelism for n in nodes}
+        targets = {k: v for k, v in targets.items() if current[k] != v}
+        request = self._ask(_StopRequest("rescale", parallelism=targets), timeout)
+        return request.record
+
+    def _after_stop(self, run: AttemptResult) -> bool:
+        """The attempt ended at a stop checkpoint: True if the job ends there (a
+        savepoint); for a rescale, plan the next attempt and return False."""
+        request = self._request
+        assert request is not None and run.stopped is not None
+        coordinator = self.executor.coordinator
+        stopped_at = coordinator.stopped_at if coordinator is not None else time.perf_counter()
+        if request.kind == "savepoint":
+            self.savepoint = request.path
+            self._request = None
+            request.done.set()
+            return True
+        before = parallelism_of(self.plan.describe_graph())
+        self._stopped_runs.append(run)
+        if coordinator is not None:
+            self._checkpoints_before += coordinator.stats
+        self.manifest = run.stopped
+        self._plan_at(with_parallelism(self.sinks, request.parallelism), run.stopped)
+        record = RescaleRecord(run.stopped.checkpoint_id, request.asked, before,
+                               parallelism_of(self.plan.describe_graph()), state_bytes=run.stopped.state_bytes())
+        request.record = record
+        self._pending_record = (record, stopped_at)
+        return False
+
+    def _record_rescale(self, run: AttemptResult) -> None:
+        """The attempt after a rescale runs: complete its record."""
+        pending = self._pending_record
+        if pending is None:
+            if run.rescaled is not None:  # a restore at other parallelisms
+                self.rescales.append(run.rescaled)
+            return
+        record, stopped_at = pending
+        self._pending_record = None
+        moved = run.rescaled
+        if moved is not None:
+            for k in ("key_groups_moved", "key_groups", "bytes_moved", "bytes_handed", "moves"):
+                setattr(record, k, getattr(moved, k))
+        record.pause_ms = 1000.0 * (self._running_at - stopped_at)
+        self.rescales.append(record)
+        request, self._request = self._request, None
+        if request is not None:
+            request.done.set()
 
     def _rows_since(self, checkpoint_id: int | None) -> int:
         """Rows the latest attempt read after checkpoint ``checkpoint_id`` (all of
@@ -239,7 +406,10 @@ class Job:
             while True:
                 try:
                     run = self._attempt()
-                    break
+                    self._record_rescale(run)
+                    if run.stopped is None or self._after_stop(run):
+                        break
+                    continue
                 except JobFailed:
                     if self._cancel.is_set():  # failed while cancelling: the cancel is what happened
                         raise JobCancelled(self.job_name) from None
@@ -258,28 +428,44 @@ class Job:
         except JobCancelled as exc:
             exc.result = self._result(None, replayed)
             self._set_status(JobStatus.CANCELED)
+            self._end_request(exc)
             raise
-        except BaseException:
+        except BaseException as exc:
             self._set_status(JobStatus.FAILED)
+            self._end_request(exc)
             raise
         finally:
             if self._owns_progress:
                 getattr(self.progress, "close", lambda: None)()
         self._set_status(JobStatus.FINISHED)
+        self._end_request(None)
         return result
+
+    def _end_request(self, error: BaseException | None) -> None:
+        """The job ended with a savepoint or rescale still asked for: it failed."""
+        with self._request_lock:
+            request, self._request = self._request, None
+        if request is not None and not request.done.is_set():
+            why = f"it ended ({error!r})" if error is not None else "its input ended first"
+            request.fail(RuntimeError(f"job {self.job_name!r}: the {request.kind} was not taken: {why}"))
 
     def _result(self, run: AttemptResult | None, replayed: int) -> JobResult:
         metrics = run.metrics if run is not None else self.executor.task_metrics()
         coordinator = self.executor.coordinator
         checkpoints = run.checkpoints if run is not None else list(coordinator.stats) if coordinator else []
         outputs = {n.id: n.output.table() for n in self._outputs}
-        return JobResult(self.job_name, run.duration_s if run is not None else time.perf_counter() - self._t0,
-                         {m.task: m for m in metrics},
-                         sum(m.rows_in for m in metrics if m.is_source), sum(m.sink_rows for m in metrics),
-                         outputs, checkpoints=checkpoints, restore_s=run.restore_s if run is not None else 0.0,
+        earlier = [m for r in self._stopped_runs for m in r.metrics]  # attempts that ended at a rescale
+        done = earlier + list(metrics)
+        duration = sum(r.duration_s for r in self._stopped_runs) + (
+            run.duration_s if run is not None else time.perf_counter() - self._t0)
+        return JobResult(self.job_name, duration, {m.task: m for m in metrics},
+                         sum(m.rows_in for m in done if m.is_source), sum(m.sink_rows for m in done),
+                         outputs, checkpoints=self._checkpoints_before + list(checkpoints) if self._stopped_runs
+                         else checkpoints, restore_s=run.restore_s if run is not None else 0.0,
                          restarts=self.restarts, rows_replayed=replayed,
                          restored_from=self.manifest.checkpoint_id if self.manifest is not None else None,
-                         skipped_checkpoints=self.skipped, rolled_back=self.rolled_back, job_id=self.job_id)
+                         skipped_checkpoints=self.skipped, rolled_back=self.rolled_back, job_id=self.job_id,
+                         rescales=list(self.rescales), savepoint=self.savepoint)
 
     # -- metrics -----------------------------------------------------------------------
     def metrics(self, window_s: float = DEFAULT_WINDOW_S) -> dict[str, Any]:
@@ -310,7 +496,7 @@ class Job:
             "rows_out_per_s": sum(t["sink_rows_per_s"] for t in tasks),
         }
         return {"job": job, "checkpoints": self._checkpoint_metrics(), "operators": self._operator_metrics(tasks),
-                "tasks": tasks}
+                "tasks": tasks, "rescales": [r.as_dict() for r in self.rescales]}
 
     def _checkpoint_metrics(self) -> dict[str, Any]:
         coordinator = self.executor.coordinator

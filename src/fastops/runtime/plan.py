@@ -8,7 +8,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from fastops.core.hashing import hash_bytes
+from fastops.core.partitioning import KeyGroups, assign_key_groups
 from fastops.operators.base import OperatorContext
 from fastops.runtime.channels import InputGate
 from fastops.runtime.graph import Edge, Node, reachable
@@ -21,10 +24,21 @@ def graph_fingerprint(graph: Any) -> str:
     return format(hash_bytes(json.dumps(graph, sort_keys=True).encode()), "016x")
 
 
-def graph_difference(old: Any, new: Any) -> str:
+def graph_structure(graph: Any) -> Any:
+    """A described graph without what may change between runs of the same
+    job: parallelism and the grouping of operators into tasks."""
+    if not isinstance(graph, list):
+        return graph
+    return [{k: v for k, v in op.items() if k not in ("task", "slot", "parallelism")} for op in graph]
+
+
+DIFFERENCES = ("config", "parallelism", "schema", "inputs")
+
+
+def graph_difference(old: Any, new: Any, fields: tuple[str, ...] = DIFFERENCES) -> str:
     """What differs between two described graphs, in words: operators added
-    or removed (matched by name, in order), then the changed fields of those
-    that stayed (configuration, parallelism, schema, inputs); the first few."""
+    or removed (matched by name, in order), then the changed ``fields`` of
+    those that stayed; the first few."""
     if not isinstance(old, list):
         return "the checkpoint does not describe its job graph"
     lines = []
@@ -36,9 +50,9 @@ def graph_difference(old: Any, new: Any) -> str:
             lines += [f"operator {op.get('operator')!r} added" for op in new[j1:j2]]
             continue
         for a, b in zip(old[i1:i2], new[j1:j2]):
-            fields = [k for k in ("config", "parallelism", "schema", "inputs") if a.get(k) != b.get(k)]
-            if fields:
-                changes = "; ".join(f"{k} {a.get(k)!r} in the checkpoint, {b.get(k)!r} now" for k in fields)
+            changed = [k for k in fields if a.get(k) != b.get(k)]
+            if changed:
+                changes = "; ".join(f"{k} {a.get(k)!r} in the checkpoint, {b.get(k)!r} now" for k in changed)
                 lines.append(f"operator {a.get('operator')!r}: {changes}")
     if not lines:
         return "the same operators (a fingerprint of another format)"
@@ -82,15 +96,31 @@ def _make_operator(node: Node) -> Any:
     return node.factory()
 
 
+def is_keyed(chain: ChainSpec) -> bool:
+    """Whether the chain's tasks get their rows by key (a hash exchange into its head)."""
+    return any(e.partitioning == "hash" for e in chain.head.inputs)
+
+
 @dataclass(eq=False)
 class PhysicalPlan:
+    """Chains of operators and how tasks connect. ``uid`` numbers the
+    operators in topological order: it names an operator's state across
+    plans of the same job at other parallelisms. ``owners`` holds, per keyed
+    chain (by index), the task that owns each key group."""
+
     chains: list[ChainSpec]
     consumers: dict[int, list[tuple[Node, Edge]]]
     max_parallelism: int
     chain_of: dict[int, ChainSpec] = field(default_factory=dict)
+    uid: dict[int, int] = field(default_factory=dict)  # node id -> operator uid
+    owners: dict[int, np.ndarray] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, sinks: list[Node], max_parallelism: int, chaining: bool = True) -> PhysicalPlan:
+    def build(cls, sinks: list[Node], max_parallelism: int, chaining: bool = True,
+              owners: dict[int, np.ndarray] | None = None) -> PhysicalPlan:
+        """The plan of the graph ending in ``sinks``; ``owners`` (by operator
+        uid of a keyed chain's head) replaces Flink's contiguous key-group
+        ranges where given."""
         nodes = reachable(sinks)
         consumers: dict[int, list[tuple[Node, Edge]]] = {n.id: [] for n in nodes}
         for n in nodes:
@@ -121,10 +151,27 @@ class PhysicalPlan:
                 members.append(nxt)
             chains.append(ChainSpec(members, len(chains)))
         plan = cls(chains, consumers, max_parallelism)
+        plan.uid = {n.id: i for i, n in enumerate(nodes)}
         for c in chains:
             for n in c.nodes:
                 plan.chain_of[n.id] = c
+            if is_keyed(c):
+                given = (owners or {}).get(plan.uid[c.head.id])
+                plan.owners[c.index] = (given if given is not None
+                                        else assign_key_groups(c.parallelism, max_parallelism))
         return plan
+
+    def key_groups(self, chain: ChainSpec, index: int) -> KeyGroups:
+        """The key groups task ``index`` of ``chain`` owns (contiguous ranges for a chain that is not keyed)."""
+        owners = self.owners.get(chain.index)
+        if owners is None:
+            owners = assign_key_groups(chain.parallelism, self.max_parallelism)
+        return KeyGroups.of_task(owners, index)
+
+    def owners_by_uid(self) -> dict[str, list[int]]:
+        """The key-group owners of every operator of a keyed chain, by uid (JSON-able)."""
+        return {str(self.uid[n.id]): self.owners[c.index].tolist()
+                for c in self.chains if c.index in self.owners for n in c.nodes}
 
     def explain(self) -> str:
         lines = ["== Physical plan =="]
@@ -139,25 +186,39 @@ class PhysicalPlan:
         return "\n".join(lines)
 
     def describe_graph(self) -> list:
-        """The job graph as JSON-able data: per operator its task, name,
-        configuration, parallelism, source schema and inputs. Checkpoints store
-        it, so a mismatch on restore can name what changed."""
+        """The job graph as JSON-able data, in plan order: per operator its
+        uid, task, position in the task's chain (``slot``: None for a
+        source), name, configuration, parallelism, source schema and inputs
+        (by upstream uid). Checkpoints store it: a restore finds each
+        operator's state by uid, and a mismatch names what changed."""
         out = []
         for c in self.chains:
-            for n in c.nodes:
+            offset = 1 if c.head.is_source else 0
+            for k, n in enumerate(c.nodes):
                 s = n.source.schema() if n.is_source else None
                 out.append({
-                    "task": c.index + 1, "operator": n.name, "config": n.config,
-                    "parallelism": c.parallelism,
+                    "uid": self.uid[n.id], "task": c.index + 1, "slot": None if n.is_source else k - offset,
+                    "operator": n.name, "config": n.config, "parallelism": c.parallelism,
                     "schema": None if s is None else ", ".join(f"{f.name}: {f.type}" for f in s),
                     "inputs": [[e.partitioning, list(e.keys), e.tag, e.input_index,
-                                self.chain_of[e.upstream.id].index + 1] for e in n.inputs]})
+                                self.uid[e.upstream.id]] for e in n.inputs]})
         return json.loads(json.dumps(out, default=str))  # configs as their JSON text
+
+    def structure(self) -> str:
+        """Identifies the job apart from its parallelism: restoring a
+        checkpoint of the same structure at other parallelisms moves state."""
+        return graph_fingerprint(graph_structure(self.describe_graph()))
 
     def fingerprint(self) -> str:
         """Identifies the job graph: operators and their configuration,
         parallelism, exchanges, keys and source schemas."""
         return graph_fingerprint(self.describe_graph())
+
+    def checkpoint_meta(self) -> dict[str, Any]:
+        """What a checkpoint of this plan records about the job (see ``checkpoint.write_snapshot``)."""
+        graph = self.describe_graph()
+        return {"fingerprint": graph_fingerprint(graph), "structure": graph_fingerprint(graph_structure(graph)),
+                "graph": graph, "max_parallelism": self.max_parallelism, "owners": self.owners_by_uid()}
 
     def describe(self) -> list:
         return [f"Task {c.index + 1}: {c.name()} (parallelism {c.parallelism})" for c in self.chains]
@@ -192,7 +253,8 @@ class PhysicalPlan:
                     else:
                         chans = [gates[(c.index, j)].new_channel(channel_capacity, e.input_index)
                                  for j in range(c.parallelism)]
-                    w = OutputWriter(chans, how, e.keys, self.max_parallelism, metrics[(up.index, i)])
+                    w = OutputWriter(chans, how, e.keys, self.max_parallelism, metrics[(up.index, i)],
+                                     self.owners.get(c.index))
                     writers.setdefault((up.index, i, pos, e.tag), []).append(w)
 
         out: list[Task] = []

@@ -12,41 +12,52 @@ was asked to overwrite.
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 from fastops.connectors.base import is_transactional
-from fastops.runtime.checkpoint import CheckpointStorage, Manifest
+from fastops.runtime.checkpoint import CheckpointStorage, Manifest, load_snapshot
 from fastops.runtime.graph import Node
-from fastops.runtime.plan import PhysicalPlan, graph_difference
+from fastops.runtime.plan import PhysicalPlan, graph_difference, graph_structure
+
+STRUCTURE = ("config", "schema", "inputs")  # what must match for a restore (parallelism may change)
 
 log = logging.getLogger("fastops")
 
 
 def restore_point(storage: CheckpointStorage | None, restore: Any, plan: PhysicalPlan,
                   skipped: list) -> Manifest | None:
-    """The checkpoint to resume from (``restore``: "latest", a path, or None /
-    False for a fresh start); ValueError if it was taken from another job."""
+    """The checkpoint to resume from (``restore``: "latest", the path of a
+    checkpoint or savepoint, or None / False for a fresh start); ValueError
+    if it was taken from another job."""
     if restore is None or restore is False:
         return None
-    if storage is None:
-        if restore == "latest":
-            return None
-        raise ValueError("restore needs a checkpoint_dir on the StreamEnvironment")
-    manifest = storage.latest(skipped) if restore == "latest" else storage.load(str(restore))
+    if restore == "latest":
+        manifest = storage.latest(skipped) if storage is not None else None
+    else:
+        manifest = load_snapshot(os.fspath(restore))
     if manifest is not None:
         check_same_job(manifest, plan)
     return manifest
 
 
 def check_same_job(manifest: Manifest, plan: PhysicalPlan) -> None:
-    if manifest.fingerprint == plan.fingerprint():
-        return
-    state = "the final checkpoint of a finished run" if manifest.finished else "checkpoint"
+    """Allowed: the same job, at the same or other parallelisms. Refused,
+    naming the difference: another job, or another max_parallelism."""
+    what = ("savepoint" if manifest.savepoint else
+            "the final checkpoint of a finished run" if manifest.finished else "checkpoint")
+    if manifest.max_parallelism is not None and manifest.max_parallelism != plan.max_parallelism:
+        raise ValueError(
+            f"{what} {manifest.path!r} was taken with max_parallelism={manifest.max_parallelism}, the job "
+            f"now has max_parallelism={plan.max_parallelism}: keyed state is kept in that many key groups, "
+            f"which cannot be split again. Run the job with max_parallelism={manifest.max_parallelism}")
+    if manifest.fingerprint == plan.fingerprint() or (manifest.structure and manifest.structure == plan.structure()):
+        return  # the same job (at other parallelisms: its state moves by key group)
     raise ValueError(
-        f"{state} {manifest.path!r} was taken from a different job graph: "
-        f"{graph_difference(manifest.graph, plan.describe_graph())}. Refusing to restore it: "
-        "run the job it was taken from, use another checkpoint_dir, or start afresh with "
-        "restore=None")
+        f"{what} {manifest.path!r} was taken from a different job graph: "
+        f"{graph_difference(graph_structure(manifest.graph), graph_structure(plan.describe_graph()), STRUCTURE)}. "
+        "Refusing to restore it: run the job it was taken from, use another checkpoint_dir, or start "
+        "afresh with restore=None")
 
 
 def reconcile_sinks(sinks: list[Node], manifest: Manifest | None) -> list[str]:

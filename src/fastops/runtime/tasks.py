@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from fastops.connectors.base import END, Reader, TransactionalSink, is_transactional
@@ -29,6 +30,8 @@ from fastops.runtime.metrics import TaskMetrics
 
 log = logging.getLogger("fastops")
 
+PAUSED_WAIT_S = 0.001  # a source paused by a stop checkpoint waits this long per step
+
 
 class OperatorError(Exception):
     """An operator raised; carries what the job failure report needs."""
@@ -45,12 +48,14 @@ class OutputWriter:
 
     ``forward``: one channel; ``rebalance``: round robin; ``broadcast``: all;
     ``hash``: by key group (``hash64(keys) % max_parallelism``), each key group
-    owned by one downstream task (contiguous ranges, as Flink).
+    owned by one downstream task: ``owners[key group]`` (None: contiguous
+    ranges, as Flink).
     """
 
     def __init__(self, channels: Sequence[Channel], partitioning: str, keys: tuple[str, ...],
-                 max_parallelism: int, metrics: TaskMetrics):
+                 max_parallelism: int, metrics: TaskMetrics, owners: np.ndarray | None = None):
         self.channels = channels
+        self.owners = owners
         self.partitioning = partitioning
         self.keys = list(keys)
         self.max_parallelism = max_parallelism
@@ -88,7 +93,7 @@ class OutputWriter:
             # one kernel pass for ids and their counts, one scatter of every
             # column; the parts are zero-copy slices of one batch
             parts = partition(item, self.keys, n, scheme="key_group",
-                              max_parallelism=self.max_parallelism)
+                              max_parallelism=self.max_parallelism, owners=self.owners)
             for p, part in enumerate(parts):
                 if part.num_rows:
                     self._send(self.channels[p], part)
@@ -315,6 +320,8 @@ class SourceTask(Task):
         self._last_data = time.perf_counter()
         self._idle_sent = False
         self.pending_barrier: int | None = None  # set by the checkpoint coordinator
+        self.stop_after_barrier = False  # a stop checkpoint: read nothing after its barrier
+        self.paused = False
 
     def _checkpoint(self, checkpoint_id: int) -> None:
         self.metrics.rows_at_checkpoint[checkpoint_id] = self.metrics.rows_in  # for "rows replayed"
@@ -329,6 +336,10 @@ class SourceTask(Task):
         if cp is not None:
             self.pending_barrier = None
             self._checkpoint(cp)
+            self.paused = self.stop_after_barrier
+        if self.paused:  # until the attempt stops
+            self.stop.wait(PAUSED_WAIT_S)
+            return True
         t0 = time.perf_counter()
         batch = self.reader.read()
         if batch is END:

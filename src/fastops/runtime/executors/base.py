@@ -12,7 +12,7 @@ plan, channel protocol and coordinator.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from fastops.runtime.checkpoint import CheckpointStats, CheckpointStorage, Coordinator, Manifest
 from fastops.runtime.metrics import TaskMetrics
@@ -29,6 +29,7 @@ class Attempt:
     interval_s: float | None = None  # between checkpoints
     exactly_once: bool = True  # align barriers (False: at least once)
     restore: Manifest | None = None
+    on_running: Callable[[], None] | None = None  # called once every task is restored, before they run
 
 
 @dataclass
@@ -39,6 +40,8 @@ class AttemptResult:
     duration_s: float
     checkpoints: list[CheckpointStats] = field(default_factory=list)
     restore_s: float = 0.0
+    stopped: Manifest | None = None  # the stop checkpoint it ended at (a savepoint or a rescale)
+    rescaled: Any = None  # a RescaleRecord when it restored state at other parallelisms
 
 
 class Executor(Protocol):
@@ -47,7 +50,8 @@ class Executor(Protocol):
     name: str
 
     def run(self, attempt: Attempt, tick: Callable[[], None]) -> AttemptResult:
-        """Run ``attempt`` to its end in the calling thread, calling ``tick()``
+        """Run ``attempt`` to its end (or to a stop checkpoint: see
+        ``Coordinator.request_stop``) in the calling thread, calling ``tick()``
         every few milliseconds. Raises ``JobFailed`` when a task or the
         checkpoint storage fails, ``JobCancelled`` after ``cancel()``."""
         ...

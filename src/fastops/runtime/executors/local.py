@@ -12,6 +12,7 @@ from fastops.runtime.checkpoint import CheckpointStorageError, Coordinator
 from fastops.runtime.errors import JobCancelled, JobFailed, user_traceback
 from fastops.runtime.executors.base import Attempt, AttemptResult
 from fastops.runtime.metrics import TaskMetrics
+from fastops.runtime.rescale import StateAssignment
 from fastops.runtime.tasks import OperatorError, SourceTask, Task
 
 
@@ -81,14 +82,14 @@ class LocalExecutor:
         if self._cancelled:
             raise JobCancelled(attempt.job_name)
         t_restore = time.perf_counter()
-        positions = {k: v["position"] for k, v in restore.tasks.items()} if restore else None
+        assignment = StateAssignment(plan, restore) if restore is not None else None
+        positions = assignment.positions() if assignment is not None else None
         tasks = plan.instantiate(stop, self.channel_capacity, positions)
         self._tasks = tasks
         first_id = max(storage.last_id() if storage else 0, restore.checkpoint_id if restore else 0) + 1
         sinks = [op for t in tasks for op in t.chain.operators if is_transactional(op)]
-        coordinator = Coordinator(storage, attempt.interval_s, plan.fingerprint(), first_id, sinks,
-                                  [t for t in tasks if isinstance(t, SourceTask)], {t.key for t in tasks},
-                                  plan.describe_graph())
+        coordinator = Coordinator(storage, attempt.interval_s, plan.checkpoint_meta(), first_id, sinks,
+                                  [t for t in tasks if isinstance(t, SourceTask)], {t.key for t in tasks})
         self._coordinator = coordinator
         t0 = time.perf_counter()
         current: Task | None = None
@@ -101,8 +102,9 @@ class LocalExecutor:
                 t.open()
             for t in tasks:
                 current = t
-                if restore is not None:
-                    t.restore(restore.tasks.get(t.key, {}), restore)
+                if assignment is not None:
+                    chain_index, index = map(int, t.key.split("/"))
+                    assignment.restore(t, plan.chains[chain_index], index)
                 else:
                     t.start_fresh()
         except Exception as exc:
@@ -111,19 +113,25 @@ class LocalExecutor:
             raise failed from failed.__cause__
         self._check_cancelled(attempt, tasks)
         restore_s = time.perf_counter() - t_restore if restore is not None else 0.0
+        rescaled = assignment.record if assignment is not None else None
         metrics = [t.metrics for t in tasks]
         if restore is not None and restore.finished:
             for t in tasks:  # nothing left to do: the job had finished
                 t.finished = True
             close_sources(tasks)
-            return AttemptResult(metrics, 0.0, [], restore_s)
+            return AttemptResult(metrics, 0.0, [], restore_s, rescaled=rescaled)
         t0 = time.perf_counter()
         for t in tasks:
             t.metrics.started = t0
+        if attempt.on_running is not None:
+            attempt.on_running()
         self._drive(tasks, stop, coordinator, tick)
         self._check_cancelled(attempt, tasks)
+        if coordinator.stopped is not None:  # a stop checkpoint: the next attempt or run goes on from it
+            return AttemptResult(metrics, time.perf_counter() - t0, coordinator.stats, restore_s,
+                                 stopped=coordinator.stopped, rescaled=rescaled)
         coordinator.finish()
-        return AttemptResult(metrics, time.perf_counter() - t0, coordinator.stats, restore_s)
+        return AttemptResult(metrics, time.perf_counter() - t0, coordinator.stats, restore_s, rescaled=rescaled)
 
     def _drive(self, tasks: list[Task], stop: threading.Event, coordinator: Coordinator,
                tick: Callable[[], None]) -> None:

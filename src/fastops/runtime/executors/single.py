@@ -38,6 +38,8 @@ class SingleThreadExecutor(LocalExecutor):
                     progressed = t.step() or progressed
                     t.metrics.cpu_s += time.thread_time() - c0
                 coordinator.poll()
+                if coordinator.stopped is not None:  # every task is past the stop barrier
+                    return
                 tick()
                 if not progressed:
                     time.sleep(IDLE_SLEEP_S)

@@ -56,6 +56,9 @@ class ThreadExecutor(LocalExecutor):
                 if not stop.is_set():
                     coordinator.maybe_trigger()
                     coordinator.poll()
+                    if coordinator.stopped is not None:  # every task is past the stop barrier
+                        stop.set()
+                        wake(tasks)
                 tick()
         except BaseException:
             stop.set()
