@@ -5,6 +5,14 @@ The function sees the rows of one key group at a time (a RecordBatch), never
 a single row. State is declared by name and Arrow type and read / written for
 all rows of a batch at once; timers fire when the watermark passes them.
 
+Checkpoints hold what ``ctx`` holds: the keys, every value state and the
+timers, and the current watermark. The function object's own attributes are
+not state: a restored task gets a fresh copy of the function (as it was
+written, then ``open`` called on it), so anything that must survive a failure
+or a rescale lives in ``ctx.state(...)``. The state is keyed: restored at
+another parallelism, a task keeps the keys of its key groups with their
+values and timers.
+
 >>> import fastops as fo, pyarrow as pa, pyarrow.compute as pc
 >>> class RunningCount(fo.KeyedProcessFunction):
 ...     def process_batch(self, batch, ctx):
@@ -17,18 +25,22 @@ all rows of a batch at once; timers fire when the watermark passes them.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from fastops.core.arrow import as_batch
 from fastops.core.hashing import hash_columns
 from fastops.core.keys import KeyTable
 from fastops.core.messages import MIN_WATERMARK
-from fastops.core.partitioning import ids_from_hashes, scatter_by_ids
+from fastops.core.partitioning import KeyGroups, ids_from_hashes, scatter_by_ids
 from fastops.core.watermarks import to_ms
 from fastops.operators.base import Operator, OperatorContractError, check_batch
+from fastops.operators.state import pack_state, required_part, unpack_state
+
+_KIND = "keyed process"
 
 
 class KeyedProcessFunction:
@@ -119,6 +131,25 @@ class ValueState:
         self._grow()
         self._set[ids] = False
 
+    def to_arrow(self) -> pa.Array:
+        """The value of every key id (null where unset), in id order."""
+        self._grow()
+        n = self._ctx.keys.num_groups
+        if self._values is None:
+            return pa.nulls(n, self.type)
+        return pa.array(self._values[:n], type=self.type, mask=~self._set[:n])
+
+    def load(self, values: pa.Array) -> None:
+        """Take ``values`` (one per key id, null: unset) as the state, as ``update`` stores them."""
+        valid = values.is_valid().to_numpy(zero_copy_only=False)
+        self._set = valid.copy()
+        self._values = None
+        if valid.any():
+            present = values.filter(pa.array(valid)).to_numpy(zero_copy_only=False)
+            stored = np.empty(len(values), dtype=present.dtype if present.dtype.kind in "biufmM" else object)
+            stored[valid] = present
+            self._values = stored
+
 
 class ProcessContext:
     """What a KeyedProcessFunction can reach: keyed state, timers, the watermark."""
@@ -188,6 +219,65 @@ class ProcessContext:
         self._timer_ts = self._timer_ts[~due]
         return pairs[:, 1], pairs[:, 0]  # ids, timestamps (sorted by time)
 
+    # -- state (the operator's checkpoints) ------------------------------------------------
+    def _snapshot(self) -> bytes:
+        """Keys (in id order), each value state (a column per state, a row per key id),
+        the timers (key id, time) and the current watermark."""
+        values = pa.table({name: st.to_arrow() for name, st in self._states.items()})
+        timers = pa.table({"key_id": pa.array(self._timer_ids, pa.int64()),
+                           "time": pa.array(self._timer_ts, pa.int64())})
+        return pack_state(_KIND, {"keys": self.keys.snapshot(), "values": values, "timers": timers},
+                          {"watermark": str(self.current_watermark)})
+
+    def _restore(self, states: Sequence[bytes | None], groups: KeyGroups | None) -> None:
+        """Hold the keys of ``states`` (those in ``groups``, if given) with their
+        values and timers, under new key ids; the watermark is the least of theirs."""
+        loaded = [unpack_state(_KIND, s) for s in states if s is not None]
+        self.current_watermark = min((int(meta["watermark"]) for _, meta in loaded), default=MIN_WATERMARK)
+        self.keys = KeyTable(self.key_columns)
+        self._cache = (None, np.zeros(0, np.int64))
+        types: dict[str, pa.DataType] = {}
+        kept: list[tuple[int, dict[str, pa.Array]]] = []  # per earlier task: keys kept, their values
+        timer_ids, timer_ts = [self._timer_ids[:0]], [self._timer_ts[:0]]
+        for parts, _ in loaded:
+            old = KeyTable.restore(as_batch(required_part(parts, "keys")))
+            keep = np.arange(old.num_groups)
+            if groups is not None and len(keep):
+                keep = np.flatnonzero(groups.mask(old.keys_batch(), self.key_columns))
+            new = self._insert(old, keep)
+            values, timers = required_part(parts, "values"), required_part(parts, "timers")
+            for f in values.schema:
+                if types.setdefault(f.name, f.type) != f.type:
+                    raise ValueError(f"state {f.name!r} is {f.type} in one snapshot, {types[f.name]} in another")
+            kept.append((len(keep), {f.name: values.column(f.name).combine_chunks().take(pa.array(keep))
+                                     for f in values.schema}))
+            lut = np.full(old.num_groups, -1, np.int64)
+            lut[keep] = new
+            mapped = lut[timers.column("key_id").to_numpy()]
+            owned = mapped >= 0
+            timer_ids.append(mapped[owned])
+            timer_ts.append(timers.column("time").to_numpy()[owned])
+        self._timer_ids = np.concatenate(timer_ids).astype(np.int64)
+        self._timer_ts = np.concatenate(timer_ts).astype(np.int64)
+        # states declared already (in ``open``) stay the same objects, so handles kept to them see the values
+        for name, type in types.items():
+            self.state(name, type).load(pa.concat_arrays([v.get(name, pa.nulls(n, type)) for n, v in kept]))
+        for name, st in self._states.items():
+            if name not in types:
+                st.load(pa.nulls(self.keys.num_groups, st.type))
+
+    def _insert(self, old: KeyTable, ids: np.ndarray) -> np.ndarray:
+        """Give the keys ``ids`` of ``old`` the next new ids (which they return)."""
+        if len(ids) == 0:
+            return np.zeros(0, np.int64)
+        if self.keys.types is None:
+            self.keys = KeyTable(self.key_columns, types=old.types)
+        before = self.keys.num_groups
+        new = self.keys.lookup_or_insert(old.keys(ids))
+        if not np.array_equal(new, np.arange(before, before + len(ids))):
+            raise ValueError("a key is held in two of the snapshots restored together")
+        return new
+
 
 def _outputs(value: Any, name: str) -> list:
     if value is None:
@@ -247,3 +337,10 @@ class KeyedProcessOperator(Operator):
 
     def close(self) -> list:
         return _outputs(self.function.close(self.pctx), self.name)
+
+    def snapshot(self) -> bytes | None:
+        return self.pctx._snapshot()
+
+    def restore(self, state: bytes | None) -> None:
+        if state is not None:
+            self.pctx._restore([state], None)
