@@ -2,7 +2,7 @@
 the watermark assigner."""
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Callable
 
 import numpy as np
@@ -11,6 +11,7 @@ import pyarrow.acero as acero
 import pyarrow.compute as pc
 
 from fastops.core.messages import MAX_WATERMARK, Watermark
+from fastops.core.partitioning import KeyGroups
 from fastops.core.watermarks import to_ms
 from fastops.operators.base import Operator, OperatorContractError, check_batch
 
@@ -184,3 +185,10 @@ class WatermarkAssigner(Operator):
     def restore(self, state: bytes | None) -> None:
         if state is not None and hasattr(self.strategy, "restore"):
             self.strategy.restore(int.from_bytes(state, "little", signed=True))
+
+    def restore_groups(self, states: Sequence[bytes | None], groups: KeyGroups) -> None:
+        """Not keyed: start from the least watermark of the earlier tasks, so no
+        row a new task reads is behind a watermark it already sent."""
+        held = [int.from_bytes(s, "little", signed=True) for s in states if s is not None]
+        if held and hasattr(self.strategy, "restore"):
+            self.strategy.restore(min(held))

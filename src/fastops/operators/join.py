@@ -118,6 +118,9 @@ class WindowJoinOperator(Operator):
         if state is not None:
             self._load([state], None)
 
+    def restore_groups(self, states: Sequence[bytes | None], groups: KeyGroups) -> None:
+        self._load(states, groups)
+
     def _load(self, states: Sequence[bytes | None], groups: KeyGroups | None) -> None:
         """Hold the rows of ``states`` (those whose key is in ``groups``, if given);
         the watermark is the least of theirs."""

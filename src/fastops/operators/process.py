@@ -344,3 +344,6 @@ class KeyedProcessOperator(Operator):
     def restore(self, state: bytes | None) -> None:
         if state is not None:
             self.pctx._restore([state], None)
+
+    def restore_groups(self, states: Sequence[bytes | None], groups: KeyGroups) -> None:
+        self.pctx._restore(states, groups)

@@ -18,6 +18,7 @@ from fastops.core.aggregates import Count
 from fastops.core.arrow import as_batch, from_ipc, to_ipc
 from fastops.core.keys import KeyTable
 from fastops.core.messages import MAX_WATERMARK, MIN_WATERMARK
+from fastops.core.partitioning import KeyGroups
 from fastops.core.watermarks import to_ms
 from fastops.core.window.aggregator import State, WindowAggregator
 from fastops.core.window.assigners import GlobalWindow, Sliding, Tumbling, bound_type, check_event_times
@@ -161,6 +162,21 @@ class DistinctRows(Operator):
     def restore(self, state: bytes | None) -> None:
         if state is not None:
             self.keys = KeyTable.restore(as_batch(from_ipc(state)))
+
+    def restore_groups(self, states: Sequence[bytes | None], groups: KeyGroups) -> None:
+        """Keep the rows seen so far whose values (the key) are in ``groups``."""
+        if not self.columns:  # one group for all rows: not partitioned by key
+            super().restore_groups(states, groups)
+            return
+        self.keys = KeyTable(self.columns)
+        for state in states:
+            old = KeyTable.restore(as_batch(from_ipc(state))) if state is not None else None
+            if old is None or old.num_groups == 0:
+                continue
+            seen = old.keys_batch()
+            if self.keys.types is None:
+                self.keys = KeyTable(self.columns, types=old.types)
+            self.keys.lookup_or_insert(seen.filter(pa.array(groups.mask(seen, self.columns))).columns)
 
 
 class GatherSort(Operator):
@@ -461,24 +477,38 @@ class StreamJoin(Operator):
 
     def restore(self, state: bytes | None) -> None:
         """Load a snapshot; the key index is rebuilt from the held rows."""
-        if state is None:
+        if state is not None:
+            self._load([state], None)
+
+    def restore_groups(self, states: Sequence[bytes | None], groups: KeyGroups) -> None:
+        """Hold the rows of ``states`` whose key (the left keys for left rows, the
+        right keys for right rows) is in ``groups``; the watermark is the least of theirs."""
+        if not self.keys[0]:  # a cross join: any row may meet any other, not partitioned by key
+            super().restore_groups(states, groups)
             return
+        self._load(states, groups)
+
+    def _load(self, states: Sequence[bytes | None], groups: KeyGroups | None) -> None:
         self._reset()
-        parts = _unpack_parts(state)
-        (self.watermark,) = struct.unpack("<q", parts[0])
-        for side, data in ((0, parts[1]), (1, parts[2])):
-            if not data:
-                continue
-            t = from_ipc(data)
-            matched = t.column("__matched").to_numpy().astype(np.int64)
-            ts = t.column("__ts").to_numpy().astype(np.int64) if "__ts" in t.schema.names else None
-            t = t.drop_columns([c for c in ("__matched", "__ts") if c in t.schema.names])
-            if t.num_rows == 0:
-                continue
-            if not self.incremental:
-                self.pending[side].append(as_batch(t))
-            else:
-                self.sides[side].add(as_batch(t), self._ids(side, t), matched, ts)
+        loaded = [_unpack_parts(s) for s in states if s is not None]
+        if loaded:
+            self.watermark = min(struct.unpack("<q", parts[0])[0] for parts in loaded)
+        for parts in loaded:
+            for side, data in ((0, parts[1]), (1, parts[2])):
+                if not data:
+                    continue
+                t = from_ipc(data)
+                if groups is not None:
+                    t = t.filter(pa.array(groups.mask(t, self.keys[side])))
+                matched = t.column("__matched").to_numpy().astype(np.int64)
+                ts = t.column("__ts").to_numpy().astype(np.int64) if "__ts" in t.schema.names else None
+                t = t.drop_columns([c for c in ("__matched", "__ts") if c in t.schema.names])
+                if t.num_rows == 0:
+                    continue
+                if not self.incremental:
+                    self.pending[side].append(as_batch(t))
+                else:
+                    self.sides[side].add(as_batch(t), self._ids(side, t), matched, ts)
 
 
 def _table(batches: list) -> pa.Table:
