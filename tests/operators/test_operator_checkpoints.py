@@ -1,6 +1,7 @@
 """The window join and the keyed process operator in checkpointed jobs: a job
-that fails at a chosen batch, then resumes from its latest checkpoint, writes
-through an exactly-once file sink exactly the rows of an uninterrupted run."""
+that fails at a chosen batch, then resumes from its latest checkpoint (at the
+same or another parallelism), writes through an exactly-once file sink
+exactly the rows of an uninterrupted run."""
 from __future__ import annotations
 
 import time
@@ -40,25 +41,29 @@ def events(n: int, seed: int, value: str) -> pa.Table:
     return pa.table({"user": rng.integers(0, 400, n), "ts": ts, value: values})
 
 
-def run_twice(job, tmp_path, fail_at: int) -> tuple:
-    """The job's output uninterrupted; then failing at batch ``fail_at`` and
-    resumed from its checkpoints (fresh operators, state from disk only)."""
+def run_twice(job, tmp_path, fail_at: int, before: int = 2, after: int = 2) -> tuple:
+    """The job's output uninterrupted; then run at parallelism ``before``,
+    failing at batch ``fail_at``, and resumed from its checkpoints at
+    parallelism ``after`` (fresh operators, state from disk only)."""
     ref = str(tmp_path / "ref")
     env = fo.StreamEnvironment(parallelism=2, threads=True, max_parallelism=16)
     job(env, ref, FailAt())
     env.execute()
     out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
-    env = fo.StreamEnvironment(parallelism=2, threads=True, max_parallelism=16, checkpoint_dir=ck,
+    env = fo.StreamEnvironment(parallelism=before, threads=True, max_parallelism=16, checkpoint_dir=ck,
                                checkpoint_interval="10ms")
     job(env, out, FailAt(fail_at))
     with pytest.raises(fo.JobFailed, match="injected failure"):
         env.execute()
-    env = fo.StreamEnvironment(parallelism=2, threads=True, max_parallelism=16, checkpoint_dir=ck,
+    env = fo.StreamEnvironment(parallelism=after, threads=True, max_parallelism=16, checkpoint_dir=ck,
                                checkpoint_interval="10ms")
     job(env, out, FailAt())
     result = env.execute()
     assert result.restored_from is not None  # it resumed, did not start over
     return output_rows(ref), output_rows(out)
+
+
+RESCALES = [(1, 3), (3, 2), (2, 4), (4, 1)]
 
 
 # ---------------------------------------------------------------- window join
@@ -76,6 +81,13 @@ def join_job(env: fo.StreamEnvironment, out: str, fail: FailAt) -> None:
 def test_window_join_resumed_from_a_checkpoint_writes_the_rows_of_an_uninterrupted_run(tmp_path, fail_at):
     reference, resumed = run_twice(join_job, tmp_path, fail_at)
     assert sum(reference.values()) > 1000
+    assert resumed == reference
+
+
+@pytest.mark.parametrize(("before", "after"), RESCALES)
+def test_window_join_resumed_at_another_parallelism_writes_the_rows_of_an_uninterrupted_run(
+        tmp_path, before, after):
+    reference, resumed = run_twice(join_job, tmp_path, 25, before, after)
     assert resumed == reference
 
 
@@ -114,4 +126,11 @@ def process_job(env: fo.StreamEnvironment, out: str, fail: FailAt) -> None:
 def test_keyed_process_resumed_from_a_checkpoint_writes_the_rows_of_an_uninterrupted_run(tmp_path, fail_at):
     reference, resumed = run_twice(process_job, tmp_path, fail_at)
     assert sum(1 for r, n in reference.items() if r[3] is not None) > 1000  # timer rows
+    assert resumed == reference
+
+
+@pytest.mark.parametrize(("before", "after"), RESCALES)
+def test_keyed_process_resumed_at_another_parallelism_writes_the_rows_of_an_uninterrupted_run(
+        tmp_path, before, after):
+    reference, resumed = run_twice(process_job, tmp_path, 25, before, after)
     assert resumed == reference
