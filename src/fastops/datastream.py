@@ -23,6 +23,7 @@ from fastops.connectors.files import FileSource
 from fastops.connectors.generators import GeneratorSource, IteratorSource
 from fastops.core.durations import parse_duration, parse_positive_duration
 from fastops.core.keys import KeyTable
+from fastops.core.partitioning import ASSIGNMENTS
 from fastops.core.watermarks import BoundedOutOfOrderness, MonotonousTimestamps, to_ms
 from fastops.core.window.aggregator import MissingColumnError, WindowAggregator
 from fastops.core.window.assigners import GlobalWindow, Sliding, Tumbling, as_window, bound_type
@@ -161,6 +162,11 @@ class StreamEnvironment:
     restart_attempts, restart_delay
         After a failure, restart in-process (from the latest checkpoint, or
         from the start without checkpoints) up to this many times.
+    key_group_assignment
+        Which task owns which key group after a rescale (``JobClient.rescale``,
+        or a restore at another parallelism): ``"contiguous"`` (Flink's
+        ranges) or ``"fewest_moves"`` (moves the fewest key groups). See
+        docs/rescaling.md.
     """
 
     def __init__(self, parallelism: int = 1, max_parallelism: int = 128,
@@ -168,7 +174,8 @@ class StreamEnvironment:
                  chaining: bool = True, checkpoint_dir: str | None = None,
                  checkpoint_interval: Any = "5s", checkpoints_retained: int = 3,
                  mode: str = "exactly_once", restart_attempts: int = 0,
-                 restart_delay: Any = 0, executor: str | None = None):
+                 restart_delay: Any = 0, executor: str | None = None,
+                 key_group_assignment: str = "contiguous"):
         self.parallelism = _check_parallelism(parallelism)
         self.max_parallelism = _check_parallelism(max_parallelism, "max_parallelism")
         if parallelism > max_parallelism:
@@ -188,6 +195,9 @@ class StreamEnvironment:
             raise ValueError(f"restart_attempts must be an int >= 0, got {restart_attempts!r}")
         self.restart_attempts = restart_attempts
         self.restart_delay_s = parse_duration(restart_delay) / 1000.0 if restart_delay else 0.0
+        if key_group_assignment not in ASSIGNMENTS:
+            raise ValueError(f"key_group_assignment must be one of {ASSIGNMENTS}, got {key_group_assignment!r}")
+        self.key_group_assignment = key_group_assignment
         self._sinks: list[Node] = []
         self.last_result: JobResult | None = None
         self._collect_jobs = 0  # jobs collect() ran at once (for execute()'s "no sink" error)
@@ -379,7 +389,8 @@ class StreamEnvironment:
             checkpoint_dir=self.checkpoint_dir,
             checkpoint_interval_s=self.checkpoint_interval_ms / 1000.0 if self.checkpoint_interval_ms else None,
             checkpoints_retained=self.checkpoints_retained, exactly_once=self.mode == "exactly_once",
-            restart_attempts=self.restart_attempts, restart_delay_s=self.restart_delay_s)
+            restart_attempts=self.restart_attempts, restart_delay_s=self.restart_delay_s,
+            key_group_assignment=self.key_group_assignment)
 
     def _finished(self, result: JobResult) -> None:
         self.last_result = result
@@ -421,8 +432,11 @@ class StreamEnvironment:
         """Run every sink added so far; they are then cleared (as in Flink).
 
         With a ``checkpoint_dir``, ``restore="latest"`` resumes from the newest
-        complete checkpoint there (if any), a path resumes from that checkpoint,
-        ``None`` starts afresh. ``progress=True`` draws a live bar on stderr
+        complete checkpoint there (if any); a path resumes from that checkpoint
+        or savepoint (``JobClient.stop_with_savepoint``), with or without a
+        ``checkpoint_dir``, at the parallelism it was taken with or another
+        (state moves by key group; see docs/rescaling.md); ``None`` starts
+        afresh. ``progress=True`` draws a live bar on stderr
         (rows of the total, rows/s, watermark, checkpoints; see
         ``fastops.runtime.progress.Progress``); a callable ``progress(metrics)`` is
         called a few times a second with the live ``TaskMetrics`` of every task.

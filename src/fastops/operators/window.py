@@ -2,12 +2,15 @@
 ``fastops.WindowAggregator``."""
 from __future__ import annotations
 
-from typing import Any
+import struct
+from collections.abc import Sequence
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
 
 from fastops.core.messages import MAX_WATERMARK
+from fastops.core.partitioning import KeyGroups, scatter_by_ids
 from fastops.core.window.aggregator import State, WindowAggregator
 from fastops.core.window.assigners import GlobalWindow
 from fastops.operators.base import Operator, Tagged
@@ -17,38 +20,195 @@ def _nonempty(batch: pa.RecordBatch | None) -> list:
     return [batch] if batch is not None and batch.num_rows else []
 
 
+SHARDS = b"FASTOPS-SHARDS-2"  # the snapshot of an operator that holds state of several earlier tasks
+
+
+class Shards:
+    """The aggregators of one keyed operator task.
+
+    Normally one. After a restore at another parallelism, one per earlier
+    task that owned any of this task's key groups, each restored whole from
+    that task's snapshot: a row goes to the aggregator whose earlier task
+    owned its key group (``route``; key groups none held go to the first),
+    and an aggregator that also holds keys of key groups it no longer owns
+    (``filtered``) emits only the rows of its own: those keys are another
+    task's now, and their windows are purged with time.
+    """
+
+    def __init__(self, make: Callable[[], WindowAggregator], keys: list[str]):
+        self.make = make
+        self.keys = keys
+        self.aggregators = [make()]
+        self.owns: list[np.ndarray] = []  # per aggregator, the key groups routed to it (empty: one, all)
+        self.filtered: list[bool] = [False]  # per aggregator: holds keys of key groups it does not own
+        self.route: np.ndarray | None = None  # key group -> aggregator (None: the only one)
+        self.extra = 0  # the operator's own counter (arrival order), kept with the state
+
+    # -- running --------------------------------------------------------------------------
+    def process(self, batch: pa.RecordBatch) -> None:
+        if self.route is None:
+            self.aggregators[0].process(batch)
+            return
+        ids = self.route[KeyGroups(self.owns[0]).groups_of([batch.column(k) for k in self.keys])]
+        for agg, part in zip(self.aggregators, scatter_by_ids(batch, ids, len(self.aggregators))):
+            if part.num_rows:
+                agg.process(part)
+
+    def _emitted(self, outs: list[pa.RecordBatch]) -> list[pa.RecordBatch]:
+        kept = []
+        for i, batch in enumerate(outs):
+            if self.filtered[i] and batch.num_rows:
+                batch = batch.filter(pa.array(KeyGroups(self.owns[i]).mask(batch, self.keys)))
+            if batch.num_rows:
+                kept.append(batch)
+        return kept
+
+    def advance_watermark(self, t_ms: int) -> list[pa.RecordBatch]:
+        return self._emitted([a.advance_watermark(t_ms) for a in self.aggregators])
+
+    def flush(self) -> list[pa.RecordBatch]:
+        return self._emitted([a.flush() for a in self.aggregators])
+
+    def take_updates(self) -> list[pa.RecordBatch]:
+        return self._emitted([a.take_updates() for a in self.aggregators])
+
+    def take_late(self) -> list[pa.RecordBatch]:
+        late = [a.take_late() for a in self.aggregators]
+        return [b for b in late if b is not None and b.num_rows]
+
+    # -- state ----------------------------------------------------------------------------
+    def snapshot(self) -> bytes:
+        """One aggregator: its State bytes, as ever; several (or a counter):
+        framed, each with the key groups it owns and whether it filters."""
+        if self.route is None and not self.extra:
+            return self.aggregators[0].snapshot().to_bytes()
+        parts = [SHARDS, struct.pack("<qq", len(self.aggregators), self.extra)]
+        for i, agg in enumerate(self.aggregators):
+            state = agg.snapshot().to_bytes()
+            owns = self.owns[i] if self.owns else np.zeros(0, bool)
+            mask = np.packbits(owns).tobytes()
+            parts += [struct.pack("<qqqq", len(owns), int(self.filtered[i]), len(mask), len(state)), mask, state]
+        return b"".join(parts)
+
+    @staticmethod
+    def _pieces(state: bytes) -> tuple[list[tuple[np.ndarray | None, bool, bytes]], int]:
+        """(key groups owned or None for all, filtered, State bytes) per
+        aggregator of a snapshot, and the counter."""
+        if not state.startswith(SHARDS):
+            return [(None, False, state)], 0
+        pos = len(SHARDS)
+        count, extra = struct.unpack_from("<qq", state, pos)
+        pos += 16
+        out = []
+        for _ in range(count):
+            n, filtered, nmask, nstate = struct.unpack_from("<qqqq", state, pos)
+            pos += 32
+            owns = np.unpackbits(np.frombuffer(state, np.uint8, nmask, pos))[:n].astype(bool) if n else None
+            pos += nmask
+            out.append((owns, bool(filtered), state[pos:pos + nstate]))
+            pos += nstate
+        if pos != len(state):
+            raise ValueError(f"operator state is damaged: {len(state) - pos} bytes left over")
+        return out, extra
+
+    def _set(self, pieces: list[tuple[np.ndarray | None, bool, State]], extra: int) -> None:
+        self.aggregators, self.owns, self.filtered = [], [], []
+        for owns, filtered, state in pieces:
+            agg = self.make()
+            agg.restore(state)
+            self.aggregators.append(agg)
+            self.filtered.append(filtered)
+            if owns is not None:
+                self.owns.append(owns)
+        self.extra = extra
+        self.route = None
+        if self.owns:
+            self.route = np.zeros(len(self.owns[0]), dtype=np.int64)  # key groups none owned: the first
+            for i in reversed(range(len(self.owns))):
+                self.route[self.owns[i]] = i
+
+    def restore(self, state: bytes) -> None:
+        pieces, extra = self._pieces(state)
+        self._set([(owns, filtered, State.from_bytes(data)) for owns, filtered, data in pieces], extra)
+
+    def restore_groups(self, states: Sequence[bytes | None], groups: KeyGroups, name: str) -> None:
+        """Keep the state of the keys in ``groups`` from the earlier tasks' ``states``."""
+        if not self.keys:
+            given = [s for s in states if s is not None]
+            if len(given) > 1:
+                raise ValueError(f"operator {name!r} aggregates without a key, so the state of "
+                                 f"{len(given)} tasks cannot be shared out again")
+            if given:
+                self.restore(given[0])
+            return
+        owned = groups.owned
+        pieces: list[tuple[np.ndarray | None, bool, State]] = []
+        extra = 0
+        for data in states:
+            if data is None:
+                continue
+            found, counter = self._pieces(data)
+            extra = max(extra, counter)
+            for owns, _, piece in found:
+                state = State.from_bytes(piece)
+                held = self._held_groups(state, len(owned))
+                mine = (held if owns is None else owns & held) & owned
+                if mine.any():
+                    pieces.append((mine, bool((held & ~mine).any()), state))
+        if not pieces:  # nothing of these key groups was held: start empty
+            self.extra = extra
+            return
+        if len(pieces) == 1 and not pieces[0][1]:
+            pieces = [(None, False, pieces[0][2])]  # one aggregator that holds only its own keys: as ever
+        self._set(pieces, extra)
+
+    def _held_groups(self, state: State, max_parallelism: int) -> np.ndarray:
+        """The key groups a State holds keys of."""
+        held = np.zeros(max_parallelism, dtype=bool)
+        if state.keys.num_rows:
+            held[KeyGroups(held).groups_of([state.keys.column(k) for k in self.keys])] = True
+        return held
+
+
 class WindowOperator(Operator):
     """Keyed event-time windows; late rows go to the side output ``"late"``."""
 
     def __init__(self, window: Any, keys: tuple[str, ...], aggs: dict[str, Any],
                  time_column: str, allowed_lateness: Any = 0):
         self.args = (window, list(keys), dict(aggs), time_column, allowed_lateness)
-        self.aggregator = WindowAggregator(window, list(keys), dict(aggs), time=time_column,
-                                           allowed_lateness=allowed_lateness)
+        self.shards = Shards(lambda: WindowAggregator(window, list(keys), dict(aggs), time=time_column,
+                                                      allowed_lateness=allowed_lateness), list(keys))
         self.name = f"window({type(window).__name__})"
 
+    @property
+    def aggregator(self) -> WindowAggregator:
+        """The (first) aggregator."""
+        return self.shards.aggregators[0]
+
     def _late(self) -> list:
-        late = self.aggregator.take_late()
-        return [Tagged("late", late)] if late is not None and late.num_rows else []
+        return [Tagged("late", late) for late in self.shards.take_late()]
 
     def process(self, batch: pa.RecordBatch) -> list:
-        self.aggregator.process(batch)
+        self.shards.process(batch)
         return self._late()
 
     def on_watermark(self, t_ms: int) -> list:
         if t_ms == MAX_WATERMARK:
             return []  # close() flushes everything at the end of input
-        return _nonempty(self.aggregator.advance_watermark(t_ms))
+        return self.shards.advance_watermark(t_ms)
 
     def close(self) -> list:
-        return _nonempty(self.aggregator.flush()) + self._late()
+        return self.shards.flush() + self._late()
 
     def snapshot(self) -> bytes | None:
-        return self.aggregator.snapshot().to_bytes()
+        return self.shards.snapshot()
 
     def restore(self, state: bytes | None) -> None:
         if state is not None:
-            self.aggregator.restore(State.from_bytes(state))
+            self.shards.restore(state)
+
+    def restore_groups(self, states: Sequence[bytes | None], groups: KeyGroups) -> None:
+        self.shards.restore_groups(states, groups, self.name)
 
 
 ARRIVAL = "__fastops_arrival"
@@ -61,22 +221,25 @@ class RunningAggregateOperator(Operator):
 
     def __init__(self, keys: tuple[str, ...], aggs: dict[str, Any], time_column: str | None = None):
         self.time_column = time_column
-        self.aggregator = WindowAggregator(GlobalWindow(), list(keys), dict(aggs),
-                                           time=time_column or ARRIVAL)
+        self.shards = Shards(lambda: WindowAggregator(GlobalWindow(), list(keys), dict(aggs),
+                                                      time=time_column or ARRIVAL), list(keys))
         self.name = "aggregate"
-        self.arrived = 0
 
     def process(self, batch: pa.RecordBatch) -> list:
-        if self.time_column is None:
-            order = pa.array(np.arange(self.arrived, self.arrived + batch.num_rows, dtype=np.int64))
-            self.arrived += batch.num_rows
+        if self.time_column is None:  # arrival order, counted on across restores
+            arrived = self.shards.extra
+            order = pa.array(np.arange(arrived, arrived + batch.num_rows, dtype=np.int64))
+            self.shards.extra += batch.num_rows
             batch = batch.append_column(ARRIVAL, order)
-        self.aggregator.process(batch)
-        return _nonempty(self.aggregator.take_updates())
+        self.shards.process(batch)
+        return self.shards.take_updates()
 
     def snapshot(self) -> bytes | None:
-        return self.aggregator.snapshot().to_bytes()
+        return self.shards.snapshot()
 
     def restore(self, state: bytes | None) -> None:
         if state is not None:
-            self.aggregator.restore(State.from_bytes(state))
+            self.shards.restore(state)
+
+    def restore_groups(self, states: Sequence[bytes | None], groups: KeyGroups) -> None:
+        self.shards.restore_groups(states, groups, self.name)

@@ -80,7 +80,28 @@ class JobClient:
         assert self._result is not None
         return self._result
 
+    def stop_with_savepoint(self, path: str, timeout: float | None = None) -> str:
+        """Take a savepoint into directory ``path`` and stop the job; returns
+        the savepoint's path. Every row read before it reaches the sinks,
+        which commit it; nothing after. ``wait()`` then returns the result
+        (``JobResult.savepoint``); ``execute(restore=path)`` resumes the job
+        from it, at the same or other parallelisms. ``ValueError`` if
+        ``path`` holds something, ``RuntimeError`` if the job ends first."""
+        return self._job.stop_with_savepoint(path, timeout)
+
     # -- fastops' own -----------------------------------------------------------------
+    def rescale(self, parallelism: int | dict[str, int], timeout: float | None = None) -> Any:
+        """Change the job's parallelism while it runs, keeping its state:
+        ``rescale(4)`` sets every operator but the sources to 4,
+        ``rescale({"window(Tumbling)": 3})`` the named operators. A stop
+        checkpoint aligns the tasks, the state of the key groups that change
+        owner moves, and the job goes on from there without reading its
+        input again. Returns the rescale's record (also in ``metrics()`` and
+        ``JobResult.rescales``) once the job runs at the new parallelism.
+        ``ValueError`` for a bad parallelism or an unknown operator (the job
+        is not touched)."""
+        return self._job.rescale(parallelism, timeout)
+
     def wait(self, timeout: float | None = None) -> JobResult:
         """The same as ``get_job_execution_result``."""
         return self.get_job_execution_result(timeout)

@@ -266,8 +266,10 @@ class Job:
         finally:
             self.sampler.sample(self.executor.task_metrics())  # the attempt's last counters
 
-    def _on_running(self) -> None:
+    def _on_running(self, moved: RescaleRecord | None) -> None:
+        """The attempt's tasks are restored and about to run: a rescale is done."""
         self._running_at = time.perf_counter()
+        self._record_rescale(moved)
 
     # -- savepoints and rescaling ---------------------------------------------------------
     def _ask(self, request: _StopRequest, timeout: float | None) -> _StopRequest:
@@ -360,16 +362,15 @@ class Job:
         self._pending_record = (record, stopped_at)
         return False
 
-    def _record_rescale(self, run: AttemptResult) -> None:
+    def _record_rescale(self, moved: RescaleRecord | None) -> None:
         """The attempt after a rescale runs: complete its record."""
         pending = self._pending_record
         if pending is None:
-            if run.rescaled is not None:  # a restore at other parallelisms
-                self.rescales.append(run.rescaled)
+            if moved is not None:  # a restore at other parallelisms
+                self.rescales.append(moved)
             return
         record, stopped_at = pending
         self._pending_record = None
-        moved = run.rescaled
         if moved is not None:
             for k in ("key_groups_moved", "key_groups", "bytes_moved", "bytes_handed", "moves"):
                 setattr(record, k, getattr(moved, k))
@@ -406,7 +407,6 @@ class Job:
             while True:
                 try:
                     run = self._attempt()
-                    self._record_rescale(run)
                     if run.stopped is None or self._after_stop(run):
                         break
                     continue

@@ -29,7 +29,8 @@ class Attempt:
     interval_s: float | None = None  # between checkpoints
     exactly_once: bool = True  # align barriers (False: at least once)
     restore: Manifest | None = None
-    on_running: Callable[[], None] | None = None  # called once every task is restored, before they run
+    # called once every task is restored, before they run, with the RescaleRecord if state moved
+    on_running: Callable[[Any], None] | None = None
 
 
 @dataclass

@@ -124,7 +124,7 @@ class LocalExecutor:
         for t in tasks:
             t.metrics.started = t0
         if attempt.on_running is not None:
-            attempt.on_running()
+            attempt.on_running(rescaled)
         self._drive(tasks, stop, coordinator, tick)
         self._check_cancelled(attempt, tasks)
         if coordinator.stopped is not None:  # a stop checkpoint: the next attempt or run goes on from it
