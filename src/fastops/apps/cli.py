@@ -15,9 +15,11 @@ fails exits with status 1.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import runpy
 import sys
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from typing import NoReturn
@@ -30,7 +32,9 @@ import fastops
 from fastops.apps import bench_report
 from fastops.apps import demo as d
 from fastops.connectors.files import _expand
+from fastops.runtime.checkpoint import load_snapshot
 from fastops.runtime.errors import JobFailed
+from fastops.runtime.rescale import describe_snapshot
 
 __all__ = ["build_parser", "main"]
 
@@ -159,6 +163,16 @@ def build_parser() -> argparse.ArgumentParser:
                          "in sys.argv, as 'python job.py ARGS' would.")
     run.add_argument("file", metavar="job.py")
     run.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the job")
+
+    savepoint = sub.add_parser("savepoint", help="look into a savepoint or checkpoint",
+                               description="Savepoints (JobClient.stop_with_savepoint) and checkpoints.")
+    sp_sub = savepoint.add_subparsers(dest="action", metavar="ACTION", required=True)
+    inspect = sp_sub.add_parser("inspect", help="print what a savepoint or checkpoint holds",
+                                description="Verifies the savepoint (or a checkpoint directory chk-N) "
+                                "and prints its job, its operators, their key groups per task, "
+                                "state bytes and keys held.")
+    inspect.add_argument("path", metavar="PATH")
+    inspect.add_argument("--json", action="store_true", help="print it as JSON")
 
     sql = sub.add_parser("sql", help="ad-hoc SQL over Parquet files",
                          description="Registers each --table name=path as a table and runs the query.")
@@ -331,7 +345,41 @@ def _sql(args: argparse.Namespace) -> int:
     return 0
 
 
-_COMMANDS = {"demo": _demo, "bench": _bench, "run": _run, "sql": _sql}
+def _savepoint(args: argparse.Namespace) -> int:
+    prog = f"{PROG} savepoint {args.action}"
+    try:
+        info = describe_snapshot(load_snapshot(args.path))
+    except ValueError as exc:
+        return _fail(prog, str(exc))
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    kind = "savepoint" if info["savepoint"] else "checkpoint"
+    created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info["created"])) if info["created"] else "?"
+    print(f"{kind} {info['path']}: id {info['checkpoint_id']}, taken {created}, "
+          f"{info['state_bytes']:,} bytes of state{' (final: the job had finished)' if info['finished'] else ''}")
+    print(f"job fingerprint {info['fingerprint']} (structure {info['structure']}), "
+          f"max_parallelism {info['max_parallelism']}")
+    for op in info["operators"]:
+        keys = "" if op["keys"] is None else f", {op['keys']:,} keys"
+        print(f"  [{op['uid']}] {op['name']}: parallelism {op['parallelism']}"
+              f"{', keyed' if op['keyed'] else ''}, {op['state_bytes']:,} bytes{keys}")
+        for t in op["tasks"]:
+            parts = []
+            if "key_groups" in t:
+                parts.append(f"key groups {t['key_group_ranges']} ({t['key_groups']})")
+            if t["state_bytes"]:
+                parts.append(f"{t['state_bytes']:,} bytes")
+            if t["keys"]:
+                parts.append(f"{t['keys']:,} keys")
+            if t.get("position") is not None:
+                parts.append(f"position {t['position']}")
+            if parts:
+                print(f"      task {t['task'] + 1}/{op['parallelism']}: " + ", ".join(parts))
+    return 0
+
+
+_COMMANDS = {"demo": _demo, "bench": _bench, "run": _run, "savepoint": _savepoint, "sql": _sql}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,6 +21,8 @@ import numpy as np
 
 from fastops.connectors.base import is_transactional
 from fastops.core.partitioning import assign_key_groups
+from fastops.core.window.aggregator import State
+from fastops.operators.window import Shards
 from fastops.runtime.checkpoint import Manifest
 from fastops.runtime.plan import ChainSpec, PhysicalPlan
 from fastops.runtime.tasks import OperatorError, Task
@@ -191,3 +193,57 @@ class StateAssignment:
         if self.record is not None:
             self.record.bytes_handed += sum(len(s) for i, s in zip(earlier, states) if s is not None and i != index)
         op.restore_groups(states, groups)
+
+
+def _ranges(groups: np.ndarray) -> str:
+    """Sorted key groups as ranges: ``0-41, 85, 90-95``."""
+    if len(groups) == 0:
+        return "-"
+    breaks = np.flatnonzero(np.diff(groups) != 1) + 1
+    parts = []
+    for run in np.split(groups, breaks):
+        parts.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
+    return ", ".join(parts)
+
+
+def _keys_held(state: bytes | None) -> int | None:
+    """Keys a window or aggregate operator's state holds (None: another kind of state)."""
+    if state is None:
+        return 0
+    try:
+        pieces, _ = Shards._pieces(state)
+        return sum(State.from_bytes(data).keys.num_rows for _, _, data in pieces)
+    except Exception:  # not an aggregator's state: its operator alone can read it
+        return None
+
+
+def describe_snapshot(manifest: Manifest) -> dict[str, Any]:
+    """What a checkpoint or savepoint holds, as plain data: the job's
+    fingerprints and max_parallelism, and per operator its parallelism and
+    per task its key groups, state bytes and keys held (where known)."""
+    operators = []
+    for op in manifest.graph or []:
+        owners = manifest.owners.get(str(op["uid"]))
+        tasks = []
+        for i in range(op["parallelism"]):
+            key = f"{op['task'] - 1}/{i}"
+            state = manifest.operator_state(key, op["slot"]) if op["slot"] is not None else None
+            entry: dict[str, Any] = {"task": i, "state_bytes": len(state) if state is not None else 0,
+                     "keys": _keys_held(state) if owners is not None else None}
+            if owners is not None:
+                mine = np.flatnonzero(np.asarray(owners) == i)
+                entry["key_groups"] = len(mine)
+                entry["key_group_ranges"] = _ranges(mine)
+            if op["slot"] is None:
+                entry["position"] = manifest.tasks.get(key, {}).get("position")
+            tasks.append(entry)
+        keys: list[int | None] = [t["keys"] for t in tasks]
+        operators.append({"uid": op["uid"], "name": op["operator"], "parallelism": op["parallelism"],
+                          "keyed": owners is not None, "schema": op.get("schema"),
+                          "state_bytes": sum(t["state_bytes"] for t in tasks),
+                          "keys": sum(k for k in keys if k is not None) if None not in keys else None,
+                          "tasks": tasks})
+    return {"path": manifest.path, "savepoint": manifest.savepoint, "checkpoint_id": manifest.checkpoint_id,
+            "created": manifest.created, "finished": manifest.finished, "fingerprint": manifest.fingerprint,
+            "structure": manifest.structure, "max_parallelism": manifest.max_parallelism,
+            "state_bytes": manifest.state_bytes(), "operators": operators}
