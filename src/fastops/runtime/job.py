@@ -351,6 +351,7 @@ class Job:
             request.done.set()
             return True
         before = parallelism_of(self.plan.describe_graph())
+        self.sampler = MetricsSampler(self.config.sample_interval_s)  # the next attempt's tasks are others
         self._stopped_runs.append(run)
         if coordinator is not None:
             self._checkpoints_before += coordinator.stats
@@ -518,7 +519,9 @@ class Job:
             by_vertex.setdefault(t["vertex"], []).append(t)
         out = []
         for c in self.plan.chains:
-            mine = by_vertex.get(c.index, [])
+            names = [n.name for n in c.nodes]  # (samples of an attempt before a rescale are of other tasks)
+            mine = [t for t in by_vertex.get(c.index, [])
+                    if t["operators"] == names and t["parallelism"] == c.parallelism]
             offset = 1 if c.head.is_source else 0
             for k, node in enumerate(c.nodes):
                 if node.is_source:
