@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -22,6 +24,7 @@ import fastops as fo
 from fastops.apps.cli import main as cli
 from fastops.core import aggregates as agg
 from fastops.windows import Session, Sliding, Tumbling
+from support.events import output_rows, write_events
 
 MAXP = 16
 N_BATCHES = 60
@@ -302,3 +305,32 @@ def test_savepoint_inspect_names_operators_key_groups_and_keys(tmp_path, capsys)
     assert cli(["savepoint", "inspect", sp]) == 0
     text = capsys.readouterr().out
     assert "window(Tumbling): parallelism 3, keyed" in text and "key groups 0-5 (6)" in text
+
+
+RESCALE_JOB = os.path.join(os.path.dirname(__file__), "..", "support", "rescale_job.py")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("delay", [0.0, 0.03, 0.2])
+def test_a_job_killed_during_a_live_rescale_recovers_with_exactly_once_output(tmp_path, delay):
+    """SIGKILL at a point of a rescale (before, while or after its stop
+    checkpoint), then a run at parallelism 4 from the latest checkpoint."""
+    src, ck, out = str(tmp_path / "events.parquet"), str(tmp_path / "ck"), str(tmp_path / "out")
+    write_events(src)
+    ref = str(tmp_path / "ref")
+    done = subprocess.run([sys.executable, RESCALE_JOB, src, ref, str(tmp_path / "ref-ck")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    with subprocess.Popen([sys.executable, RESCALE_JOB, src, out, ck, "--to", "3", "--pace", "0.01"],
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith("rescaling"):
+                break
+        time.sleep(delay)
+        proc.kill()
+    done = subprocess.run([sys.executable, RESCALE_JOB, src, out, ck, "--parallelism", "4"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "restored_from=None" not in done.stdout  # it resumed from a checkpoint of the killed run
+    assert output_rows(os.path.join(out, "tumbling")) == output_rows(os.path.join(ref, "tumbling"))
