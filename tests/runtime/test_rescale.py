@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 import fastops as fo
 from fastops.apps.cli import main as cli
 from fastops.core import aggregates as agg
+from fastops.operators.base import Operator
 from fastops.windows import Session, Sliding, Tumbling
 from support.events import output_rows, write_events
 
@@ -334,3 +335,40 @@ def test_a_job_killed_during_a_live_rescale_recovers_with_exactly_once_output(tm
     assert done.returncode == 0, done.stderr
     assert "restored_from=None" not in done.stdout  # it resumed from a checkpoint of the killed run
     assert output_rows(os.path.join(out, "tumbling")) == output_rows(os.path.join(ref, "tumbling"))
+
+
+class RowCounter(Operator):
+    """State that is not keyed: rows seen by this task."""
+
+    name = "row_counter"
+
+    def open(self, ctx):
+        super().open(ctx)
+        self.rows = 0
+
+    def process(self, batch):
+        self.rows += batch.num_rows
+        return [batch]
+
+    def snapshot(self):
+        return self.rows.to_bytes(8, "little")
+
+    def restore(self, state):
+        if state is not None:
+            self.rows = int.from_bytes(state, "little")
+
+
+def test_an_operator_whose_state_is_not_keyed_keeps_its_parallelism(tmp_path):
+    env = fo.StreamEnvironment(parallelism=2, max_parallelism=MAXP)
+    gate = Gate(5, pace=0.01)
+    source(env, gate).transform("row_counter", RowCounter).key_by("k").window(Tumbling(100)).aggregate(
+        n=agg.count()).sink_to_parquet(str(tmp_path / "out"))
+    client = env.execute_async()
+    assert gate.reached.wait(60)
+    with pytest.raises(ValueError, match="operator 'row_counter' cannot change its parallelism: its state is not"):
+        client.rescale(3)
+    record = client.rescale({"window(Tumbling)": 3, "sink_to_parquet": 3})  # the keyed part can
+    result = client.wait()
+    assert record.parallelism_after["window(Tumbling)"] == 3
+    assert record.parallelism_after["row_counter"] == record.parallelism_before["row_counter"]
+    assert result.rows_in == EVENTS.num_rows

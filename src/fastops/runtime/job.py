@@ -36,7 +36,7 @@ from fastops.runtime.graph import Node, reachable, with_parallelism
 from fastops.runtime.metrics import MetricsSampler, TaskMetrics
 from fastops.runtime.plan import PhysicalPlan, effective_partitioning
 from fastops.runtime.recovery import reconcile_sinks, restore_point
-from fastops.runtime.rescale import RescaleRecord, next_owners, parallelism_of
+from fastops.runtime.rescale import RescaleRecord, check_rescalable, next_owners, parallelism_of
 
 PROGRESS_INTERVAL_S = 0.25  # between two calls of a progress callback
 DEFAULT_WINDOW_S = 5.0  # of the rates in metrics()
@@ -197,6 +197,9 @@ class Job:
         """Plan ``sinks`` (a graph at new parallelisms) to continue from ``manifest``."""
         plan = PhysicalPlan.build(sinks, self.config.max_parallelism, self.config.chaining)
         parallelism = {plan.uid[n.id]: plan.chain_of[n.id].parallelism for n in reachable(sinks)}
+        before = {op["uid"]: op["parallelism"] for op in manifest.graph or []}
+        check_rescalable([n for n in reachable(sinks) if before.get(plan.uid[n.id], parallelism[plan.uid[n.id]])
+                          != parallelism[plan.uid[n.id]]])
         owners = next_owners(manifest, parallelism, self.config.max_parallelism, self.config.key_group_assignment)
         self.sinks = sinks
         self.plan = PhysicalPlan.build(sinks, self.config.max_parallelism, self.config.chaining,
@@ -335,6 +338,7 @@ class Job:
         self._check_sources_replayable("be rescaled (its sources start again from their positions)")
         current = {n.id: self.plan.chain_of[n.id].parallelism for n in nodes}
         targets = {k: v for k, v in targets.items() if current[k] != v}
+        check_rescalable([n for n in nodes if n.id in targets])
         request = self._ask(_StopRequest("rescale", parallelism=targets), timeout)
         return request.record
 

@@ -22,6 +22,8 @@ import numpy as np
 from fastops.connectors.base import is_transactional
 from fastops.core.partitioning import assign_key_groups
 from fastops.core.window.aggregator import State
+from fastops.operators.base import Operator
+from fastops.operators.state import unpack_state
 from fastops.operators.window import Shards
 from fastops.runtime.checkpoint import Manifest
 from fastops.runtime.plan import ChainSpec, PhysicalPlan
@@ -62,6 +64,18 @@ def parallelism_of(graph: list) -> dict[str, int]:
     """Operator name (``name#uid`` where names repeat) -> parallelism, of a described graph."""
     names = [op["operator"] for op in graph]
     return {(n if names.count(n) == 1 else f"{n}#{op['uid']}"): op["parallelism"] for n, op in zip(names, graph)}
+
+
+def check_rescalable(nodes: list[Any]) -> None:
+    """ValueError naming the first of ``nodes`` (graph nodes whose parallelism
+    changes) whose operator holds state it cannot share out by key group."""
+    for node in nodes:
+        if node.factory is None:
+            continue
+        cls = type(node.factory())
+        if cls.snapshot is not Operator.snapshot and cls.restore_groups is Operator.restore_groups:
+            raise ValueError(f"operator {node.name!r} cannot change its parallelism: its state is not "
+                             "partitioned by key group")
 
 
 def next_owners(manifest: Manifest, parallelism: dict[int, int], max_parallelism: int,
@@ -207,13 +221,18 @@ def _ranges(groups: np.ndarray) -> str:
 
 
 def _keys_held(state: bytes | None) -> int | None:
-    """Keys a window or aggregate operator's state holds (None: another kind of state)."""
+    """Keys a window, aggregate or keyed process operator's state holds (None: another kind of state)."""
     if state is None:
         return 0
     try:
         pieces, _ = Shards._pieces(state)
         return sum(State.from_bytes(data).keys.num_rows for _, _, data in pieces)
-    except Exception:  # not an aggregator's state: its operator alone can read it
+    except Exception:  # not an aggregator's state
+        pass
+    try:
+        keys = unpack_state("keyed process", state)[0].get("keys")
+        return keys.num_rows if keys is not None else 0
+    except Exception:  # another kind: its operator alone can read it
         return None
 
 

@@ -20,9 +20,10 @@ from fastops.core.keys import KeyTable
 from fastops.core.messages import MAX_WATERMARK, MIN_WATERMARK
 from fastops.core.partitioning import KeyGroups
 from fastops.core.watermarks import to_ms
-from fastops.core.window.aggregator import State, WindowAggregator
+from fastops.core.window.aggregator import WindowAggregator
 from fastops.core.window.assigners import GlobalWindow, Sliding, Tumbling, bound_type, check_event_times
 from fastops.operators.base import Operator
+from fastops.operators.window import Shards
 from fastops.table.changelog import OP_COLUMN, _pack_parts, _unpack_parts, materialize
 from fastops.table.expressions import Expr, PyArrowExpr, broadcast
 from fastops.table.join_index import HeldRows, JoinKeys, JoinSide
@@ -103,13 +104,14 @@ class FinalAggregate(Operator):
         self.out_schema = out_schema
         self.aggs = dict(aggs)
         self.name = "group_by"
-        self.aggregator = WindowAggregator(GlobalWindow(), self.keys, self.aggs, time=None, schema=in_schema)
+        self.shards = Shards(lambda: WindowAggregator(GlobalWindow(), self.keys, self.aggs, time=None,
+                                                      schema=in_schema), self.keys)
         self.seen = False
 
     def process(self, batch: pa.RecordBatch) -> list:
         if batch.num_rows:
             self.seen = True
-            self.aggregator.process(batch)
+            self.shards.process(batch)
         return []
 
     def close(self) -> list:
@@ -120,16 +122,19 @@ class FinalAggregate(Operator):
             for a, f in zip(self.aggs.values(), self.out_schema):
                 arrays.append(pa.array([0], f.type) if isinstance(a, Count) else pa.nulls(1, f.type))
             return [pa.RecordBatch.from_arrays(arrays, schema=self.out_schema)]
-        out = self.aggregator.flush()
-        return [out] if out.num_rows else []
+        return self.shards.flush()
 
     def snapshot(self) -> bytes | None:
-        return self.aggregator.snapshot().to_bytes()
+        return self.shards.snapshot()
 
     def restore(self, state: bytes | None) -> None:
         if state is not None:
             self.seen = True
-            self.aggregator.restore(State.from_bytes(state))
+            self.shards.restore(state)
+
+    def restore_groups(self, states: Sequence[bytes | None], groups: KeyGroups) -> None:
+        self.seen = any(s is not None for s in states)
+        self.shards.restore_groups(states, groups, self.name)
 
 
 class DistinctRows(Operator):
