@@ -15,11 +15,6 @@ from fastops.core.window.aggregator import State, WindowAggregator
 from fastops.core.window.assigners import GlobalWindow
 from fastops.operators.base import Operator, Tagged
 
-
-def _nonempty(batch: pa.RecordBatch | None) -> list:
-    return [batch] if batch is not None and batch.num_rows else []
-
-
 SHARDS = b"FASTOPS-SHARDS-2"  # the snapshot of an operator that holds state of several earlier tasks
 
 

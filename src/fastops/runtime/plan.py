@@ -85,7 +85,7 @@ def effective_partitioning(edge: Edge, downstream: Node) -> str:
     return edge.partitioning
 
 
-def _from_json(pos: Any) -> Any:
+def from_json(pos: Any) -> Any:
     """Positions come back from JSON with tuples turned into lists."""
     return tuple(pos) if isinstance(pos, list) else pos
 
@@ -279,7 +279,7 @@ class PhysicalPlan:
                 key = f"{c.index}/{i}"
                 if c.head.is_source:
                     start = (positions or {}).get(key)
-                    reader = c.head.source.open(i, c.parallelism, _from_json(start))
+                    reader = c.head.source.open(i, c.parallelism, from_json(start))
                     idle = next((getattr(op, "idle_timeout_ms", None) for op in ops
                                  if getattr(op, "idle_timeout_ms", None) is not None), None)
                     task: Task = SourceTask(name, reader, chain, ctxs, m, idle, stop)

@@ -26,7 +26,7 @@ from fastops.operators.base import Operator
 from fastops.operators.state import unpack_state
 from fastops.operators.window import Shards
 from fastops.runtime.checkpoint import Manifest
-from fastops.runtime.plan import ChainSpec, PhysicalPlan
+from fastops.runtime.plan import ChainSpec, PhysicalPlan, from_json
 from fastops.runtime.tasks import OperatorError, Task
 
 
@@ -53,11 +53,6 @@ class RescaleRecord:
                 "key_groups_moved": self.key_groups_moved, "key_groups": self.key_groups,
                 "state_bytes": self.state_bytes, "bytes_moved": self.bytes_moved,
                 "bytes_handed": self.bytes_handed, "pause_ms": self.pause_ms, "moves": dict(self.moves)}
-
-
-def _from_json(pos: Any) -> Any:
-    """Positions come back from JSON with tuples turned into lists."""
-    return tuple(pos) if isinstance(pos, list) else pos
 
 
 def parallelism_of(graph: list) -> dict[str, int]:
@@ -145,14 +140,14 @@ class StateAssignment:
     def positions(self) -> dict[str, Any]:
         """The start position of every source task, by task key."""
         if self.same:
-            return {k: _from_json(v["position"]) for k, v in self.manifest.tasks.items()}
+            return {k: from_json(v["position"]) for k, v in self.manifest.tasks.items()}
         out: dict[str, Any] = {}
         for c in self.plan.chains:
             if not c.head.is_source:
                 continue
             old = self.old[self.plan.uid[c.head.id]]
             task, p = old["task"] - 1, old["parallelism"]
-            before = [_from_json(self.manifest.tasks[f"{task}/{i}"]["position"]) for i in range(p)]
+            before = [from_json(self.manifest.tasks[f"{task}/{i}"]["position"]) for i in range(p)]
             if p == c.parallelism:
                 after = before
             else:
