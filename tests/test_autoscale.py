@@ -1,0 +1,96 @@
+"""DS2's policy against hand-computed cases (the paper's worked shape: a
+source, a flat-map that doubles its rows, a keyed count)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from fastops.autoscale import ds2, estimate
+
+
+def op(id, name, p, rows_in, rows_out, busy_ms, inputs=(), source=False, backlog=0.0, tag=None):
+    return {"id": id, "name": name, "parallelism": p, "is_source": source,
+            "inputs": [{"id": i, "tag": tag} for i in inputs], "rows_in_per_s": rows_in,
+            "rows_out_per_s": rows_out, "busy_ms_per_s": busy_ms, "backlog_growth_per_s": backlog}
+
+
+def paper(backlog=3000.0):
+    # the source reads 1000 rows/s and falls 3000 rows/s behind: it is offered 4000 rows/s.
+    # flat_map: 1 instance, 1000 in, 2000 out, busy half the time -> 2000 rows/s per busy second.
+    # count: 1 instance, 2000 in, busy all the time -> 2000 rows/s per busy second.
+    return [op(1, "source", 1, 1000, 1000, 300, source=True, backlog=backlog),
+            op(2, "flat_map", 1, 1000, 2000, 500, inputs=[1]),
+            op(3, "count", 1, 2000, 2000, 1000, inputs=[2]),
+            op(4, "sink", 1, 2000, 0, 100, inputs=[3])]
+
+
+def test_the_papers_shape_sizes_every_operator_in_one_step():
+    got = ds2(paper(), target_utilization=0.7)
+    # flat_map: 4000 / (2000 * 0.7) = 2.86 -> 3; count: 8000 / (2000 * 0.7) = 5.71 -> 6
+    # sink: 8000 rows/s against 2000 / 0.1 = 20000 per instance: 8000 / 14000 = 0.57 -> 1
+    assert got == {"flat_map": 3, "count": 6, "sink": 1}
+    est = {e.name: e for e in estimate(paper(), target_utilization=0.7)}
+    assert est["source"].target_output_rate == 4000
+    assert est["flat_map"].target_output_rate == 8000 and est["flat_map"].selectivity == 2
+    assert est["count"].true_processing_rate == 2000
+    assert est["count"].optimal == pytest.approx(8000 / 1400)
+
+
+def test_at_full_utilisation_the_optimum_is_the_rate_ratio():
+    got = ds2(paper(), target_utilization=1.0, utilization_band=0.0)
+    assert got == {"flat_map": 2, "count": 4, "sink": 1}
+
+
+def test_an_operator_at_the_target_utilisation_holds_and_says_why():
+    ops = paper(backlog=0.0)
+    # flat_map now runs at 1000 / 2000 = 0.5 of its capacity; with target 0.55 +- 0.1 it holds
+    est = {e.name: e for e in estimate(ops, target_utilization=0.55, utilization_band=0.1)}
+    assert est["flat_map"].target_parallelism == 1 and "within the band" in est["flat_map"].reason
+    assert est["flat_map"].utilization == pytest.approx(0.5)
+
+
+def test_skewed_instances_are_averaged():
+    # two instances, one busy 900 ms/s and one 100 ms/s: mean 500 ms/s; 1000 rows/s in
+    # -> 500 rows/s per instance per 0.5 busy s = 1000 rows/s per instance
+    ops = [op(1, "source", 1, 1000, 1000, 100, source=True), op(2, "map", 2, 1000, 1000, 500, inputs=[1])]
+    est = {e.name: e for e in estimate(ops, target_utilization=0.5, utilization_band=0.0)}
+    assert est["map"].true_processing_rate == 1000
+    assert est["map"].target_parallelism == 2  # 1000 / (1000 * 0.5)
+
+
+def test_an_operator_without_busy_time_holds():
+    ops = [op(1, "source", 1, 1000, 1000, 100, source=True), op(2, "map", 3, 0, 0, 0, inputs=[1])]
+    est = {e.name: e for e in estimate(ops)}
+    assert est["map"].target_parallelism == 3 and "no busy time" in est["map"].reason
+    assert est["map"].target_output_rate == 1000  # its target still flows downstream
+
+
+def test_scale_down_is_capped_and_bounds_and_divisors_apply():
+    # 100 rows/s into 10 instances that each could take 1000 rows/s: one would do
+    ops = [op(1, "source", 1, 100, 100, 10, source=True), op(2, "map", 10, 100, 100, 10, inputs=[1])]
+    est = {e.name: e for e in estimate(ops, max_scale_down=0.6)}
+    assert est["map"].target_parallelism == math.ceil(10 * 0.4) and "capped" in est["map"].reason
+    assert ds2(ops, max_scale_down=0.6, bounds={"map": (5, 8)}) == {"map": 5}
+    up = [op(1, "source", 1, 10_000, 10_000, 10, source=True), op(2, "map", 1, 1000, 1000, 1000, inputs=[1])]
+    assert ds2(up) == {"map": 15}  # 10000 / 700 = 14.3
+    assert ds2(up, divisor_of_max=True, max_parallelism=128) == {"map": 16}
+    assert ds2(up, max_parallelism=8) == {"map": 8}
+
+
+def test_two_inputs_add_their_targets_and_side_outputs_carry_none():
+    ops = [op(1, "a", 1, 1000, 1000, 100, source=True), op(2, "b", 1, 3000, 3000, 100, source=True),
+           op(3, "join", 1, 4000, 4000, 1000, inputs=[1, 2]),
+           op(4, "late", 1, 10, 10, 10, inputs=[3], tag="late")]
+    est = {e.name: e for e in estimate(ops, target_utilization=1.0, utilization_band=0.0)}
+    assert est["join"].target_input_rate == 4000 and est["join"].target_parallelism == 1
+    assert est["late"].target_input_rate == 0
+
+
+def test_bad_input_is_refused():
+    with pytest.raises(ValueError, match="target_utilization"):
+        ds2(paper(), target_utilization=0)
+    with pytest.raises(ValueError, match="unknown operator id 9"):
+        ds2([op(1, "map", 1, 1, 1, 1, inputs=[9])])
+    with pytest.raises(ValueError, match="cycle"):
+        ds2([op(1, "a", 1, 1, 1, 1, inputs=[2]), op(2, "b", 1, 1, 1, 1, inputs=[1])])
