@@ -3,9 +3,14 @@ source, a flat-map that doubles its rows, a keyed count)."""
 from __future__ import annotations
 
 import math
+import time
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as ds
 import pytest
 
+import fastops as fo
 from fastops.autoscale import ds2, estimate
 
 
@@ -94,3 +99,43 @@ def test_bad_input_is_refused():
         ds2([op(1, "map", 1, 1, 1, 1, inputs=[9])])
     with pytest.raises(ValueError, match="cycle"):
         ds2([op(1, "a", 1, 1, 1, 1, inputs=[2]), op(2, "b", 1, 1, 1, 1, inputs=[1])])
+
+
+def slow_rows(batch):
+    time.sleep(batch.num_rows * 0.0002)  # a cost per row that waits (an external service), releasing the GIL
+    return batch
+
+
+def autoscaled_job(env, out):
+    t = pa.table({"k": np.arange(12_000) % 97, "v": np.arange(12_000), "ts": np.arange(12_000, dtype=np.int64)})
+    (env.from_arrow(t, batch_size=200).with_watermark("ts").key_by("k").map(slow_rows, name="slow")
+     .key_by("k").window(fo.windows.Tumbling(500)).aggregate(n=fo.agg.count(), s=fo.agg.sum("v"))
+     .sink_to_parquet(out))
+
+
+def test_a_job_under_autoscaling_writes_what_it_writes_at_fixed_parallelism(tmp_path):
+    env = fo.StreamEnvironment(parallelism=1)
+    autoscaled_job(env, str(tmp_path / "fixed"))
+    env.execute()
+    env = fo.StreamEnvironment(parallelism=1, executor="threads",
+                               autoscaling=fo.Autoscaling(interval="600ms", stabilization="600ms"))
+    autoscaled_job(env, str(tmp_path / "scaled"))
+    result = env.execute()
+    applied = [d for d in result.scaling if d["applied"]]
+    assert applied and result.rescales  # the slow operator was busy: DS2 added instances
+    slow = next(o for o in applied[0]["operators"] if o["name"] == "slow")
+    assert applied[0]["applied"]["slow"] == slow["target_parallelism"] > slow["parallelism"]
+    assert result.rows_in == 12_000
+
+    def rows(path):
+        return sorted(tuple(r.values()) for r in ds.dataset(path).to_table().to_pylist())
+    assert rows(str(tmp_path / "scaled")) == rows(str(tmp_path / "fixed"))
+
+
+def test_autoscaling_settings_are_checked_where_the_environment_is_made():
+    with pytest.raises(ValueError, match="target_utilization"):
+        fo.StreamEnvironment(autoscaling=fo.Autoscaling(target_utilization=1.5))
+    with pytest.raises(ValueError, match="interval"):
+        fo.StreamEnvironment().enable_autoscaling(interval=0)
+    with pytest.raises(TypeError, match="fastops.Autoscaling"):
+        fo.StreamEnvironment(autoscaling={"interval": "1s"})

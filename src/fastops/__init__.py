@@ -17,6 +17,7 @@ except ImportError as exc:  # no silent pure-Python fallback
 # --- end windows ---
 # --- sketches ---
 from fastops import agg, sketches, windows  # noqa: F401  (fastops.sketches.HyperLogLog, ...)
+from fastops.autoscale import Autoscaling
 from fastops.core.arrow import release_memory
 from fastops.core.durations import parse_duration
 from fastops.core.hashing import hash64, null_hash
@@ -38,6 +39,7 @@ from fastops.table import TableEnvironment, lit, udaf, udf, udtf
 __version__ = "0.1.0"
 
 __all__ = [
+    "Autoscaling",
     "BoundedOutOfOrderness",
     "CheckpointStorageError",
     "DataStream",

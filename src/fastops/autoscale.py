@@ -17,11 +17,14 @@ target utilisation, the cap on scaling down, bounds) is named per operator.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Estimate", "ds2", "estimate"]
+from fastops.core.durations import parse_duration, parse_positive_duration
+
+__all__ = ["Autoscaling", "Controller", "Estimate", "ds2", "estimate"]
 
 
 @dataclass(frozen=True)
@@ -149,3 +152,67 @@ def ds2(operators: Sequence[Mapping[str, Any]], **options: Any) -> dict[str, int
         if e.reason != "a source keeps its parallelism":
             result[e.name] = max(result.get(e.name, 0), e.target_parallelism)
     return result
+
+
+@dataclass(frozen=True)
+class Autoscaling:
+    """Closes the loop: every ``interval`` the job driver measures the
+    operators over that interval, asks ``ds2`` for their parallelism and
+    rescales the job live when it differs (not within ``stabilization``
+    after a rescale, nor at the job's start). Every decision is recorded with
+    its inputs (``JobResult.scaling``, ``JobClient.metrics()["scaling"]``).
+    The other fields are ``estimate``'s; ``max_parallelism`` None: the job's.
+    The rates are sampled every 0.25 s: an ``interval`` below about 0.5 s
+    sees too few samples to measure any."""
+
+    interval: Any = "10s"
+    target_utilization: float = 0.7
+    stabilization: Any = "30s"
+    min_parallelism: int = 1
+    max_parallelism: int | None = None
+    utilization_band: float = 0.1
+    max_scale_down: float = 0.6
+    divisor_of_max: bool = False
+
+    def controller(self, max_parallelism: int) -> Controller:
+        """A controller for one job whose max_parallelism is ``max_parallelism``."""
+        return Controller(self, max_parallelism)
+
+
+class Controller:
+    """One job's autoscaler: called by the job driver from its tick (see ``Autoscaling``)."""
+
+    def __init__(self, config: Autoscaling, max_parallelism: int):
+        self.interval_s = parse_positive_duration(config.interval, "interval") / 1000.0
+        self.stabilization_s = parse_duration(config.stabilization) / 1000.0
+        self.options: dict[str, Any] = {"target_utilization": config.target_utilization,
+                        "utilization_band": config.utilization_band, "max_scale_down": config.max_scale_down,
+                        "min_parallelism": config.min_parallelism,
+                        "max_parallelism": min(config.max_parallelism or max_parallelism, max_parallelism),
+                        "divisor_of_max": config.divisor_of_max}
+        estimate([], **self.options)  # the options are checked here, where the job is set up
+        self.decisions: list[dict[str, Any]] = []
+        self._started = self._last_decision = self._last_change = time.perf_counter()
+
+    def __call__(self, job: Any) -> None:
+        now = time.perf_counter()
+        if now - self._last_decision < self.interval_s:
+            return
+        self._last_decision = now
+        metrics = job.metrics(self.interval_s)
+        estimates = estimate(metrics["operators"], **self.options)
+        current = {e.name: e.parallelism for e in estimates}
+        wanted = {e.name: e.target_parallelism for e in estimates if e.reason != "a source keeps its parallelism"}
+        changes = {name: p for name, p in wanted.items() if p != current[name]}
+        record: dict[str, Any] = {"time": time.time(), "operators": [dict(vars(e)) for e in estimates],
+                                  "computed": wanted, "applied": {}, "held": None}
+        if changes and now - self._last_change < self.stabilization_s:
+            record["held"] = f"within {self.stabilization_s:g} s of the last rescale (or the start)"
+        elif changes:
+            try:
+                job.request_rescale(changes)
+                record["applied"] = changes
+                self._last_change = now
+            except (ValueError, RuntimeError) as exc:  # recorded: the job goes on at its parallelism
+                record["held"] = f"refused: {exc}"
+        self.decisions.append(record)

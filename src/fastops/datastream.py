@@ -16,6 +16,7 @@ from typing import Any, Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from fastops.autoscale import Autoscaling
 from fastops.connectors import sinks as _sinks
 from fastops.connectors.base import Source, check_batch_size
 from fastops.connectors.collections import TableSource
@@ -167,6 +168,10 @@ class StreamEnvironment:
         or a restore at another parallelism): ``"contiguous"`` (Flink's
         ranges) or ``"fewest_moves"`` (moves the fewest key groups). See
         docs/rescaling.md.
+    autoscaling
+        A ``fastops.Autoscaling``: DS2 sets every operator's parallelism
+        while the job runs (see ``fastops.autoscale``); also
+        ``enable_autoscaling(...)``.
     """
 
     def __init__(self, parallelism: int = 1, max_parallelism: int = 128,
@@ -175,7 +180,7 @@ class StreamEnvironment:
                  checkpoint_interval: Any = "5s", checkpoints_retained: int = 3,
                  mode: str = "exactly_once", restart_attempts: int = 0,
                  restart_delay: Any = 0, executor: str | None = None,
-                 key_group_assignment: str = "contiguous"):
+                 key_group_assignment: str = "contiguous", autoscaling: Autoscaling | None = None):
         self.parallelism = _check_parallelism(parallelism)
         self.max_parallelism = _check_parallelism(max_parallelism, "max_parallelism")
         if parallelism > max_parallelism:
@@ -198,9 +203,21 @@ class StreamEnvironment:
         if key_group_assignment not in ASSIGNMENTS:
             raise ValueError(f"key_group_assignment must be one of {ASSIGNMENTS}, got {key_group_assignment!r}")
         self.key_group_assignment = key_group_assignment
+        if autoscaling is not None and not isinstance(autoscaling, Autoscaling):
+            raise TypeError(f"autoscaling must be a fastops.Autoscaling, got {type(autoscaling).__name__}")
+        if autoscaling is not None:
+            autoscaling.controller(self.max_parallelism)  # its settings are checked here
+        self.autoscaling = autoscaling
         self._sinks: list[Node] = []
         self.last_result: JobResult | None = None
         self._collect_jobs = 0  # jobs collect() ran at once (for execute()'s "no sink" error)
+
+    def enable_autoscaling(self, **settings: Any) -> StreamEnvironment:
+        """Autoscale the jobs of this environment: ``settings`` as ``fastops.Autoscaling``."""
+        autoscaling = Autoscaling(**settings)
+        autoscaling.controller(self.max_parallelism)
+        self.autoscaling = autoscaling
+        return self
 
     @property
     def threads(self) -> bool:
@@ -390,7 +407,8 @@ class StreamEnvironment:
             checkpoint_interval_s=self.checkpoint_interval_ms / 1000.0 if self.checkpoint_interval_ms else None,
             checkpoints_retained=self.checkpoints_retained, exactly_once=self.mode == "exactly_once",
             restart_attempts=self.restart_attempts, restart_delay_s=self.restart_delay_s,
-            key_group_assignment=self.key_group_assignment)
+            key_group_assignment=self.key_group_assignment,
+            controller=self.autoscaling.controller(self.max_parallelism) if self.autoscaling is not None else None)
 
     def _finished(self, result: JobResult) -> None:
         self.last_result = result

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import fastops as fo
+from fastops.connectors.collections import TableSource
 from fastops.core import aggregates as agg
 from fastops.core.window.assigners import Session, Sliding, Tumbling
 from fastops.runtime.errors import JobFailed
@@ -124,7 +125,7 @@ CASES = [
     ("set_parallelism of a str", lambda p: env().from_parquet(p["parquet"]).set_parallelism("2"),
      ValueError, r"parallelism must be an int >= 1, got '2'"),
     ("from_source parallelism 0",
-     lambda p: env().from_source(fo.connectors.sources.TableSource(pa.table({"a": [1]})), parallelism=0),
+     lambda p: env().from_source(TableSource(pa.table({"a": [1]})), parallelism=0),
      ValueError, r"parallelism must be an int >= 1, got 0"),
     ("transform parallelism 0", lambda p: src().transform("t", fo.operators.Operator, parallelism=0),
      ValueError, r"parallelism must be an int >= 1, got 0"),

@@ -77,6 +77,7 @@ class JobResult:
     rolled_back: list = field(default_factory=list)  # committed output taken away before a replay
     job_id: str = ""
     rescales: list = field(default_factory=list)  # RescaleRecord: every change of parallelism
+    scaling: list = field(default_factory=list)  # the autoscaler's decisions (see fastops.autoscale)
     savepoint: str | None = None  # where stop_with_savepoint wrote the job's state
 
     def __repr__(self) -> str:
@@ -115,6 +116,8 @@ class JobConfig:
     restart_delay_s: float = 0.0
     sample_interval_s: float = 0.25  # between two metrics samples
     key_group_assignment: str = "contiguous"  # how key groups move on a rescale (see assign_key_groups)
+    # called with the Job from the driver's tick while it runs (an autoscaler: fastops.autoscale.Controller)
+    controller: Callable[[Any], None] | None = None
 
 
 @dataclass
@@ -253,6 +256,9 @@ class Job:
         if request is not None and not request.sent and coordinator is not None:
             request.sent = True
             coordinator.request_stop(request.path)
+        controller = self.config.controller
+        if controller is not None and request is None and self.status is JobStatus.RUNNING:
+            controller(self)
         now = time.perf_counter()
         if self.sampler.due(now):
             self.sampler.sample(self.executor.task_metrics())
@@ -310,6 +316,20 @@ class Job:
         state (see the module docs). ``parallelism``: one for every operator
         but the sources, or ``{operator name: parallelism}``. Returns the
         rescale's record once the job runs at the new parallelism."""
+        request = self._ask(self._rescale_request(parallelism), timeout)
+        return request.record
+
+    def request_rescale(self, parallelism: int | dict[str, int]) -> None:
+        """``rescale`` without waiting for it (the driver's own thread, e.g. an
+        autoscaler in its tick, must not wait for itself)."""
+        request = self._rescale_request(parallelism)
+        with self._request_lock:
+            if self._request is not None:
+                raise RuntimeError(f"job {self.job_name!r} is already taking a {self._request.kind}")
+            self._request = request
+
+    def _rescale_request(self, parallelism: int | dict[str, int]) -> _StopRequest:
+        """The request for ``rescale(parallelism)``; ValueError for a bad one."""
         nodes = reachable(self.sinks)
         maxp = self.config.max_parallelism
         if isinstance(parallelism, dict):
@@ -339,8 +359,7 @@ class Job:
         current = {n.id: self.plan.chain_of[n.id].parallelism for n in nodes}
         targets = {k: v for k, v in targets.items() if current[k] != v}
         check_rescalable([n for n in nodes if n.id in targets])
-        request = self._ask(_StopRequest("rescale", parallelism=targets), timeout)
-        return request.record
+        return _StopRequest("rescale", parallelism=targets)
 
     def _after_stop(self, run: AttemptResult) -> bool:
         """The attempt ended at a stop checkpoint: True if the job ends there (a
@@ -470,7 +489,7 @@ class Job:
                          restarts=self.restarts, rows_replayed=replayed,
                          restored_from=self.manifest.checkpoint_id if self.manifest is not None else None,
                          skipped_checkpoints=self.skipped, rolled_back=self.rolled_back, job_id=self.job_id,
-                         rescales=list(self.rescales), savepoint=self.savepoint)
+                         rescales=list(self.rescales), savepoint=self.savepoint, scaling=self.scaling())
 
     # -- metrics -----------------------------------------------------------------------
     def metrics(self, window_s: float = DEFAULT_WINDOW_S) -> dict[str, Any]:
@@ -501,7 +520,11 @@ class Job:
             "rows_out_per_s": sum(t["sink_rows_per_s"] for t in tasks),
         }
         return {"job": job, "checkpoints": self._checkpoint_metrics(), "operators": self._operator_metrics(tasks),
-                "tasks": tasks, "rescales": [r.as_dict() for r in self.rescales]}
+                "tasks": tasks, "rescales": [r.as_dict() for r in self.rescales], "scaling": self.scaling()}
+
+    def scaling(self) -> list[dict[str, Any]]:
+        """The autoscaler's decisions so far (none without one)."""
+        return list(getattr(self.config.controller, "decisions", []))
 
     def _checkpoint_metrics(self) -> dict[str, Any]:
         coordinator = self.executor.coordinator
