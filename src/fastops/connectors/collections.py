@@ -7,7 +7,7 @@ from typing import Any
 import pyarrow as pa
 
 from fastops.connectors.base import END, Reader, Source, check_batch_size
-from fastops.connectors.units import Cursor, Plan, check_rescale, rescale, split_plan
+from fastops.connectors.units import Cursor, Plan, rescale_positions, split_plan
 
 
 def _to_batches(table: pa.Table, batch_size: int | None) -> list[pa.RecordBatch]:
@@ -83,9 +83,7 @@ class TableSource(Source):
     def rescale_positions(self, positions: list, parallelism: int) -> list:
         """Deal the batches the old readers had not read over ``parallelism``
         new readers, round robin (see ``Source.rescale_positions``)."""
-        check_rescale(self.name, positions, parallelism)
-        plans = [self._plan(i, len(positions), pos) for i, pos in enumerate(positions)]
-        return rescale(plans, parallelism, self.name)
+        return rescale_positions(self.name, positions, parallelism, self._plan)
 
     def _plan(self, index: int, parallelism: int, position: Any) -> Plan:
         n = len(self.batches)

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from fastops.connectors.base import END, Reader, Source, check_batch_size
-from fastops.connectors.units import Cursor, Plan, check_rescale, rescale, split_plan
+from fastops.connectors.units import Cursor, Plan, rescale_positions, split_plan
 
 
 def _expand(path: str | os.PathLike | Sequence[str | os.PathLike]) -> list[str]:
@@ -80,9 +80,7 @@ class FileSource(Source):
         """Deal the fragments the old readers had not finished over
         ``parallelism`` new readers, round robin; one read in part keeps its
         row offset (see ``Source.rescale_positions``)."""
-        check_rescale(self.name, positions, parallelism)
-        plans = [self._plan(i, len(positions), pos) for i, pos in enumerate(positions)]
-        return rescale(plans, parallelism, self.name)
+        return rescale_positions(self.name, positions, parallelism, self._plan)
 
     def _plan(self, index: int, parallelism: int, position: Any) -> Plan:
         n = len(self.fragments)

@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["Cursor", "Plan", "check_rescale", "rescale", "split_plan"]
+__all__ = ["Cursor", "Plan", "rescale_positions", "split_plan"]
 
 
 def _is_int(value: Any) -> bool:
@@ -97,7 +97,17 @@ def split_plan(index: int, parallelism: int, num_units: int, finished: int = 0, 
     return Plan(units, [rows] + [0] * (len(units) - 1) if units else [], mine[:finished])
 
 
-def check_rescale(name: str, positions: Any, parallelism: Any) -> None:
+def rescale_positions(name: str, positions: Any, parallelism: Any,
+                      plan_of: Callable[[int, int, Any], Plan]) -> list[dict]:
+    """``Source.rescale_positions`` of a source of units: the positions of
+    ``parallelism`` new readers from those of the old ones, whose plans
+    ``plan_of(index, old parallelism, position)`` gives; ValueError naming
+    the source for bad positions or parallelism."""
+    _check_rescale(name, positions, parallelism)
+    return rescale([plan_of(i, len(positions), pos) for i, pos in enumerate(positions)], parallelism, name)
+
+
+def _check_rescale(name: str, positions: Any, parallelism: Any) -> None:
     """ValueError naming the source unless ``positions`` is a non-empty list
     and ``parallelism`` an int >= 1."""
     if not isinstance(positions, (list, tuple)) or not positions:
