@@ -263,3 +263,31 @@ def test_a_reader_that_fails_to_close_after_a_failure_is_logged_and_the_failure_
     assert "bad record at offset 7" in str(info.value)
     warned = [r for r in caplog.records if "closing its source reader failed" in r.getMessage()]
     assert len(warned) == 1 and "connection already gone" in str(warned[0].exc_info[1])
+
+
+def test_files_whose_column_is_all_null_in_one_read_as_the_typed_column(tmp_path):
+    # pandas writes an empty or all-None string column as type null
+    pq.write_table(pa.table({"id": pa.array([], pa.int64()), "s": pa.array([], pa.null())}), tmp_path / "a.parquet")
+    pq.write_table(pa.table({"id": [1, 2], "s": ["x", None]}), tmp_path / "b.parquet")
+    pq.write_table(pa.table({"id": [3], "s": pa.array([None], pa.null())}), tmp_path / "c.parquet")
+    env = fo.StreamEnvironment()
+    out = env.from_parquet(str(tmp_path)).collect()
+    expected = pa.concat_tables([pq.read_table(tmp_path / f, schema=pa.schema([("id", pa.int64()), ("s", pa.string())]))
+                                 for f in ("a.parquet", "b.parquet", "c.parquet")])
+    assert out.sort_by("id").equals(expected.sort_by("id"))
+
+
+def test_files_of_clashing_types_are_refused_naming_the_file(tmp_path):
+    pq.write_table(pa.table({"id": [1, 2]}), tmp_path / "a.parquet")
+    pq.write_table(pa.table({"id": ["x"]}), tmp_path / "b.parquet")
+    env = fo.StreamEnvironment()
+    with pytest.raises(ValueError, match=r"b\.parquet.*id"):
+        env.from_parquet(str(tmp_path))
+
+
+def test_a_csv_file_that_does_not_fit_the_first_is_an_error_naming_it(tmp_path):
+    pacsv.write_csv(pa.table({"id": [1, 2]}), tmp_path / "a.csv")
+    pacsv.write_csv(pa.table({"id": ["x"]}), tmp_path / "b.csv")
+    env = fo.StreamEnvironment()
+    with pytest.raises(fo.JobFailed, match=r"b\.csv' cannot be read as the source's schema \(id: int64\)"):
+        env.from_csv(str(tmp_path)).collect()

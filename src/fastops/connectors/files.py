@@ -59,8 +59,15 @@ class FileSource(Source):
         self.batch_size = check_batch_size(batch_size)  # before reading any file
         self.fmt = fmt
         self.name = f"from_{fmt}"
-        self.dataset = ds.dataset(_expand(path), format="arrow" if fmt == "ipc" else fmt, schema=schema)
+        files = _expand(path)
+        self.dataset = ds.dataset(files, format="arrow" if fmt == "ipc" else fmt, schema=schema)
         frags = list(self.dataset.get_fragments())
+        if schema is None and fmt != "csv" and len(frags) > 1:
+            # the dataset takes the first file's schema; a column that is all
+            # null in one file and typed in another is merged instead
+            self.dataset = ds.dataset(files, format="arrow" if fmt == "ipc" else fmt,
+                                      schema=_unified_schema(frags))
+            frags = list(self.dataset.get_fragments())
         if fmt == "parquet":
             frags = [rg for f in frags for rg in f.split_by_row_group()]
         self.fragments = frags
@@ -110,6 +117,19 @@ class FileSource(Source):
         return plan.rows_read(lambda u: _fragment_rows(self.fragments[u]))
 
 
+def _unified_schema(fragments: list) -> pa.Schema:
+    """One schema for files whose schemas differ only where a column of one
+    is all null; ValueError naming the file and column that do not fit."""
+    merged = fragments[0].physical_schema
+    for f in fragments[1:]:
+        try:
+            merged = pa.unify_schemas([merged, f.physical_schema])
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise ValueError(f"file {f.path!r} does not match the schema of the files before it: {exc}; "
+                             f"pass schema= to read them as one type") from None
+    return merged
+
+
 def _pair(position: Any) -> tuple[int | None, int | None]:
     """``(fragments done, rows)`` of a compact position (a list after JSON);
     None for what is not an int."""
@@ -118,6 +138,16 @@ def _pair(position: Any) -> tuple[int | None, int | None]:
     a, b = position
     ok = [v if isinstance(v, int) and not isinstance(v, bool) else None for v in (a, b)]
     return ok[0], ok[1]
+
+
+def _checked(batches: Iterator[pa.RecordBatch], fragment: Any, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """The batches of one file; a file that cannot be read as the source's
+    schema is a ValueError naming the file, not an Arrow error mid-job."""
+    try:
+        yield from batches
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise ValueError(f"file {fragment.path!r} cannot be read as the source's schema "
+                         f"({', '.join(f'{f.name}: {f.type}' for f in schema)}): {exc}") from None
 
 
 class _FileReader(Reader):
@@ -135,7 +165,7 @@ class _FileReader(Reader):
             skip = self.cursor.rows  # resuming inside a fragment
             scanner = source.fragments[unit].scanner(schema=source.dataset.schema,
                                                      batch_size=source.batch_size, use_threads=False)
-            for b in scanner.to_batches():
+            for b in _checked(scanner.to_batches(), source.fragments[unit], source.dataset.schema):
                 if skip >= b.num_rows:
                     skip -= b.num_rows
                     continue
