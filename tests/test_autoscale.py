@@ -42,6 +42,22 @@ def test_the_papers_shape_sizes_every_operator_in_one_step():
     assert est["count"].optimal == pytest.approx(8000 / 1400)
 
 
+def test_a_draining_source_is_offered_its_arrival_rate_and_catch_up_adds_its_backlog():
+    # reads 3000 rows/s while its backlog of 60000 rows shrinks by 2000 rows/s: 1000 rows/s arrive
+    ops = paper()
+    ops[0] = op(1, "source", 1, 3000, 3000, 300, source=True, backlog=-2000.0)
+    ops[0]["backlog"] = 60_000
+    est = {e.name: e for e in estimate(ops, target_utilization=1.0, utilization_band=0.0)}
+    assert est["source"].target_output_rate == 1000 and est["source"].backlog == 60_000
+    # flat_map: 1000 / 2000 -> 1; count: 2000 / 2000 -> 1
+    assert (est["flat_map"].target_parallelism, est["count"].target_parallelism) == (1, 1)
+    # to drain 60000 rows in 20 s: 1000 + 3000 rows/s -> flat_map 2, count 4
+    got = ds2(ops, target_utilization=1.0, utilization_band=0.0, catch_up_s=20)
+    assert (got["flat_map"], got["count"]) == (2, 4)
+    with pytest.raises(ValueError, match="catch_up_s"):
+        ds2(ops, catch_up_s=0)
+
+
 def test_at_full_utilisation_the_optimum_is_the_rate_ratio():
     got = ds2(paper(), target_utilization=1.0, utilization_band=0.0)
     assert got == {"flat_map": 2, "count": 4, "sink": 1}
@@ -118,11 +134,12 @@ def test_a_job_under_autoscaling_writes_what_it_writes_at_fixed_parallelism(tmp_
     autoscaled_job(env, str(tmp_path / "fixed"))
     env.execute()
     env = fo.StreamEnvironment(parallelism=1, executor="threads",
-                               autoscaling=fo.Autoscaling(interval="600ms", stabilization="600ms"))
+                               autoscaling=fo.Autoscaling(interval="600ms", stabilization="600ms", catch_up="2s"))
     autoscaled_job(env, str(tmp_path / "scaled"))
     result = env.execute()
     applied = [d for d in result.scaling if d["applied"]]
-    assert applied and result.rescales  # the slow operator was busy: DS2 added instances
+    # the table is all backlog: to read it in about 2 s the slow operator needs more instances
+    assert applied and result.rescales
     slow = next(o for o in applied[0]["operators"] if o["name"] == "slow")
     assert applied[0]["applied"]["slow"] == slow["target_parallelism"] > slow["parallelism"]
     assert result.rows_in == 12_000

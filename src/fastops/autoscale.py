@@ -6,7 +6,8 @@ useful (busy) time, per instance: waiting for input (idle) and for output
 credit (backpressure) are not work. Operators are visited from the sources
 down: an operator's *target input rate* is the sum of its inputs' target
 output rates (a source's: the rate it is offered, its observed rate plus the
-growth of its backlog); its parallelism is the target input rate over its
+growth of its backlog, plus what drains the backlog within the catch-up
+time); its parallelism is the target input rate over its
 true rate per instance at the target utilisation, rounded up; its target
 output rate is its target input rate times its selectivity (rows out per
 row in). The policy is a pure function of the measured operators, as
@@ -26,6 +27,8 @@ from fastops.core.durations import parse_duration, parse_positive_duration
 
 __all__ = ["Autoscaling", "Controller", "Estimate", "ds2", "estimate"]
 
+SOURCE_HOLDS = "a source keeps its parallelism"
+
 
 @dataclass(frozen=True)
 class Estimate:
@@ -41,6 +44,8 @@ class Estimate:
     true_processing_rate: float | None  # per instance, rows in per busy second
     selectivity: float
     utilization: float | None  # the share of its capacity the target input rate would use now
+    busy_share: float  # busy time per second per instance, measured
+    backlog: int | None  # sources: rows ready and not read (None: the source cannot say)
     reason: str  # why target_parallelism is what it is
 
 
@@ -78,15 +83,19 @@ def _divisor_at_least(p: int, n: int) -> int:
 def estimate(operators: Sequence[Mapping[str, Any]], *, target_utilization: float = 0.7,
              utilization_band: float = 0.1, max_scale_down: float = 0.6, min_parallelism: int = 1,
              max_parallelism: int = 128, bounds: Mapping[str, tuple[int, int]] | None = None,
-             divisor_of_max: bool = False) -> list[Estimate]:
+             divisor_of_max: bool = False, catch_up_s: float | None = None) -> list[Estimate]:
     """DS2's estimate for every operator, in topological order (see the module docs).
 
     ``operators``: dicts with ``id``, ``name``, ``parallelism``, ``is_source``,
     ``inputs`` (``[{"id": upstream id, "tag": side output or None}]``; side
     outputs carry no target rate), ``rows_in_per_s`` and ``rows_out_per_s``
     (summed over instances), ``busy_ms_per_s`` (mean per instance) and, for
-    sources, ``backlog_growth_per_s`` (rows per second the source falls
-    further behind; 0 when it keeps up). ``target_utilization``: the share of
+    sources, ``backlog`` (rows ready and not read) and
+    ``backlog_growth_per_s`` (its change per second; negative while it
+    drains), None or absent when the source cannot say. A source is offered
+    its observed rate plus its backlog's growth; with ``catch_up_s``, also
+    ``backlog / catch_up_s`` (as Flink's catch-up duration), so that the job
+    drains what it is behind within that time. ``target_utilization``: the share of
     an instance's true rate to plan for; inside ``utilization_band`` around
     it nothing changes; one decision scales an operator down by at most
     ``max_scale_down`` of its instances; ``bounds`` (by name) and
@@ -102,23 +111,28 @@ def estimate(operators: Sequence[Mapping[str, Any]], *, target_utilization: floa
         raise ValueError(f"max_scale_down must be in [0, 1), got {max_scale_down!r}")
     if not 1 <= min_parallelism <= max_parallelism:
         raise ValueError(f"need 1 <= min_parallelism <= max_parallelism, got {min_parallelism}, {max_parallelism}")
+    if catch_up_s is not None and not catch_up_s > 0:
+        raise ValueError(f"catch_up_s must be > 0 seconds (or None), got {catch_up_s!r}")
     out: dict[Any, Estimate] = {}
     for op in _topological(operators):
         p = int(op["parallelism"])
         rows_in, rows_out = float(op.get("rows_in_per_s", 0.0)), float(op.get("rows_out_per_s", 0.0))
         busy = float(op.get("busy_ms_per_s", 0.0)) / 1000.0
         selectivity = rows_out / rows_in if rows_in > 0 else 1.0
+        backlog = op.get("backlog")
         if op.get("is_source"):
-            target_in = rows_in + max(0.0, float(op.get("backlog_growth_per_s", 0.0)))
+            target_in = max(0.0, rows_in + float(op.get("backlog_growth_per_s") or 0.0))
+            if catch_up_s and backlog:
+                target_in += backlog / catch_up_s
             target_out = target_in * selectivity
             out[op["id"]] = Estimate(op["id"], op["name"], p, p, None, target_in, target_out, None, selectivity,
-                                     None, "a source keeps its parallelism")
+                                     None, busy, backlog, SOURCE_HOLDS)
             continue
         target_in = sum(out[e["id"]].target_output_rate for e in op.get("inputs", ()) if e.get("tag") is None)
         target_out = target_in * selectivity
         if busy <= 0 or rows_in <= 0:
             out[op["id"]] = Estimate(op["id"], op["name"], p, p, None, target_in, target_out, None, selectivity,
-                                     None, "no busy time measured: holds")
+                                     None, busy, None, "no busy time measured: holds")
             continue
         rate = rows_in / p / busy  # true processing rate per instance
         optimal = target_in / (rate * target_utilization)
@@ -139,7 +153,7 @@ def estimate(operators: Sequence[Mapping[str, Any]], *, target_utilization: floa
         if divisor_of_max and want != p:
             want = min(_divisor_at_least(want, max_parallelism), hi)
         out[op["id"]] = Estimate(op["id"], op["name"], p, want, optimal, target_in, target_out, rate, selectivity,
-                                 utilization, reason)
+                                 utilization, busy, None, reason)
     return list(out.values())
 
 
@@ -149,7 +163,7 @@ def ds2(operators: Sequence[Mapping[str, Any]], **options: Any) -> dict[str, int
     as ``estimate``. Operators sharing a name get the largest of theirs."""
     result: dict[str, int] = {}
     for e in estimate(operators, **options):
-        if e.reason != "a source keeps its parallelism":
+        if e.reason != SOURCE_HOLDS:
             result[e.name] = max(result.get(e.name, 0), e.target_parallelism)
     return result
 
@@ -161,7 +175,8 @@ class Autoscaling:
     rescales the job live when it differs (not within ``stabilization``
     after a rescale, nor at the job's start). Every decision is recorded with
     its inputs (``JobResult.scaling``, ``JobClient.metrics()["scaling"]``).
-    The other fields are ``estimate``'s; ``max_parallelism`` None: the job's.
+    ``catch_up``: the time to drain a source's backlog in (None: only keep
+    up). The other fields are ``estimate``'s; ``max_parallelism`` None: the job's.
     The rates are sampled every 0.25 s: an ``interval`` below about 0.5 s
     sees too few samples to measure any."""
 
@@ -173,6 +188,7 @@ class Autoscaling:
     utilization_band: float = 0.1
     max_scale_down: float = 0.6
     divisor_of_max: bool = False
+    catch_up: Any = "5min"
 
     def controller(self, max_parallelism: int) -> Controller:
         """A controller for one job whose max_parallelism is ``max_parallelism``."""
@@ -189,7 +205,9 @@ class Controller:
                         "utilization_band": config.utilization_band, "max_scale_down": config.max_scale_down,
                         "min_parallelism": config.min_parallelism,
                         "max_parallelism": min(config.max_parallelism or max_parallelism, max_parallelism),
-                        "divisor_of_max": config.divisor_of_max}
+                        "divisor_of_max": config.divisor_of_max,
+                        "catch_up_s": None if config.catch_up is None
+                        else parse_positive_duration(config.catch_up, "catch_up") / 1000.0}
         estimate([], **self.options)  # the options are checked here, where the job is set up
         self.decisions: list[dict[str, Any]] = []
         self._started = self._last_decision = self._last_change = time.perf_counter()
@@ -202,7 +220,7 @@ class Controller:
         metrics = job.metrics(self.interval_s)
         estimates = estimate(metrics["operators"], **self.options)
         current = {e.name: e.parallelism for e in estimates}
-        wanted = {e.name: e.target_parallelism for e in estimates if e.reason != "a source keeps its parallelism"}
+        wanted = {e.name: e.target_parallelism for e in estimates if e.reason != SOURCE_HOLDS}
         changes = {name: p for name, p in wanted.items() if p != current[name]}
         record: dict[str, Any] = {"time": time.time(), "operators": [dict(vars(e)) for e in estimates],
                                   "computed": wanted, "applied": {}, "held": None}

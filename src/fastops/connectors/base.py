@@ -72,6 +72,19 @@ class Reader(Protocol):
         """Release files or connections; called once, also after a failure."""
         return None
 
+    def backlog(self) -> int | None:
+        """Rows ready to be read and not read yet: a paced source behind its
+        schedule, the unread rows of files, a broker's lag; None when unknown.
+        The autoscaler sizes the job to catch up with it. Called from the
+        metrics thread while the reader reads: cheap, never blocking."""
+        return None
+
+    @classmethod
+    def __subclasshook__(cls, other: type) -> Any:
+        """``isinstance(x, Reader)`` asks for the members every reader has:
+        ``backlog`` is optional."""
+        return _has_members(cls, Reader, other, optional={"backlog"})
+
 
 @runtime_checkable
 class Source(Protocol):
@@ -114,11 +127,17 @@ class Source(Protocol):
     def __subclasshook__(cls, other: type) -> Any:
         """``isinstance(x, Source)`` asks for the members every source has:
         ``rescale_positions`` is optional."""
-        if cls is not Source:
-            return NotImplemented
-        required = {name for name in vars(Source) if not name.startswith("_")} - {"rescale_positions"}
-        have = {name for klass in other.__mro__ for name in vars(klass)}
-        return True if required <= have else NotImplemented
+        return _has_members(cls, Source, other, optional={"rescale_positions"})
+
+
+def _has_members(cls: type, protocol: type, other: type, optional: set[str]) -> Any:
+    """True when ``other`` has every public member of ``protocol`` but the
+    ``optional`` ones (for subclasses of the protocol: the default check)."""
+    if cls is not protocol:
+        return NotImplemented
+    required = {name for name in vars(protocol) if not name.startswith("_")} - optional
+    have = {name for klass in other.__mro__ for name in vars(klass)}
+    return True if required <= have else NotImplemented
 
 
 @runtime_checkable

@@ -22,13 +22,18 @@ class _ListReader(Reader):
     def __init__(self, batches: Sequence[pa.RecordBatch], start: int = 0):
         self.batches = batches
         self.pos = start
+        self._left = sum(b.num_rows for b in batches[start:])
 
     def read(self) -> Any:
         if self.pos >= len(self.batches):
             return END
         b = self.batches[self.pos]
         self.pos += 1
+        self._left -= b.num_rows
         return b
+
+    def backlog(self) -> int:
+        return self._left
 
     def position(self) -> Any:
         return self.pos
@@ -52,6 +57,9 @@ class _PlanReader(Reader):
 
     def position(self) -> Any:
         return self.cursor.plan().to_position()
+
+    def backlog(self) -> int:
+        return self.cursor.rows_left(lambda u: self.batches[u].num_rows)
 
 
 class TableSource(Source):

@@ -71,6 +71,13 @@ class FileSource(Source):
         if fmt == "parquet":
             frags = [rg for f in frags for rg in f.split_by_row_group()]
         self.fragments = frags
+        self._unit_rows: list[int] | None = None  # rows per fragment, once asked
+
+    def unit_rows(self, unit: int) -> int:
+        """Rows of fragment ``unit`` (Parquet / IPC metadata; not for CSV)."""
+        if self._unit_rows is None:
+            self._unit_rows = [_fragment_rows(f) for f in self.fragments]
+        return self._unit_rows[unit]
 
     def splits(self) -> int:
         return max(1, len(self.fragments))
@@ -158,6 +165,7 @@ class _FileReader(Reader):
     def __init__(self, source: FileSource, plan: Plan, compact: bool):
         self.cursor = Cursor(plan)
         self.compact = compact
+        self._source = source
         self._it = self._batches(source)
 
     def _batches(self, source: FileSource) -> Iterator[pa.RecordBatch]:
@@ -186,3 +194,9 @@ class _FileReader(Reader):
         if self.compact:
             return (self.cursor.finished, self.cursor.rows)
         return self.cursor.plan().to_position()
+
+    def backlog(self) -> int | None:
+        """Unread rows of its fragments; None for CSV (counted only by reading)."""
+        if self._source.fmt == "csv":
+            return None
+        return self.cursor.rows_left(self._source.unit_rows)

@@ -162,6 +162,13 @@ class Cursor:
         self._at += 1
         self.rows = self._plan.skips[self._at] if self._at < len(self._plan.units) else 0
 
+    def rows_left(self, unit_rows: Callable[[int], int]) -> int:
+        """Rows not read yet of the units left (``unit_rows(u)``: rows of unit ``u``)."""
+        p, at = self._plan, self._at
+        if at >= len(p.units):
+            return 0
+        return sum(unit_rows(u) for u in p.units[at:]) - self.rows - sum(p.skips[at + 1:])
+
     def plan(self) -> Plan:
         """What is left, and what is done."""
         p = self._plan

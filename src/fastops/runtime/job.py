@@ -561,6 +561,9 @@ class Job:
                     rate_in = sum(t["operator_rows_per_s"][j] for t in mine)
                     rate_out = sum(t["operator_rows_per_s"][j + 1] for t in mine)
                 busy = sum(t["busy_ms_per_s"] for t in mine) / 1000.0
+                backlogs = [t["backlog"] for t in mine if node.is_source and t["backlog"] is not None]
+                growth = [t["backlog_growth_per_s"] for t in mine
+                          if node.is_source and t["backlog_growth_per_s"] is not None]
                 wms = [t["watermark"] for t in mine if t["watermark"] is not None]
                 lags = [t["watermark_lag_ms"] for t in mine if t["watermark_lag_ms"] is not None]
                 out.append({
@@ -578,5 +581,7 @@ class Job:
                     "true_processing_rate": rate_in / busy if busy > 0 else None,
                     "watermark": min(wms) if wms else None,
                     "watermark_lag_ms": max(lags) if lags else None,
+                    "backlog": sum(backlogs) if backlogs else None,  # sources: rows ready, not read
+                    "backlog_growth_per_s": sum(growth) if growth else None,
                 })
         return out

@@ -22,12 +22,15 @@ so a long wait counts as it happens, not only once it ends.
 """
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -65,6 +68,8 @@ class TaskMetrics:
     last_alignment_s: float = 0.0  # from the first barrier to the last
     last_checkpoint_bytes: int = 0
     rows_at_checkpoint: dict[int, int] = field(default_factory=dict)  # sources: rows read at each barrier
+    # sources: the reader's ``backlog`` (rows ready and not read), read by the sampler
+    backlog: Callable[[], int | None] | None = None
 
     @property
     def elapsed_s(self) -> float:
@@ -130,6 +135,7 @@ class _TaskSample(NamedTuple):
     elapsed_s: float  # the task's running time (stops when it finished)
     watermark: int | None
     operator_rows: tuple[int, ...]
+    backlog: int | None
 
 
 def _read(m: TaskMetrics, now: float) -> _TaskSample:
@@ -144,7 +150,22 @@ def _read(m: TaskMetrics, now: float) -> _TaskSample:
         bp += max(now - bp_since, 0.0)
     end = m.finished if m.finished is not None else now
     return _TaskSample(m.rows_in, m.rows_out, m.batches_in, m.batches_out, m.sink_rows, idle, bp,
-                       max(end - m.started, 0.0), m.watermark, tuple(m.operator_rows))
+                       max(end - m.started, 0.0), m.watermark, tuple(m.operator_rows),
+                       _backlog(m) if m.finished is None else 0)
+
+
+def _backlog(m: TaskMetrics) -> int | None:
+    """The source's backlog now; None when it cannot say (or its reader fails
+    to: logged once, the job goes on)."""
+    if m.backlog is None:
+        return None
+    try:
+        value = m.backlog()
+        return None if value is None else int(value)
+    except Exception:
+        log.warning("task %s: its reader's backlog() failed; its backlog is not reported", m.task, exc_info=True)
+        m.backlog = None
+        return None
 
 
 class _Sample(NamedTuple):
@@ -227,6 +248,9 @@ class MetricsSampler:
                 "true_processing_rate": rows_in / busy if busy > 0 else None,
                 "watermark": b.watermark,
                 "watermark_lag_ms": (last.wall * 1000.0 - b.watermark) if b.watermark is not None else None,
+                "backlog": b.backlog,
+                "backlog_growth_per_s": (b.backlog - a.backlog) / dt
+                if dt > 0 and a.backlog is not None and b.backlog is not None else None,
                 "operator_rows": list(b.operator_rows),
                 "operator_rows_per_s": [_rate(y, x, dt) for x, y in zip(a.operator_rows, b.operator_rows)],
                 "checkpoints": m.checkpoints,

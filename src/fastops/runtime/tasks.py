@@ -316,6 +316,8 @@ class SourceTask(Task):
                  metrics: TaskMetrics, idle_timeout_ms: int | None = None, stop: threading.Event | None = None):
         super().__init__(name, chain, contexts, metrics, stop)
         self.reader = reader
+        backlog = getattr(reader, "backlog", None)
+        metrics.backlog = backlog if callable(backlog) else None
         self.idle_timeout_ms = idle_timeout_ms
         self._last_data = time.perf_counter()
         self._idle_sent = False
