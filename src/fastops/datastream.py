@@ -22,6 +22,7 @@ from fastops.connectors.base import Source, check_batch_size
 from fastops.connectors.collections import TableSource
 from fastops.connectors.files import FileSource
 from fastops.connectors.generators import GeneratorSource, IteratorSource
+from fastops.connectors.pacing import Rate
 from fastops.core.durations import parse_duration, parse_positive_duration
 from fastops.core.keys import KeyTable
 from fastops.core.partitioning import ASSIGNMENTS
@@ -380,9 +381,12 @@ class StreamEnvironment:
         """
         return self.from_source(FileSource(path, "ipc", batch_size))
 
-    def from_generator(self, fn: Callable[[], Iterable[Any]], rate: float | None = None,
+    def from_generator(self, fn: Callable[[], Iterable[Any]], rate: Rate | None = None,
                        deterministic: bool = False) -> DataStream:
-        """Batches from ``fn()`` (a generator function); ``rate`` in rows/s paces it."""
+        """Batches from ``fn()`` (a generator function); ``rate`` in rows/s paces
+        it, constant or in steps (``[(0, 4000), (30, 8000)]``: from second 30
+        on, 8000 rows/s). A paced source behind its schedule reports its
+        backlog (see docs/autoscaling.md)."""
         return self.from_source(GeneratorSource(fn, rate, deterministic), 1)
 
     # -- running ---------------------------------------------------------------

@@ -106,3 +106,14 @@ def test_a_job_whose_source_falls_behind_shows_the_backlog_and_its_growth_in_the
     assert source["backlog"] > 4000
     offered = source["rows_in_per_s"] + source["backlog_growth_per_s"]
     assert 4500 < offered < 7500
+
+
+def test_a_generator_paced_in_steps_reads_as_its_schedule_offers():
+    source = GeneratorSource(batches_of(50, 10_000), rate=[(0, 1000), (0.3, 5000)])
+    reader = source.open(0, 1)
+    t0 = time.perf_counter()
+    rows = 0
+    while time.perf_counter() - t0 < 0.6:
+        rows += reader.read().num_rows
+    # 0.3 s at 1000 rows/s then 0.3 s at 5000: 1800 rows (and one batch read ahead of the clock check)
+    assert 1500 <= rows <= 2100
