@@ -58,6 +58,15 @@ def test_a_draining_source_is_offered_its_arrival_rate_and_catch_up_adds_its_bac
         ds2(ops, catch_up_s=0)
 
 
+def test_an_operator_that_cannot_be_rescaled_keeps_its_parallelism_and_says_why():
+    ops = paper()
+    ops[2]["fixed_parallelism"] = "it keeps state but its input is not keyed"
+    est = {e.name: e for e in estimate(ops)}
+    assert est["count"].target_parallelism == 1 and "not keyed" in est["count"].reason
+    assert est["count"].target_output_rate == 8000  # its downstream still sees what it passes on
+    assert ds2(ops)["flat_map"] == 3
+
+
 def test_at_full_utilisation_the_optimum_is_the_rate_ratio():
     got = ds2(paper(), target_utilization=1.0, utilization_band=0.0)
     assert got == {"flat_map": 2, "count": 4, "sink": 1}

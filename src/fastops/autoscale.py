@@ -90,7 +90,8 @@ def estimate(operators: Sequence[Mapping[str, Any]], *, target_utilization: floa
     ``inputs`` (``[{"id": upstream id, "tag": side output or None}]``; side
     outputs carry no target rate), ``rows_in_per_s`` and ``rows_out_per_s``
     (summed over instances), ``busy_ms_per_s`` (mean per instance) and, for
-    sources, ``backlog`` (rows ready and not read) and
+    sources, ``fixed_parallelism`` (why an operator cannot be rescaled, if
+    it cannot: it keeps its parallelism), ``backlog`` (rows ready and not read) and
     ``backlog_growth_per_s`` (its change per second; negative while it
     drains), None or absent when the source cannot say. A source is offered
     its observed rate plus its backlog's growth; with ``catch_up_s``, also
@@ -130,6 +131,10 @@ def estimate(operators: Sequence[Mapping[str, Any]], *, target_utilization: floa
             continue
         target_in = sum(out[e["id"]].target_output_rate for e in op.get("inputs", ()) if e.get("tag") is None)
         target_out = target_in * selectivity
+        if op.get("fixed_parallelism"):
+            out[op["id"]] = Estimate(op["id"], op["name"], p, p, None, target_in, target_out, None, selectivity,
+                                     None, busy, None, f"cannot change its parallelism: {op['fixed_parallelism']}")
+            continue
         if busy <= 0 or rows_in <= 0:
             out[op["id"]] = Estimate(op["id"], op["name"], p, p, None, target_in, target_out, None, selectivity,
                                      None, busy, None, "no busy time measured: holds")

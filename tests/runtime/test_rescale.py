@@ -24,6 +24,7 @@ import fastops as fo
 from fastops.apps.cli import main as cli
 from fastops.core import aggregates as agg
 from fastops.operators.base import Operator
+from fastops.operators.window import WindowOperator
 from fastops.windows import Session, Sliding, Tumbling
 from support.events import output_rows, write_events
 
@@ -366,9 +367,32 @@ def test_an_operator_whose_state_is_not_keyed_keeps_its_parallelism(tmp_path):
     client = env.execute_async()
     assert gate.reached.wait(60)
     with pytest.raises(ValueError, match="operator 'row_counter' cannot change its parallelism: its state is not"):
-        client.rescale(3)
-    record = client.rescale({"window(Tumbling)": 3, "sink_to_parquet": 3})  # the keyed part can
+        client.rescale({"row_counter": 3})
+    record = client.rescale(3)  # every operator that can
     result = client.wait()
-    assert record.parallelism_after["window(Tumbling)"] == 3
+    assert record.parallelism_after["window(Tumbling)"] == 3 == record.parallelism_after["watermark"]
     assert record.parallelism_after["row_counter"] == record.parallelism_before["row_counter"]
     assert result.rows_in == EVENTS.num_rows
+
+
+def test_a_window_over_all_rows_stays_one_task_and_its_windows_stay_whole(tmp_path):
+    # Flink's windowAll: one task sees every row; at two tasks each would count a part
+    env = fo.StreamEnvironment(parallelism=1, max_parallelism=MAXP)
+    gate = Gate(5, pace=0.01)
+    every = source(env, gate).transform(
+        "per_100ms", lambda: WindowOperator(Tumbling(100), (), {"n": agg.count(), "s": agg.sum("v")}, "ts"))
+    result = every.sink_to_table()
+    client = env.execute_async()
+    assert gate.reached.wait(60)
+    with pytest.raises(ValueError, match="cannot change its parallelism: it keeps state but its input is not keyed"):
+        client.rescale({"per_100ms": 2})
+    record = client.rescale(2)
+    client.wait()
+    assert record.parallelism_after["per_100ms"] == 1
+    ts = np.asarray(EVENTS.column("ts"))
+    expected = pa.table({"start": ts // 100 * 100, "v": EVENTS.column("v")}).group_by("start").aggregate(
+        [("v", "count"), ("v", "sum")])
+    got = result.table()
+    assert got.num_rows == expected.num_rows
+    assert sorted(zip(got.column("n").to_pylist(), got.column("s").to_pylist())) == sorted(
+        zip(expected.column("v_count").to_pylist(), expected.column("v_sum").to_pylist()))

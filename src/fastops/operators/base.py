@@ -46,6 +46,9 @@ class Operator:
 
     name: str = "operator"
     generates_watermarks: bool = False  # True: drops upstream watermarks, emits its own
+    # True: state that is not keyed combines across tasks (a watermark: the
+    # least), so the operator may change its parallelism without a key_by
+    state_combines: bool = False
 
     def open(self, ctx: OperatorContext) -> None:
         self.ctx = ctx

@@ -150,6 +150,7 @@ class WatermarkAssigner(Operator):
     """
 
     generates_watermarks = True
+    state_combines = True  # restore_groups takes the least watermark
 
     def __init__(self, column: str, strategy_factory: Callable[[], Any],
                  idle_timeout_ms: int | None = None, name: str = "watermark"):

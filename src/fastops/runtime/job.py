@@ -36,7 +36,7 @@ from fastops.runtime.graph import Node, reachable, with_parallelism
 from fastops.runtime.metrics import MetricsSampler, TaskMetrics
 from fastops.runtime.plan import PhysicalPlan, effective_partitioning
 from fastops.runtime.recovery import reconcile_sinks, restore_point
-from fastops.runtime.rescale import RescaleRecord, check_rescalable, next_owners, parallelism_of
+from fastops.runtime.rescale import RescaleRecord, check_rescalable, next_owners, not_rescalable, parallelism_of
 
 PROGRESS_INTERVAL_S = 0.25  # between two calls of a progress callback
 DEFAULT_WINDOW_S = 5.0  # of the rates in metrics()
@@ -170,6 +170,7 @@ class Job:
         if self.manifest is not None and self.manifest.fingerprint != self.plan.fingerprint():
             self._plan_at(self.sinks, self.manifest)  # restored at other parallelisms: key groups move
         self.rescales: list[RescaleRecord] = []
+        self._fixed: tuple[Any, dict[int, str]] = (None, {})  # (plan, _fixed_parallelism of it)
         self._request: _StopRequest | None = None
         self._request_lock = threading.Lock()
         self._stopped_runs: list[AttemptResult] = []  # attempts that ended at a rescale
@@ -202,7 +203,7 @@ class Job:
         parallelism = {plan.uid[n.id]: plan.chain_of[n.id].parallelism for n in reachable(sinks)}
         before = {op["uid"]: op["parallelism"] for op in manifest.graph or []}
         check_rescalable([n for n in reachable(sinks) if before.get(plan.uid[n.id], parallelism[plan.uid[n.id]])
-                          != parallelism[plan.uid[n.id]]])
+                          != parallelism[plan.uid[n.id]]], plan)
         owners = next_owners(manifest, parallelism, self.config.max_parallelism, self.config.key_group_assignment)
         self.sinks = sinks
         self.plan = PhysicalPlan.build(sinks, self.config.max_parallelism, self.config.chaining,
@@ -343,8 +344,9 @@ class Job:
                                      f"{sorted(by_name)}")
                 for n in by_name[name]:
                     targets[n.id] = p
-        else:
-            targets = {n.id: parallelism for n in nodes if not n.is_source}
+        else:  # operators that cannot run in parallel keep their parallelism (as Flink's windowAll)
+            targets = {n.id: parallelism for n in nodes
+                       if not n.is_source and not_rescalable(n, self.plan) is None}
         for p in set(targets.values()):
             if isinstance(p, bool) or not isinstance(p, int) or not 1 <= p <= maxp:
                 raise ValueError(f"rescale: parallelism must be an int in [1, max_parallelism={maxp}], got {p!r}")
@@ -358,7 +360,7 @@ class Job:
         self._check_sources_replayable("be rescaled (its sources start again from their positions)")
         current = {n.id: self.plan.chain_of[n.id].parallelism for n in nodes}
         targets = {k: v for k, v in targets.items() if current[k] != v}
-        check_rescalable([n for n in nodes if n.id in targets])
+        check_rescalable([n for n in nodes if n.id in targets], self.plan)
         return _StopRequest("rescale", parallelism=targets)
 
     def _after_stop(self, run: AttemptResult) -> bool:
@@ -540,7 +542,16 @@ class Job:
                 "alignment_ms": 1000.0 * last.alignment_s, "size_bytes": last.state_bytes},
         }
 
+    def _fixed_parallelism(self) -> dict[int, str]:
+        """Why each operator of the current plan that cannot change its parallelism cannot, by node id."""
+        plan = self.plan
+        if self._fixed[0] is not plan:
+            self._fixed = (plan, {n.id: why for c in plan.chains for n in c.nodes
+                                  if (why := not_rescalable(n, plan)) is not None})
+        return self._fixed[1]
+
     def _operator_metrics(self, tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        fixed = self._fixed_parallelism()
         by_vertex: dict[int, list[dict[str, Any]]] = {}
         for t in tasks:
             by_vertex.setdefault(t["vertex"], []).append(t)
@@ -569,6 +580,7 @@ class Job:
                 out.append({
                     "id": node.id, "name": node.name, "vertex": c.index, "position": k,
                     "parallelism": c.parallelism, "is_source": node.is_source, "is_sink": node.is_sink,
+                    "fixed_parallelism": fixed.get(node.id),  # why it cannot be rescaled, if it cannot
                     "inputs": [{"id": e.upstream.id, "name": e.upstream.name,
                                 "partitioning": effective_partitioning(e, node), "keys": list(e.keys), "tag": e.tag}
                                for e in node.inputs],

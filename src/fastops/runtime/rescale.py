@@ -26,7 +26,7 @@ from fastops.operators.base import Operator
 from fastops.operators.state import unpack_state
 from fastops.operators.window import Shards
 from fastops.runtime.checkpoint import Manifest
-from fastops.runtime.plan import ChainSpec, PhysicalPlan, from_json
+from fastops.runtime.plan import ChainSpec, PhysicalPlan, from_json, is_keyed
 from fastops.runtime.tasks import OperatorError, Task
 
 
@@ -61,16 +61,30 @@ def parallelism_of(graph: list) -> dict[str, int]:
     return {(n if names.count(n) == 1 else f"{n}#{op['uid']}"): op["parallelism"] for n, op in zip(names, graph)}
 
 
-def check_rescalable(nodes: list[Any]) -> None:
-    """ValueError naming the first of ``nodes`` (graph nodes whose parallelism
-    changes) whose operator holds state it cannot share out by key group."""
+def not_rescalable(node: Any, plan: PhysicalPlan) -> str | None:
+    """Why ``node`` (of ``plan``) cannot change its parallelism, or None: an
+    operator with state it cannot share out by key group, or with state but
+    no key (a window over all rows, as Flink's windowAll: its tasks would
+    each hold a part of what must be one)."""
+    if node.factory is None or node.is_source:
+        return None
+    cls = type(node.factory())
+    if cls.snapshot is Operator.snapshot:
+        return None
+    if cls.restore_groups is Operator.restore_groups:
+        return "its state is not partitioned by key group"
+    if not cls.state_combines and not is_keyed(plan.chain_of[node.id]):
+        return "it keeps state but its input is not keyed (key_by first to run it in parallel)"
+    return None
+
+
+def check_rescalable(nodes: list[Any], plan: PhysicalPlan) -> None:
+    """ValueError naming the first of ``nodes`` (graph nodes of ``plan``, the
+    plan they run in now, whose parallelism changes) that cannot change it."""
     for node in nodes:
-        if node.factory is None:
-            continue
-        cls = type(node.factory())
-        if cls.snapshot is not Operator.snapshot and cls.restore_groups is Operator.restore_groups:
-            raise ValueError(f"operator {node.name!r} cannot change its parallelism: its state is not "
-                             "partitioned by key group")
+        why = not_rescalable(node, plan)
+        if why is not None:
+            raise ValueError(f"operator {node.name!r} cannot change its parallelism: {why}")
 
 
 def next_owners(manifest: Manifest, parallelism: dict[int, int], max_parallelism: int,
