@@ -2,6 +2,7 @@
 source, a flat-map that doubles its rows, a keyed count)."""
 from __future__ import annotations
 
+import io
 import math
 import time
 
@@ -12,6 +13,7 @@ import pytest
 
 import fastops as fo
 from fastops.autoscale import ds2, estimate
+from fastops.runtime.progress import Progress
 
 
 def op(id, name, p, rows_in, rows_out, busy_ms, inputs=(), source=False, backlog=0.0, tag=None):
@@ -65,6 +67,15 @@ def test_an_operator_that_cannot_be_rescaled_keeps_its_parallelism_and_says_why(
     assert est["count"].target_parallelism == 1 and "not keyed" in est["count"].reason
     assert est["count"].target_output_rate == 8000  # its downstream still sees what it passes on
     assert ds2(ops)["flat_map"] == 3
+
+
+def test_an_operator_chained_to_a_source_keeps_its_parallelism():
+    ops = paper()
+    for o, vertex in zip(ops, (0, 0, 1, 2)):
+        o["vertex"] = vertex
+    est = {e.name: e for e in estimate(ops)}
+    assert est["flat_map"].target_parallelism == 1 and "source 'source'" in est["flat_map"].reason
+    assert est["count"].target_parallelism == 6  # the flat_map's target output still flows on
 
 
 def test_at_full_utilisation_the_optimum_is_the_rate_ratio():
@@ -143,14 +154,20 @@ def test_a_job_under_autoscaling_writes_what_it_writes_at_fixed_parallelism(tmp_
     autoscaled_job(env, str(tmp_path / "fixed"))
     env.execute()
     env = fo.StreamEnvironment(parallelism=1, executor="threads",
-                               autoscaling=fo.Autoscaling(interval="600ms", stabilization="600ms", catch_up="2s"))
+                               autoscaling=fo.Autoscaling(interval="600ms", stabilization="600ms", catch_up="1s"))
     autoscaled_job(env, str(tmp_path / "scaled"))
-    result = env.execute()
+    shown = io.StringIO()
+    bar = Progress(stream=shown)
+    result = env.execute(progress=bar)
+    bar.close()
     applied = [d for d in result.scaling if d["applied"]]
-    # the table is all backlog: to read it in about 2 s the slow operator needs more instances
+    # the table is all backlog: to read it in about 1 s the slow operator needs more instances
     assert applied and result.rescales
     slow = next(o for o in applied[0]["operators"] if o["name"] == "slow")
     assert applied[0]["applied"]["slow"] == slow["target_parallelism"] > slow["parallelism"]
+    # the progress display printed each rescale as it happened
+    assert shown.getvalue().count("autoscaler: ") == len(applied)
+    assert f"slow {slow['parallelism']} -> {slow['target_parallelism']}" in shown.getvalue()
     assert result.rows_in == 12_000
 
     def rows(path):

@@ -91,7 +91,8 @@ def estimate(operators: Sequence[Mapping[str, Any]], *, target_utilization: floa
     outputs carry no target rate), ``rows_in_per_s`` and ``rows_out_per_s``
     (summed over instances), ``busy_ms_per_s`` (mean per instance) and, for
     sources, ``fixed_parallelism`` (why an operator cannot be rescaled, if
-    it cannot: it keeps its parallelism), ``backlog`` (rows ready and not read) and
+    it cannot: it keeps its parallelism), ``vertex`` (the chain of tasks it
+    runs in: one chained to a source keeps the source's parallelism), ``backlog`` (rows ready and not read) and
     ``backlog_growth_per_s`` (its change per second; negative while it
     drains), None or absent when the source cannot say. A source is offered
     its observed rate plus its backlog's growth; with ``catch_up_s``, also
@@ -115,6 +116,7 @@ def estimate(operators: Sequence[Mapping[str, Any]], *, target_utilization: floa
     if catch_up_s is not None and not catch_up_s > 0:
         raise ValueError(f"catch_up_s must be > 0 seconds (or None), got {catch_up_s!r}")
     out: dict[Any, Estimate] = {}
+    source_tasks = {op["vertex"]: op["name"] for op in operators if op.get("is_source") and "vertex" in op}
     for op in _topological(operators):
         p = int(op["parallelism"])
         rows_in, rows_out = float(op.get("rows_in_per_s", 0.0)), float(op.get("rows_out_per_s", 0.0))
@@ -131,9 +133,12 @@ def estimate(operators: Sequence[Mapping[str, Any]], *, target_utilization: floa
             continue
         target_in = sum(out[e["id"]].target_output_rate for e in op.get("inputs", ()) if e.get("tag") is None)
         target_out = target_in * selectivity
-        if op.get("fixed_parallelism"):
+        held = (f"cannot change its parallelism: {op['fixed_parallelism']}" if op.get("fixed_parallelism")
+                else f"runs in the tasks of source {source_tasks[op['vertex']]!r}: keeps their parallelism"
+                if op.get("vertex") in source_tasks else None)
+        if held:  # (chained to a source, its busy time is the source's too)
             out[op["id"]] = Estimate(op["id"], op["name"], p, p, None, target_in, target_out, None, selectivity,
-                                     None, busy, None, f"cannot change its parallelism: {op['fixed_parallelism']}")
+                                     None, busy, None, held)
             continue
         if busy <= 0 or rows_in <= 0:
             out[op["id"]] = Estimate(op["id"], op["name"], p, p, None, target_in, target_out, None, selectivity,

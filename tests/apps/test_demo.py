@@ -385,3 +385,21 @@ def test_cli_demo_sql_prints_progress(capsys):
     assert code == 0
     err = capsys.readouterr().err
     assert "reward engine (SQL)" in err and "180,000/180,000 rows" in err
+
+
+def test_autoscaled_demo_verifies_every_purchase_once_and_reports_its_decisions():
+    # a feed that steps from 50k to 200k rows/s: the purchases' verification is sized as it runs
+    cfg = small(threads=True, autoscale=True, rate=[(0, 50_000), (2, 200_000)])
+    res = demo.run_demo(cfg, progress=False)
+    purchases = demo.generate_events(cfg).filter(pc.is_valid(pc.field("value")))
+    assert res.verified.num_rows == purchases.num_rows
+    assert sorted(res.verified.column("ts").cast(pa.int64()).to_pylist()) == sorted(
+        purchases.column("ts").cast(pa.int64()).to_pylist())
+    # the other results are those of the run without autoscaling
+    con = _con(small())
+    got = list(zip(_ms(res.rewards.column("window_start")), res.rewards.column("player_id").to_pylist(),
+                   res.rewards.column("pops").to_pylist()))
+    assert got == reference_rewards(con)
+    text = demo.summary(res)
+    assert "autoscaler (DS2)" in text and f"verified     {purchases.num_rows:,} purchases" in text
+    assert len(res.job.scaling) >= 1  # decisions were taken (whether they rescale depends on the machine)

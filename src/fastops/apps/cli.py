@@ -137,12 +137,16 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--rows", type=_positive_int, default=10, metavar="N",
                       help="rows shown per result table (default 10)")
     demo.add_argument("--sql", action="store_true", help="run the same job through the SQL face")
+    demo.add_argument("--autoscale", action="store_true",
+                      help="a live feed whose rate steps up 2x, 4x and back (from --rate, default 250k "
+                      "rows/s, 8 s per step), sized as it runs by the DS2 autoscaler; its decisions "
+                      "are printed as they happen")
     gen = demo.add_argument_group("generator (advanced)")
     gen.add_argument("--players", type=_positive_int, default=50_000, help="number of players (default 50000)")
     gen.add_argument("--events-per-s", type=_positive_int, default=20_000, metavar="N",
                      help="events per second of event time (default 20000)")
-    gen.add_argument("--batch-size", type=_positive_int, default=131_072, metavar="N",
-                     help="rows per generated batch (default 131072)")
+    gen.add_argument("--batch-size", type=_positive_int, default=None, metavar="N",
+                     help="rows per generated batch (default 131072; 16384 with --autoscale)")
     gen.add_argument("--offline-fraction", type=_fraction, default=0.00005, metavar="F",
                      help="share of events that arrive minutes late (default 0.00005)")
     demo.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -228,22 +232,40 @@ def _read_parquet_arg(path: str) -> pa.Table:
 
 # ------------------------------------------------------------------ commands
 
+AUTOSCALE_BASE_RATE = 250_000  # rows/s of `fastops demo --autoscale`, then 2x, 4x, back
+AUTOSCALE_STEPS = (1, 2, 4, 1)
+AUTOSCALE_STEP_S = 8
+
+
 def _demo(args: argparse.Namespace) -> int:
     if args.sql and not d.sql_available():
         return _fail("fastops demo", "--sql needs the SQL face (fastops.TableEnvironment), "
                      "which this build of fastops does not have yet; run 'fastops demo' without "
                      "--sql for the DataStream form")
+    rate: float | list[tuple[float, float]] | None = args.rate
+    events = args.events or d.DEFAULT_EVENTS
+    if args.autoscale:
+        if args.sql:
+            return _fail("fastops demo", "--autoscale applies to the DataStream form; drop --sql to use it", 2)
+        base = args.rate or AUTOSCALE_BASE_RATE
+        rate = [(k * AUTOSCALE_STEP_S, base * m) for k, m in enumerate(AUTOSCALE_STEPS)]
+        events = args.events or int(base * AUTOSCALE_STEP_S * sum(AUTOSCALE_STEPS))
     try:
-        cfg = d.DemoConfig(events=args.events or d.DEFAULT_EVENTS, seed=args.seed, rate=args.rate,
+        cfg = d.DemoConfig(events=events, seed=args.seed, rate=rate,
                            parallelism=args.parallelism, checkpoint_dir=args.checkpoint_dir,
                            checkpoint_interval=args.checkpoint_interval, output=args.output,
                            players=args.players, events_per_s=args.events_per_s,
-                           batch_size=args.batch_size, offline_fraction=args.offline_fraction)
+                           batch_size=args.batch_size or (16_384 if args.autoscale else 131_072),
+                           offline_fraction=args.offline_fraction, autoscale=args.autoscale)
     except ValueError as exc:
         return _fail("fastops demo", str(exc), 2)
+    if isinstance(rate, list):
+        paced = (", paced at " + ", ".join(f"{r / 1e3:,.0f}k" for _, r in rate)
+                 + f" rows/s for {AUTOSCALE_STEP_S} s each, autoscaled by DS2")
+    else:
+        paced = f", paced at {rate:,.0f} rows/s" if rate else ""
     print(f"reward engine: {cfg.events:,} events, {cfg.players:,} players, seed {cfg.seed}, "
-          f"parallelism {cfg.parallelism}"
-          + (f", paced at {cfg.rate:,.0f} rows/s" if cfg.rate else "")
+          f"parallelism {cfg.parallelism}" + paced
           + (f", checkpoints in {cfg.checkpoint_dir}" if cfg.checkpoint_dir else ""), flush=True)
     if args.sql and (cfg.checkpoint_dir or cfg.output):
         return _fail("fastops demo", "--checkpoint-dir and --output apply to the DataStream form; "

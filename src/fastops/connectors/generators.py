@@ -12,6 +12,8 @@ from fastops.connectors.base import END, Reader, Source
 from fastops.connectors.pacing import Pace, Rate, RateSchedule
 from fastops.core.arrow import as_batch
 
+MAX_WAIT_S = 0.05  # a paced reader ahead of its schedule waits at most this long per read
+
 
 class _IterReader(Reader):
     """Reads an iterator; position = items read (a replay skips that many).
@@ -32,6 +34,11 @@ class _IterReader(Reader):
         self.pace = None if pace is None else pace(self.rows)
 
     def read(self) -> Any:
+        if self.pace is not None:  # ahead of the schedule: wait (the task counts it idle), then read
+            ahead = self.pace.wait(self.rows, time.perf_counter())
+            if ahead > 0:
+                time.sleep(min(ahead, MAX_WAIT_S))
+                return None
         item = next(self.it, END)
         if item is END or item is None:
             return item
@@ -42,10 +49,6 @@ class _IterReader(Reader):
                             f"(or None when idle), got {type(item).__name__}")
         self.count += 1
         self.rows += item.num_rows
-        if self.pace is not None:
-            ahead = self.pace.wait(self.rows, time.perf_counter())
-            if ahead > 0:
-                time.sleep(ahead)
         return item
 
     def position(self) -> Any:

@@ -1,7 +1,8 @@
 """A live progress bar for a running job.
 
 One line: rows read (of the total when the sources know it), rows per
-second, the watermark and the checkpoints completed. ``env.execute(progress=True)``
+second, the watermark and the checkpoints completed; above it, a line for
+every rescale the autoscaler decides, as it happens. ``env.execute(progress=True)``
 draws it on stderr, and ``fastops demo`` uses the same bar. It is drawn by
 rich when rich is importable, else by tqdm, else as one plain line rewritten
 in place.
@@ -22,7 +23,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["Progress", "source_rows_at", "source_total_rows"]
+__all__ = ["Progress", "describe_decision", "source_rows_at", "source_total_rows"]
 
 _FAR = 2**62  # watermarks beyond this are the start / end markers, not times
 
@@ -43,6 +44,21 @@ def source_rows_at(source: Any, index: int, parallelism: int, position: Any) -> 
     if callable(own):
         return own(index, parallelism, position)
     return 0 if position is None else None
+
+
+def describe_decision(decision: dict[str, Any]) -> str:
+    """One line for an autoscaler's decision: what changed and why (DS2's
+    target rate and the true rate per instance of each operator it rescaled)."""
+    ops = {o["name"]: o for o in decision["operators"]}
+    changes: dict[str, list[str]] = {}  # operators of one chain read alike: one entry for them
+    for name, p in decision["applied"].items():
+        o = ops.get(name, {})
+        why = ""
+        if o.get("true_processing_rate"):
+            why = (f" (target {_fmt_rate(o['target_input_rate'])}, "
+                   f"{_fmt_rate(o['true_processing_rate'])} per instance)")
+        changes.setdefault(f"{o.get('parallelism', '?')} -> {p}{why}", []).append(name)
+    return "autoscaler: " + "; ".join(f"{', '.join(names)} {change}" for change, names in changes.items())
 
 
 def _fmt_ts(ms: int | None) -> str:
@@ -117,6 +133,7 @@ class Progress:
         self._restored: tuple[Any, int] = (None, 0)  # (manifest, rows it covers)
         self._started = False
         self._closed = False
+        self._decisions_shown = 0
         if enabled:
             self._pick_backend()
 
@@ -188,7 +205,31 @@ class Progress:
         coordinator = getattr(self._executor, "coordinator", None)
         checkpoints = (len(coordinator.stats) if coordinator is not None
                        and getattr(coordinator, "storage", None) is not None else None)
+        self._show_decisions()
         self.update(rows, min(wms) if wms else None, checkpoints)
+
+    def _show_decisions(self) -> None:
+        """A line for each rescale the job's autoscaler applied since the last call."""
+        scaling = getattr(self._executor, "scaling", None)
+        decisions = scaling() if callable(scaling) else []
+        for d in decisions[self._decisions_shown:]:
+            if d["applied"]:
+                self.announce(describe_decision(d))
+        self._decisions_shown = len(decisions)
+
+    def announce(self, line: str) -> None:
+        """Print ``line`` above the bar (the bar stays the last line)."""
+        with self._lock:
+            if not self.enabled or self._closed:
+                return
+            if self.kind == "rich" and self._started:
+                self.bar.console.print(line, markup=False, highlight=False)
+            elif self.kind == "tqdm":
+                self.bar.write(line, file=self.stream)
+            else:
+                self.stream.write("\r" + line.ljust(self._plain_width) + "\n")
+                self._plain_width = 0
+                self.stream.flush()
 
     # -- drawing -------------------------------------------------------------------
     def update(self, rows: int, watermark: int | None = None, checkpoints: int | None = None,

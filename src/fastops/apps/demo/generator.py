@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from fastops.connectors.base import END, Reader, Source
+from fastops.connectors.pacing import Pace, Rate, RateSchedule
 
 __all__ = [
     "DEFAULT_EVENTS",
@@ -62,8 +63,10 @@ class DemoConfig:
     """Parameters of the generator and the job (all validated).
 
     ``events_per_s`` is event-time density (events per second of event
-    time), not a wall-clock rate; ``rate`` (rows per wall-clock second) paces
-    the source like a live feed, ``None`` runs as fast as possible.
+    time), not a wall-clock rate; ``rate`` (rows per wall-clock second, or
+    steps over time: ``[(0, 250_000), (8, 500_000)]``) paces the source like
+    a live feed, ``None`` runs as fast as possible. ``autoscale``: DS2
+    sizes the job as it runs (``fastops demo --autoscale``).
     """
 
     events: int = 20_000_000
@@ -71,7 +74,7 @@ class DemoConfig:
     players: int = 50_000
     events_per_s: int = 20_000
     batch_size: int = 131_072
-    rate: float | None = None
+    rate: Rate | None = None
     parallelism: int = 1
     threshold: int = 500
     top_n: int = 5
@@ -82,6 +85,7 @@ class DemoConfig:
     checkpoint_interval: Any = "2s"
     output: str | None = None
     threads: bool = True  # one thread per task (operators overlap), also at parallelism 1
+    autoscale: bool = False
 
     def __post_init__(self) -> None:
         for name in ("events", "players", "events_per_s", "batch_size", "parallelism",
@@ -91,8 +95,8 @@ class DemoConfig:
                 raise ValueError(f"{name} must be an int >= 1, got {v!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
             raise ValueError(f"seed must be an int >= 0, got {self.seed!r}")
-        if self.rate is not None and not self.rate > 0:
-            raise ValueError(f"rate must be > 0 rows/s, got {self.rate!r}")
+        if self.rate is not None:
+            RateSchedule(self.rate)  # a ValueError here for a bad rate
         for name in ("slow_fraction", "offline_fraction"):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
@@ -183,11 +187,15 @@ class _EventReader(Reader):
         self.index = index
         self.parallelism = parallelism
         self.done = int(position or 0)  # batches this split has produced
-        self.t0: float | None = None
         self.rows = 0
-        self.rate = cfg.rate / parallelism if cfg.rate else None
+        self.pace: Pace | None = None
 
     def read(self) -> Any:
+        if self.pace is not None:  # ahead of the schedule: wait (the task counts it idle), then read
+            ahead = self.pace.wait(self.rows, time.perf_counter())
+            if ahead > 0:
+                time.sleep(min(ahead, 0.05))
+                return None
         b = self.index + self.done * self.parallelism
         if b >= self.cfg.num_batches:
             return END
@@ -195,17 +203,14 @@ class _EventReader(Reader):
         self.done += 1
         if self.on_batch is not None:
             self.on_batch(self.index, batch)
-        if self.rate:
-            if self.t0 is None:
-                self.t0 = time.perf_counter()
-            self.rows += batch.num_rows
-            ahead = self.rows / self.rate - (time.perf_counter() - self.t0)
-            if ahead > 0:
-                time.sleep(ahead)
+        self.rows += batch.num_rows
         return batch
 
     def position(self) -> Any:
         return self.done
+
+    def backlog(self) -> int | None:
+        return None if self.pace is None else self.pace.backlog(self.rows, time.perf_counter())
 
 
 class PlayerEventSource(Source):
@@ -219,6 +224,7 @@ class PlayerEventSource(Source):
     def __init__(self, cfg: DemoConfig, on_batch: Callable[[int, pa.RecordBatch], None] | None = None):
         self.cfg = cfg
         self.on_batch = on_batch
+        self._paces: dict[tuple[int, int], Pace] = {}  # by (split, parallelism): kept across restores
 
     def splits(self) -> int:
         return max(1, self.cfg.num_batches)
@@ -227,7 +233,16 @@ class PlayerEventSource(Source):
         return SCHEMA
 
     def open(self, index: int, parallelism: int, position: Any = None) -> Reader:
-        return _EventReader(self.cfg, index, parallelism, position or 0, self.on_batch)
+        reader = _EventReader(self.cfg, index, parallelism, position or 0, self.on_batch)
+        if self.cfg.rate is not None:  # each split paces its share; a restore keeps the schedule
+            pace = self._paces.get((index, parallelism))
+            if position is None or pace is None:
+                pace = Pace(RateSchedule(self.cfg.rate).scaled(1 / parallelism),
+                            self.rows_at(index, parallelism, position))
+                self._paces[(index, parallelism)] = pace
+            reader.pace = pace
+            reader.rows = self.rows_at(index, parallelism, position)
+        return reader
 
     def total_rows(self) -> int:
         """Rows in all (for progress bars)."""

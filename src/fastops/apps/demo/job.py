@@ -29,11 +29,19 @@ import os
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 import fastops
 from fastops.apps.demo.generator import DemoConfig, PlayerEventSource
-from fastops.apps.demo.operators import PerWindow, RewardFilter, leaderboard_fn, local_top_n, pops_per_pane
+from fastops.apps.demo.operators import (
+    PerWindow,
+    RewardFilter,
+    leaderboard_fn,
+    local_top_n,
+    pops_per_pane,
+    verify_purchases,
+)
 from fastops.apps.demo.progress import Progress
 from fastops.apps.demo.results import DemoResult, sorted_table
 from fastops.connectors.base import Source
@@ -46,7 +54,8 @@ __all__ = ["build_job", "run_demo"]
 
 def build_job(env: Any, cfg: DemoConfig, source: Source | None = None) -> dict[str, Any]:
     """Add the reward engine to ``env``; returns the output streams by name
-    (``rewards``, ``leaderboard``, ``per_minute``, ``late``)."""
+    (``rewards``, ``leaderboard``, ``per_minute``, ``late``; with ``cfg.autoscale`` also
+    ``verified``: the purchases, each checked with a simulated payment service)."""
     events = (env.from_source(source or PlayerEventSource(cfg), cfg.parallelism)
               .with_watermark("ts", max_out_of_orderness=cfg.out_of_orderness_ms))
     pops = (events.map(pops_per_pane, name="pops_per_pane")
@@ -66,7 +75,12 @@ def build_job(env: Any, cfg: DemoConfig, source: Source | None = None) -> dict[s
     per_minute = minutes.select("window_start", "window_end", "active_players", "events", "purchases",
                                 "revenue")
     late = minutes.side_output("late")
-    return {"rewards": rewards, "leaderboard": leaderboard, "per_minute": per_minute, "late": late}
+    streams = {"rewards": rewards, "leaderboard": leaderboard, "per_minute": per_minute, "late": late}
+    if cfg.autoscale:  # purchases verified with a payment service: the operator the autoscaler sizes
+        streams["verified"] = (events.filter(pc.is_valid(pc.field("value")), name="purchases")
+                               .key_by("player_id").map(verify_purchases, name="verify_purchases")
+                               .select("player_id", "ts", "value"))
+    return streams
 
 
 def _collect(stream: Any, name: str) -> Any:
@@ -88,6 +102,8 @@ def run_demo(cfg: DemoConfig, progress: bool = True, stream: Any = None) -> Demo
     when ``cfg.output`` is set, since the Parquet sinks are exactly-once)."""
     env = fastops.StreamEnvironment(parallelism=cfg.parallelism, checkpoint_dir=cfg.checkpoint_dir,
                                     checkpoint_interval=cfg.checkpoint_interval, threads=cfg.threads)
+    if cfg.autoscale:
+        env.enable_autoscaling(interval="2s", stabilization="4s")
     streams = build_job(env, cfg)
     results = {name: _collect(s, name) for name, s in streams.items()}
     if cfg.output:
@@ -108,4 +124,4 @@ def run_demo(cfg: DemoConfig, progress: bool = True, stream: Any = None) -> Demo
     board = sorted_table(tables["leaderboard"], [("window_start", "ascending"), ("rank", "ascending")])
     late = tables["late"]
     per_minute = sorted_table(tables["per_minute"], [("window_start", "ascending")])
-    return DemoResult(rewards, board, per_minute, late, job, cfg)
+    return DemoResult(rewards, board, per_minute, late, job, cfg, verified=tables.get("verified"))

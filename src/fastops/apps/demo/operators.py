@@ -3,6 +3,7 @@ filter, and the per-window ranking of the leaderboard (with its local top-N
 before the exchange)."""
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 import numpy as np
@@ -230,3 +231,13 @@ def local_top_n(n: int) -> Callable[[pa.RecordBatch], pa.RecordBatch]:
         return batch.select(["window_start", "window_end", "player_id", "pops"]).take(pa.array(idx))
 
     return top
+
+
+VERIFY_S = 0.0001  # the payment service's answer time per purchase (--autoscale)
+
+
+def verify_purchases(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Ask the payment service about each purchase: a wait per row (the GIL
+    released), so the operator's capacity is known and DS2 sizes it."""
+    time.sleep(batch.num_rows * VERIFY_S)
+    return batch

@@ -10,6 +10,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from fastops.apps.demo.generator import DemoConfig
+from fastops.apps.demo.operators import VERIFY_S
+from fastops.runtime.progress import describe_decision
 from fastops.table.printing import render
 
 __all__ = ["TIMESTAMP", "DemoResult", "format_grid", "report", "sorted_table", "summary"]
@@ -45,6 +47,7 @@ class DemoResult:
     job: Any
     config: DemoConfig
     face: str = "DataStream"
+    verified: pa.Table | None = None  # purchases verified with the payment service (--autoscale)
 
     @property
     def throughput(self) -> float:
@@ -65,7 +68,8 @@ def summary(res: DemoResult) -> str:
     lines = [
         f"face         {res.face}" + (f" ({len(job.jobs)} queries, one job each)" if sql else ""),
         f"rows in      {job.rows_in:,}" + (f" (resumed from checkpoint {job.restored_from})"
-                                          if job.restored_from is not None else ""),
+                                          if job.restored_from is not None and not getattr(job, "rescales", None)
+                                          else ""),
         f"rewards      {res.rewards.num_rows:,} (players with >= {res.config.threshold} pops in a "
         f"1 min window, once per player and window)",
         f"late rows    {res.late.num_rows:,} ({late_note})",
@@ -83,6 +87,15 @@ def summary(res: DemoResult) -> str:
                      f"{m.rows_in:12,}")
     if not res.config.threads and not sql:
         lines.append("  (all tasks share one thread here, so each is 'busy' for the whole run)")
+    scaling = getattr(job, "scaling", None) or []
+    if res.config.autoscale and not sql:
+        applied = [d for d in scaling if d["applied"]]
+        if res.verified is not None:
+            lines += ["", f"verified     {res.verified.num_rows:,} purchases, each a call of "
+                      f"{VERIFY_S * 1000:g} ms to the payment service"]
+        lines += ["", f"autoscaler (DS2): {len(scaling)} decisions, {len(applied)} rescales"]
+        t0 = scaling[0]["time"] if scaling else 0.0
+        lines += [f"  {d['time'] - t0:6.1f} s  {describe_decision(d).removeprefix('autoscaler: ')}" for d in applied]
     return "\n".join(lines)
 
 
