@@ -27,6 +27,16 @@ class CheckpointBarrier:
 
 
 @dataclass(frozen=True)
+class LatencyMarker:
+    """A source read a batch at ``t`` (wall clock, s) just before this marker:
+    it follows that batch through the queues, and the tasks that write to
+    sinks record how long it took (as Flink's latency markers, they pass
+    operators by)."""
+
+    t: float
+
+
+@dataclass(frozen=True)
 class EndOfStream:
     """The sender will send nothing more."""
 

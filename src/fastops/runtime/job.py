@@ -33,7 +33,7 @@ from fastops.runtime.checkpoint import CheckpointStats, CheckpointStorage, Manif
 from fastops.runtime.errors import JobCancelled, JobFailed
 from fastops.runtime.executors import Attempt, AttemptResult, create_executor
 from fastops.runtime.graph import Node, reachable, with_parallelism
-from fastops.runtime.metrics import MetricsSampler, TaskMetrics
+from fastops.runtime.metrics import MetricsSampler, TaskMetrics, latency_summary
 from fastops.runtime.plan import PhysicalPlan, effective_partitioning
 from fastops.runtime.recovery import reconcile_sinks, restore_point
 from fastops.runtime.rescale import RescaleRecord, check_rescalable, next_owners, not_rescalable, parallelism_of
@@ -79,6 +79,8 @@ class JobResult:
     rescales: list = field(default_factory=list)  # RescaleRecord: every change of parallelism
     scaling: list = field(default_factory=list)  # the autoscaler's decisions (see fastops.autoscale)
     savepoint: str | None = None  # where stop_with_savepoint wrote the job's state
+    # source read -> sink: markers, p50_ms, p99_ms, max_ms (see fastops.runtime.metrics.latency_summary)
+    latency: dict = field(default_factory=dict)
 
     def __repr__(self) -> str:
         restored = f", restored_from={self.restored_from}" if self.restored_from is not None else ""
@@ -491,7 +493,8 @@ class Job:
                          restarts=self.restarts, rows_replayed=replayed,
                          restored_from=self.manifest.checkpoint_id if self.manifest is not None else None,
                          skipped_checkpoints=self.skipped, rolled_back=self.rolled_back, job_id=self.job_id,
-                         rescales=list(self.rescales), savepoint=self.savepoint, scaling=self.scaling())
+                         rescales=list(self.rescales), savepoint=self.savepoint, scaling=self.scaling(),
+                         latency=latency_summary(done))
 
     # -- metrics -----------------------------------------------------------------------
     def metrics(self, window_s: float = DEFAULT_WINDOW_S) -> dict[str, Any]:
@@ -520,6 +523,7 @@ class Job:
             "rows_out": sum(t["sink_rows"] for t in tasks),
             "rows_in_per_s": sum(t["rows_in_per_s"] for t in sources),
             "rows_out_per_s": sum(t["sink_rows_per_s"] for t in tasks),
+            "latency": self.sampler.latency(window_s),  # source read -> sink, over the window
         }
         return {"job": job, "checkpoints": self._checkpoint_metrics(), "operators": self._operator_metrics(tasks),
                 "tasks": tasks, "rescales": [r.as_dict() for r in self.rescales], "scaling": self.scaling()}

@@ -32,6 +32,8 @@ from typing import Any, NamedTuple
 
 log = logging.getLogger(__name__)
 
+LATENCIES_KEPT = 4096  # latency markers kept per task (a few minutes of them)
+
 
 @dataclass
 class TaskMetrics:
@@ -70,6 +72,13 @@ class TaskMetrics:
     rows_at_checkpoint: dict[int, int] = field(default_factory=dict)  # sources: rows read at each barrier
     # sources: the reader's ``backlog`` (rows ready and not read), read by the sampler
     backlog: Callable[[], int | None] | None = None
+    # tasks that write to sinks: (wall time, ms from the source's read) of the latest latency markers
+    latencies: deque = field(default_factory=lambda: deque(maxlen=LATENCIES_KEPT))
+
+    def record_latency(self, read_at: float) -> None:
+        """A latency marker of a batch read at ``read_at`` (wall clock) arrived now."""
+        now = time.time()
+        self.latencies.append((now, 1000.0 * (now - read_at)))
 
     @property
     def elapsed_s(self) -> float:
@@ -212,6 +221,12 @@ class MetricsSampler:
                 self._ring.clear()
             self._ring.append(s)
 
+    def latency(self, window_s: float) -> dict[str, Any]:
+        """``latency_summary`` of the current tasks over the last ``window_s`` seconds."""
+        with self._lock:
+            tasks = self._tasks
+        return latency_summary(tasks, time.time() - window_s)
+
     def task_rates(self, window_s: float) -> list[dict[str, Any]]:
         """Per task (in plan order): its place in the plan, totals at the
         latest sample, and rates over the last ``window_s`` seconds (over the
@@ -260,3 +275,17 @@ class MetricsSampler:
                 "last_checkpoint_bytes": m.last_checkpoint_bytes,
             })
         return out
+
+
+def latency_summary(tasks: Sequence[TaskMetrics], since: float | None = None) -> dict[str, Any]:
+    """Quantiles (ms) of the latency markers that reached a sink (after
+    ``since``, wall clock; None: all kept): from a source's read of a batch
+    to the sink's task having processed what came before the marker."""
+    values = sorted(ms for m in tasks for t, ms in list(getattr(m, "latencies", ()))
+                    if since is None or t >= since)
+    if not values:
+        return {"markers": 0, "p50_ms": None, "p99_ms": None, "max_ms": None}
+
+    def q(p: float) -> float:
+        return values[min(len(values) - 1, int(p * len(values)))]
+    return {"markers": len(values), "p50_ms": q(0.5), "p99_ms": q(0.99), "max_ms": values[-1]}

@@ -270,6 +270,7 @@ class PhysicalPlan:
                               if ci == c.index and ti == i and pos == k and tag is not None}
                     sides.append(routes)
                 chain = Chain(ops, main, sides)
+                chain.has_sink = any(n.is_sink for n in c.nodes)
                 m = metrics[(c.index, i)]
                 chain.metrics = m
                 m.operator_rows = chain.rows  # the chain counts, the sampler reads

@@ -1,7 +1,8 @@
 """A live progress bar for a running job.
 
 One line: rows read (of the total when the sources know it), rows per
-second, the watermark and the checkpoints completed; above it, a line for
+second, the watermark, the checkpoints completed and the p99 latency from
+source to sink over the last 5 s; above it, a line for
 every rescale the autoscaler decides, as it happens. ``env.execute(progress=True)``
 draws it on stderr, and ``fastops demo`` uses the same bar. It is drawn by
 rich when rich is importable, else by tqdm, else as one plain line rewritten
@@ -23,8 +24,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from fastops.runtime.metrics import latency_summary
+
 __all__ = ["Progress", "describe_decision", "source_rows_at", "source_total_rows"]
 
+LATENCY_WINDOW_S = 5.0  # the bar's latency quantile is over this many seconds
 _FAR = 2**62  # watermarks beyond this are the start / end markers, not times
 
 
@@ -206,7 +210,9 @@ class Progress:
         checkpoints = (len(coordinator.stats) if coordinator is not None
                        and getattr(coordinator, "storage", None) is not None else None)
         self._show_decisions()
-        self.update(rows, min(wms) if wms else None, checkpoints)
+        p99 = latency_summary(metrics, time.time() - LATENCY_WINDOW_S)["p99_ms"]
+        self.update(rows, min(wms) if wms else None, checkpoints,
+                    note="" if p99 is None else f"latency p99 {p99:,.0f} ms")
 
     def _show_decisions(self) -> None:
         """A line for each rescale the job's autoscaler applied since the last call."""

@@ -20,6 +20,7 @@ from fastops.core.messages import (
     CheckpointBarrier,
     EndOfStream,
     Idle,
+    LatencyMarker,
     Watermark,
 )
 from fastops.core.partitioning import partition
@@ -32,6 +33,8 @@ log = logging.getLogger("fastops")
 
 PAUSED_WAIT_S = 0.001  # a source paused by a stop checkpoint waits this long per step
 
+
+LATENCY_INTERVAL_S = 0.1  # a source task sends a latency marker after a batch at most this often
 
 class OperatorError(Exception):
     """An operator raised; carries what the job failure report needs."""
@@ -61,6 +64,7 @@ class OutputWriter:
         self.max_parallelism = max_parallelism
         self.metrics = metrics
         self._next = 0
+        self._next_marker = 0
 
     def _send(self, ch: Channel, item: Any) -> None:
         if ch.try_send(item):
@@ -77,6 +81,10 @@ class OutputWriter:
             ch.close()
 
     def emit(self, item: Any) -> None:
+        if isinstance(item, LatencyMarker):  # to one channel, in turn: one measurement per path
+            self._send(self.channels[self._next_marker % len(self.channels)], item)
+            self._next_marker += 1
+            return
         if not isinstance(item, pa.RecordBatch):
             for ch in self.channels:
                 self._send(ch, item)
@@ -114,6 +122,7 @@ class Chain:
         self.side_outputs = side_outputs
         self.metrics: TaskMetrics | None = None
         self.rows = [0] * (len(operators) + 1)  # rows delivered to each operator, last: to the outputs
+        self.has_sink = False  # a sink among its operators: latency markers end here
 
     def process(self, input_index: int, batch: pa.RecordBatch) -> None:
         self._deliver(0, batch, input_index)
@@ -127,7 +136,13 @@ class Chain:
                 yield from writers
 
     def control(self, item: Any) -> None:
-        """Idle / barrier / end of stream go straight to every output."""
+        """Idle / barrier / end of stream / latency markers go straight to
+        every output; a chain that writes to a sink records a marker's latency."""
+        if isinstance(item, LatencyMarker):
+            if self.has_sink and self.metrics is not None:
+                self.metrics.record_latency(item.t)
+            if not self.outputs:
+                return
         for w in self.outputs:
             w.emit(item)
         for w in self._side_writers():
@@ -320,6 +335,7 @@ class SourceTask(Task):
         metrics.backlog = backlog if callable(backlog) else None
         self.idle_timeout_ms = idle_timeout_ms
         self._last_data = time.perf_counter()
+        self._last_marker = 0.0  # perf_counter of the last latency marker sent
         self._idle_sent = False
         self.pending_barrier: int | None = None  # set by the checkpoint coordinator
         self.stop_after_barrier = False  # a stop checkpoint: read nothing after its barrier
@@ -360,7 +376,11 @@ class SourceTask(Task):
         self._idle_sent = False
         self.metrics.rows_in += batch.num_rows
         self.metrics.batches_in += 1
+        read_at = time.time()
         self.chain.process(0, batch)
+        if self._last_data - self._last_marker >= LATENCY_INTERVAL_S:
+            self._last_marker = self._last_data
+            self.chain.control(LatencyMarker(read_at))
         return True
 
     def run(self) -> None:
@@ -414,6 +434,9 @@ class OperatorTask(Task):
             self._maybe_aligned()
         elif isinstance(item, CheckpointBarrier):
             self._on_barrier(index, item.checkpoint_id)
+            new = None
+        elif isinstance(item, LatencyMarker):
+            self.chain.control(item)
             new = None
         else:
             raise TypeError(f"unexpected item on a channel: {type(item).__name__}")
