@@ -81,11 +81,11 @@ class OutputWriter:
             ch.close()
 
     def emit(self, item: Any) -> None:
-        if isinstance(item, LatencyMarker):  # to one channel, in turn: one measurement per path
-            self._send(self.channels[self._next_marker % len(self.channels)], item)
-            self._next_marker += 1
-            return
         if not isinstance(item, pa.RecordBatch):
+            if isinstance(item, LatencyMarker):  # to one channel, in turn: one measurement per path
+                self._send(self.channels[self._next_marker % len(self.channels)], item)
+                self._next_marker += 1
+                return
             for ch in self.channels:
                 self._send(ch, item)
             return
@@ -376,9 +376,10 @@ class SourceTask(Task):
         self._idle_sent = False
         self.metrics.rows_in += batch.num_rows
         self.metrics.batches_in += 1
-        read_at = time.time()
+        marker = self._last_data - self._last_marker >= LATENCY_INTERVAL_S
+        read_at = time.time() if marker else 0.0
         self.chain.process(0, batch)
-        if self._last_data - self._last_marker >= LATENCY_INTERVAL_S:
+        if marker:
             self._last_marker = self._last_data
             self.chain.control(LatencyMarker(read_at))
         return True
