@@ -29,6 +29,7 @@ from fastops.core.partitioning import ASSIGNMENTS
 from fastops.core.watermarks import BoundedOutOfOrderness, MonotonousTimestamps, to_ms
 from fastops.core.window.aggregator import MissingColumnError, WindowAggregator
 from fastops.core.window.assigners import GlobalWindow, Sliding, Tumbling, as_window, bound_type
+from fastops.monitoring import MetricsServer, parse_ui
 from fastops.operators import basic as _basic
 from fastops.operators.join import WindowJoinOperator
 from fastops.operators.process import KeyedProcessFunction, KeyedProcessOperator
@@ -418,10 +419,12 @@ class StreamEnvironment:
         self.last_result = result
 
     def _submit(self, sinks: list[Node], job_name: str, restore: Any = "latest",
-                progress: bool | Callable[[list], Any] | None = None) -> JobClient:
+                progress: bool | Callable[[list], Any] | None = None, ui: Any = None,
+                ui_keep: bool = False) -> JobClient:
         """Plan and check the job here (errors at the caller's line), then run it
         in a thread of its own."""
         self._check_sinks(sinks)
+        serve = parse_ui(ui)
         bar = Progress(label=job_name) if progress is True else None
         callback = bar if bar is not None else progress if callable(progress) else None
         try:
@@ -430,15 +433,24 @@ class StreamEnvironment:
             if bar is not None:
                 bar.close()
             raise
-        return JobClient(job, self._finished).start()
+        client = JobClient(job, self._finished)
+        server = MetricsServer(client, *serve) if serve is not None else None  # the port is taken here
+        client.start()
+        if server is not None:
+            client.ui_url = server.start(keep=ui_keep).url
+        return client
 
     def execute_async(self, job_name: str = "fastops job", restore: Any = "latest",
-                      progress: bool | Callable[[list], Any] | None = None) -> JobClient:
+                      progress: bool | Callable[[list], Any] | None = None, ui: Any = None,
+                      ui_keep: bool = False) -> JobClient:
         """Start every sink added so far as one job, in the background; they are
         then cleared (as in Flink). Returns a ``JobClient``: ``wait()`` for the
         ``JobResult``, ``get_job_status()``, ``metrics()`` (live rates),
         ``cancel()``. Arguments as for ``execute``; a job that cannot run
-        (no sink, a checkpoint of another job...) raises here."""
+        (no sink, a checkpoint of another job...) raises here. ``ui``: serve
+        the job's metrics over HTTP (a port, 0 for any free one, ``True`` for
+        8081 or ``"host:port"``; ``JobClient.ui_url`` says where; see
+        ``fastops.monitoring``); ``ui_keep`` keeps serving after the job ends."""
         sinks, self._sinks = self._sinks, []
         if not sinks and self._collect_jobs:
             raise ValueError(
@@ -447,10 +459,11 @@ class StreamEnvironment:
                 "is left for execute(). For several outputs of one job, add a sink per output "
                 "and read them after execute(): a = s1.sink_to_table('a'); b = s2.sink_to_table('b'); "
                 "env.execute(); a.table(), b.table()")
-        return self._submit(sinks, job_name, restore, progress)
+        return self._submit(sinks, job_name, restore, progress, ui, ui_keep)
 
     def execute(self, job_name: str = "fastops job", restore: Any = "latest",
-                progress: bool | Callable[[list], Any] | None = None) -> JobResult:
+                progress: bool | Callable[[list], Any] | None = None, ui: Any = None,
+                ui_keep: bool = False) -> JobResult:
         """Run every sink added so far; they are then cleared (as in Flink).
 
         With a ``checkpoint_dir``, ``restore="latest"`` resumes from the newest
@@ -462,9 +475,10 @@ class StreamEnvironment:
         (rows of the total, rows/s, watermark, checkpoints; see
         ``fastops.runtime.progress.Progress``); a callable ``progress(metrics)`` is
         called a few times a second with the live ``TaskMetrics`` of every task.
+        ``ui`` serves its metrics while it runs (see ``execute_async``).
         The same as ``execute_async(...).wait()``.
         """
-        return self.execute_async(job_name, restore, progress).wait()
+        return self.execute_async(job_name, restore, progress, ui, ui_keep).wait()
 
 
 class DataStream:

@@ -28,6 +28,7 @@ class JobClient:
         self._result: JobResult | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._main, name=f"fastops job {job.job_name!r}", daemon=True)
+        self.ui_url: str | None = None  # where the job's metrics are served (execute(ui=...))
 
     def start(self) -> JobClient:
         self._thread.start()
