@@ -3,6 +3,7 @@ parser and compared with JobClient.metrics()."""
 from __future__ import annotations
 
 import json
+import shutil
 import time
 import urllib.error
 import urllib.request
@@ -11,6 +12,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from selenium import webdriver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
 
 import fastops as fo
 
@@ -110,3 +114,41 @@ def test_every_family_is_exported_once():
     client.wait()
     helps = [line.split()[2] for line in text.splitlines() if line.startswith("# HELP")]
     assert len(helps) == len(set(helps))
+
+
+def browser():
+    """Headless Chromium (Debian's chromium and chromium-driver, which .ci/run installs)."""
+    if shutil.which("chromium") is None or shutil.which("chromedriver") is None:
+        pytest.skip("needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)")
+    opts = webdriver.ChromeOptions()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1280,900"):
+        opts.add_argument(arg)
+    opts.binary_location = shutil.which("chromium")
+    return webdriver.Chrome(options=opts, service=webdriver.ChromeService(shutil.which("chromedriver")))
+
+
+def test_the_page_shows_the_job_graph_and_live_numbers_in_a_real_browser(tmp_path):
+    env = fo.StreamEnvironment(parallelism=2, executor="threads", checkpoint_dir=str(tmp_path / "cp"),
+                               checkpoint_interval="300ms")
+    (env.from_generator(readings, rate=1200, deterministic=True).with_watermark("ts")
+     .key_by("k").map(slow, name="slow").sink_to(lambda b: None))
+    client = env.execute_async("watched", ui=0)
+    driver = browser()
+    try:
+        driver.get(client.ui_url + "/")
+        wait = WebDriverWait(driver, 15)
+        names = [o["name"] for o in client.metrics()["operators"]]
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#graph g.node")) == len(names))
+        shown = [g.get_attribute("data-operator") for g in driver.find_elements(By.CSS_SELECTOR, "#graph g.node")]
+        assert sorted(shown) == sorted(names)
+        assert driver.find_element(By.ID, "title").text == "fastops job: watched"
+        first = driver.find_element(By.ID, "rows_in").text
+        wait.until(lambda d: d.find_element(By.ID, "rows_in").text != first)  # it updates live
+        assert int(driver.find_element(By.ID, "rows_in").text.replace(",", "")) <= ROWS
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#rates polyline"))
+        driver.save_screenshot(str(tmp_path / "page.png"))
+        assert (tmp_path / "page.png").stat().st_size > 10_000
+    finally:
+        driver.quit()
+        client.wait()

@@ -9,7 +9,11 @@ given, while the job runs:
   subtask (``fastops_numRecordsInPerSecond{task="...",subtask="0"}``), and
   fastops' own (source backlog, end-to-end latency quantiles, rescales and
   autoscaling decisions);
-- ``/api/metrics``: ``JobClient.metrics()`` as JSON; ``/api/job``: its ``job`` part.
+- ``/api/metrics``: ``JobClient.metrics()`` as JSON; ``/api/job``: its ``job`` part;
+- ``/``: a page (``monitoring.html``, small SVG and script of its own, so it
+  works offline) with the job graph, each operator coloured by its busy /
+  backpressured share as Flink colours it, live throughput and watermark-lag
+  charts, the checkpoints and the autoscaler's decisions, polling the JSON.
 
 Every request reads ``JobClient.metrics()``, which copies sampled counters:
 serving never touches the tasks. The server stops when the job ends (or
@@ -23,11 +27,16 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 from fastops.core.durations import parse_positive_duration
 
 __all__ = ["MetricsServer", "parse_ui"]
+
+# the page at /: the job graph coloured by busy / backpressured share, live
+# charts and tables, polling /api/metrics; one file, no build step, no CDN
+PAGE = Path(__file__).with_name("monitoring.html")
 
 # Flink's task metric name -> the key of a task in JobClient.metrics()["tasks"]
 TASK_GAUGES = {
@@ -139,14 +148,16 @@ class MetricsServer:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
-                if path == "/metrics":
+                if path in ("/", "/index.html"):
+                    body, kind = PAGE.read_bytes(), "text/html; charset=utf-8"
+                elif path == "/metrics":
                     body, kind = generate_latest(registry), "text/plain; version=0.0.4; charset=utf-8"
                 elif path in ("/api/metrics", "/api/job"):
                     m = server.client.metrics()
                     body = json.dumps(m if path == "/api/metrics" else m["job"], default=str).encode()
                     kind = "application/json"
                 else:
-                    self.send_error(404, "not found: /metrics, /api/metrics and /api/job are served")
+                    self.send_error(404, "not found: /, /metrics, /api/metrics and /api/job are served")
                     return
                 self.send_response(200)
                 self.send_header("Content-Type", kind)
