@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, Callable
 
@@ -29,6 +30,7 @@ from fastops.core.partitioning import ASSIGNMENTS
 from fastops.core.watermarks import BoundedOutOfOrderness, MonotonousTimestamps, to_ms
 from fastops.core.window.aggregator import MissingColumnError, WindowAggregator
 from fastops.core.window.assigners import GlobalWindow, Sliding, Tumbling, as_window, bound_type
+from fastops.monitoring import DEFAULTS as UI_DEFAULTS
 from fastops.monitoring import MetricsServer, parse_ui
 from fastops.operators import basic as _basic
 from fastops.operators.join import WindowJoinOperator
@@ -424,6 +426,8 @@ class StreamEnvironment:
         """Plan and check the job here (errors at the caller's line), then run it
         in a thread of its own."""
         self._check_sinks(sinks)
+        if ui is None:
+            ui, ui_keep = UI_DEFAULTS["ui"], ui_keep or UI_DEFAULTS["keep"]
         serve = parse_ui(ui)
         bar = Progress(label=job_name) if progress is True else None
         callback = bar if bar is not None else progress if callable(progress) else None
@@ -438,6 +442,8 @@ class StreamEnvironment:
         client.start()
         if server is not None:
             client.ui_url = server.start(keep=ui_keep).url
+            if UI_DEFAULTS["announce"]:
+                print(f"job {job_name!r}: page and metrics at {client.ui_url}/", file=sys.stderr, flush=True)
         return client
 
     def execute_async(self, job_name: str = "fastops job", restore: Any = "latest",

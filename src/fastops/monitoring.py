@@ -32,7 +32,7 @@ from typing import Any
 
 from fastops.core.durations import parse_positive_duration
 
-__all__ = ["MetricsServer", "parse_ui"]
+__all__ = ["DEFAULTS", "MetricsServer", "parse_ui"]
 
 # the page at /: the job graph coloured by busy / backpressured share, live
 # charts and tables, polling /api/metrics; one file, no build step, no CDN
@@ -49,6 +49,11 @@ TASK_GAUGES = {
     "backPressuredTimeMsPerSecond": "backpressured_ms_per_s",
     "currentInputWatermark": "watermark",
 }
+
+
+# what execute() uses when its own ui argument is None: set by `fastops run --ui` for
+# the jobs of the file it runs (and put back afterwards); announce: print where it serves
+DEFAULTS: dict[str, Any] = {"ui": None, "keep": False, "announce": False}
 
 
 def parse_ui(ui: Any) -> tuple[str, int] | None:

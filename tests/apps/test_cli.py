@@ -409,3 +409,35 @@ def test_run_file_errors_say_what_is_wrong(make, fragment, tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     code, err = _one_line_error(["run", make(tmp_path)], capsys)
     assert code == 2 and err.startswith("fastops run: error:") and fragment in err, err
+
+
+def test_run_serves_each_job_of_the_file_with_ui(tmp_path):
+    job = tmp_path / "job.py"
+    job.write_text(textwrap.dedent('''
+        import json, sys, urllib.request
+        import numpy as np, pyarrow as pa
+        import fastops as fo
+
+        def gen():
+            for i in range(20):
+                yield pa.record_batch({"x": np.arange(100)})
+
+        env = fo.StreamEnvironment()
+        env.from_generator(gen, rate=2000).sink_to(lambda b: None)
+        client = env.execute_async("cli job")
+        body = urllib.request.urlopen(client.ui_url + "/api/job", timeout=10).read()
+        print("served", json.loads(body)["name"], sys.argv[1:])
+        client.wait()
+    '''))
+    out = fastops_cmd("run", str(job), "--ui", "0", "--ui-keep", "extra")
+    assert out.returncode == 0, out.stderr
+    assert "served cli job ['extra']" in out.stdout  # --ui options are the CLI's, the rest the job's
+    assert re.search(r"job 'cli job': page and metrics at http://127\.0\.0\.1:\d+/", out.stderr)
+    plain = fastops_cmd("run", str(job))  # without --ui nothing is served
+    assert plain.returncode != 0 and "NoneType" in plain.stderr
+
+
+def test_demo_serves_its_page_with_ui():
+    out = fastops_cmd("demo", "--events", "200k", "--players", "2000", "--no-progress", "--ui", "0")
+    assert out.returncode == 0, out.stderr
+    assert re.search(r"the job's page and metrics: http://127\.0\.0\.1:\d+/", out.stderr)

@@ -22,7 +22,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -32,6 +32,7 @@ import fastops
 from fastops.apps import bench_report
 from fastops.apps import demo as d
 from fastops.connectors.files import _expand
+from fastops.monitoring import DEFAULTS as UI_DEFAULTS
 from fastops.runtime.checkpoint import load_snapshot
 from fastops.runtime.errors import JobFailed
 from fastops.runtime.rescale import describe_snapshot
@@ -110,6 +111,37 @@ def _table_arg(text: str) -> tuple[str, str]:
     return name, path
 
 
+def _add_ui(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ui", nargs="?", const=8081, default=None, type=_port, metavar="PORT",
+                        help="serve the job's page, Prometheus /metrics and /api on 127.0.0.1:PORT "
+                        "(default 8081) while it runs")
+    parser.add_argument("--ui-keep", action="store_true", help="keep serving the final figures after the job ends")
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 0 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is a number in [0, 65535], got {text!r}")
+    return int(text)
+
+
+def _ui_options(args: list[str]) -> tuple[list[str], Any, bool]:
+    """``--ui [PORT]`` and ``--ui-keep`` taken out of the arguments after job.py."""
+    rest, ui, keep = [], None, False
+    i = 0
+    while i < len(args):
+        if args[i] == "--ui":
+            ui = 8081
+            if i + 1 < len(args) and args[i + 1].isdigit():
+                ui = _port(args[i + 1])
+                i += 1
+        elif args[i] == "--ui-keep":
+            keep = True
+        else:
+            rest.append(args[i])
+        i += 1
+    return rest, ui, keep
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="fastops: stream processing over Apache Arrow "
                      "with compiled kernels. Run 'fastops demo' to see a job.")
@@ -150,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--offline-fraction", type=_fraction, default=0.00005, metavar="F",
                      help="share of events that arrive minutes late (default 0.00005)")
     demo.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_ui(demo)
 
     bench = sub.add_parser("bench", help="run the benchmark suites in bench/ and write a report",
                            description="Runs the benchmark scripts (bench/bench_*.py) with their "
@@ -164,7 +197,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run a job file (a script that builds and executes a job)",
                          description="Runs a Python file as __main__, with the remaining arguments "
-                         "in sys.argv, as 'python job.py ARGS' would.")
+                         "in sys.argv, as 'python job.py ARGS' would. --ui [PORT] (before or after "
+                         "job.py) serves each job's page and metrics (default port 8081); --ui-keep "
+                         "keeps serving after a job ends.")
+    _add_ui(run)
     run.add_argument("file", metavar="job.py")
     run.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the job")
 
@@ -256,7 +292,8 @@ def _demo(args: argparse.Namespace) -> int:
                            checkpoint_interval=args.checkpoint_interval, output=args.output,
                            players=args.players, events_per_s=args.events_per_s,
                            batch_size=args.batch_size or (16_384 if args.autoscale else 131_072),
-                           offline_fraction=args.offline_fraction, autoscale=args.autoscale)
+                           offline_fraction=args.offline_fraction, autoscale=args.autoscale,
+                           ui=args.ui, ui_keep=args.ui_keep)
     except ValueError as exc:
         return _fail("fastops demo", str(exc), 2)
     if isinstance(rate, list):
@@ -327,8 +364,11 @@ def _run(args: argparse.Namespace) -> int:
         problem = f"{path!r} is a directory, not a Python job file"
     if problem:
         return _fail("fastops run", problem, 2)
-    old_argv, old_path = sys.argv, list(sys.path)
-    sys.argv = [path, *args.args]
+    rest, ui, keep = _ui_options(args.args)
+    ui = args.ui if args.ui is not None else ui
+    old_argv, old_path, old_ui = sys.argv, list(sys.path), dict(UI_DEFAULTS)
+    sys.argv = [path, *rest]
+    UI_DEFAULTS.update(ui=ui, keep=args.ui_keep or keep, announce=ui is not None)
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:
         runpy.run_path(path, run_name="__main__")
@@ -345,6 +385,7 @@ def _run(args: argparse.Namespace) -> int:
         return 1
     finally:
         sys.argv, sys.path[:] = old_argv, old_path
+        UI_DEFAULTS.update(old_ui)
     return 0
 
 

@@ -86,6 +86,8 @@ class DemoConfig:
     output: str | None = None
     threads: bool = True  # one thread per task (operators overlap), also at parallelism 1
     autoscale: bool = False
+    ui: Any = None  # serve the job's page and metrics (a port; see fastops.monitoring)
+    ui_keep: bool = False
 
     def __post_init__(self) -> None:
         for name in ("events", "players", "events_per_s", "batch_size", "parallelism",

@@ -26,6 +26,7 @@ The job
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 import pyarrow as pa
@@ -111,7 +112,10 @@ def run_demo(cfg: DemoConfig, progress: bool = True, stream: Any = None) -> Demo
             s.sink_to_parquet(os.path.join(cfg.output, name))
     bar = Progress(cfg.events, stream, enabled=progress)  # counts rows a restored checkpoint covers
     try:
-        job = env.execute("reward engine", progress=bar)
+        client = env.execute_async("reward engine", progress=bar, ui=cfg.ui, ui_keep=cfg.ui_keep)
+        if client.ui_url is not None:
+            print(f"the job's page and metrics: {client.ui_url}/", file=stream or sys.stderr, flush=True)
+        job = client.wait()
     finally:
         bar.close()
     tables = {name: r.table() for name, r in results.items()}
