@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
 from fastops.core import arrow as _arrow
@@ -28,6 +27,7 @@ from fastops.core.durations import parse_duration
 from fastops.datastream import DataStream
 from fastops.operators.base import OperatorContext
 from fastops.table.expressions import Col
+from fastops.table.formats import write_csv
 from fastops.table.functions import (
     UserDefinedAggregateFunction,
     UserDefinedScalarFunction,
@@ -529,7 +529,7 @@ class TableEnvironment:
             if fmt == "parquet":
                 pq.write_table(data, fname)
             elif fmt == "csv":
-                pcsv.write_csv(data, fname)
+                write_csv(data, fname)
             else:
                 raise PlanError(f"table {name!r}: unsupported format {fmt!r}")
         else:

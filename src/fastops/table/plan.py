@@ -51,6 +51,7 @@ from fastops.runtime.graph import Node
 from fastops.table.aggregates import StringMinMax
 from fastops.table.changelog import OP_COLUMN, ChangelogAggregate, insert_only
 from fastops.table.expressions import AggCall, Call, Col, Expr, ExpressionError, Interval, Lit, broadcast
+from fastops.table.formats import CsvTableSource
 from fastops.table.operators import (
     CumulateExpand,
     DistinctRows,
@@ -647,7 +648,7 @@ class Compiler:
         elif node.kind == "parquet":
             s = env.from_parquet(node.payload, batch_size=node.batch_size)
         elif node.kind == "csv":
-            s = env.from_csv(node.payload, batch_size=node.batch_size, schema=node.schema)
+            s = env.from_source(CsvTableSource(node.payload, node.schema, node.batch_size))
         elif node.kind == "stream":
             s = node.payload
             if s.env is not env:

@@ -416,6 +416,11 @@ def _check_create(create: exp.Create) -> None:
                 str(opts["format"][0]).lower() not in _FILE_FORMATS:
             raise _unsupported(f"format {opts['format'][0]!r} of the filesystem connector", opts["format"][1],
                                "use 'parquet' or 'csv'")
+        csv_options = [k for k in opts if k.startswith("csv.")]
+        if str(connector).lower() == "filesystem" and csv_options:
+            raise _unsupported(f"the csv format option {csv_options[0]!r}", opts[csv_options[0]][1],
+                               "fastops reads and writes Flink's default csv: comma-separated fields, "
+                               "double quotes, no header line")
 
 
 # Statements sqlglot does not read (or reads as something else), by their first words.
