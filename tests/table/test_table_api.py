@@ -76,17 +76,18 @@ def test_print_type_widths_nulls_and_truncation(capsys):
     assert out[-1] == "1 row in set"
 
 
-def test_print_batch_widths_from_content_and_empty_set(capsys):
+def test_print_batch_widths_by_type_and_empty_set(capsys):
+    """Batch mode: widths from the types as in streaming mode, no op column."""
     t_env = fo.TableEnvironment(mode="batch")
     t = t_env.from_elements([(1, "Hi"), (22, None)], ["id", "data"])
     t.execute().print()
     assert capsys.readouterr().out == (
-        "+----+--------+\n"
-        "| id |   data |\n"
-        "+----+--------+\n"
-        "|  1 |     Hi |\n"
-        "| 22 | <NULL> |\n"
-        "+----+--------+\n"
+        "+----------------------+--------------------------------+\n"
+        "|                   id |                           data |\n"
+        "+----------------------+--------------------------------+\n"
+        "|                    1 |                             Hi |\n"
+        "|                   22 |                         <NULL> |\n"
+        "+----------------------+--------------------------------+\n"
         "2 rows in set\n")
     t.where(col("id") > 100).execute().print()
     assert capsys.readouterr().out == "Empty set\n"

@@ -10,12 +10,15 @@ Layout (Flink's tableau style)::
     1 row in set
 
 - every cell is right-aligned with one space of padding either side;
-- streaming mode: a first ``op`` column with the row kind, and column widths
-  from the types (BIGINT 20, INT 11, SMALLINT 6, TINYINT 4, BOOLEAN 5, DATE
-  10, DECIMAL(p, s) p + 2, TIMESTAMP(p) 19 / 23 / 26 / 29 for p = 0 / <=3 /
-  <=6 / more, anything else 30), at least the name's length and 6 (``<NULL>``);
-- batch mode: no ``op`` column, widths from the content (names and values),
-  capped at 30;
+- column widths from the types, in both modes (Flink's ``TableResult.print``
+  uses ``TableauStyle.columnWidthsByType``): BIGINT 20, INT 11, SMALLINT 6,
+  TINYINT 4, BOOLEAN 5, DATE 10, DECIMAL(p, s) p + 2, TIMESTAMP(p) 19 / 23 /
+  26 / 29 for p = 0 / <=3 / <=6 / more, anything else 30; at least the
+  name's length and 6 (``<NULL>``);
+- streaming mode: a first ``op`` column with the row kind; batch mode: none;
+- ``render`` without ``by_type`` (other callers, e.g. the demo) sizes the
+  columns of a grid without ``op`` from the content (names and values),
+  capped at 30, as Flink's ``tableauWithDataInferredColumnWidths``;
 - a value wider than its column is cut and ends in ``...``;
 - the footer is ``N rows in set`` (``1 row in set``); no rows print ``Empty set``.
 
@@ -133,23 +136,24 @@ def type_width(t: pa.DataType, max_width: int = MAX_COLUMN_WIDTH) -> int:
 
 
 def render(names: Sequence[str], types: Sequence[pa.DataType], rows: Iterable[Sequence[Any]],
-           kinds: Sequence[str] | None = None, max_width: int = MAX_COLUMN_WIDTH) -> str:
-    """The grid as a string (ending in a newline). ``kinds`` given: streaming
-    layout with the ``op`` column and type-derived widths."""
+           kinds: Sequence[str] | None = None, max_width: int = MAX_COLUMN_WIDTH,
+           by_type: bool | None = None) -> str:
+    """The grid as a string (ending in a newline). ``kinds`` given: a first
+    ``op`` column with them (streaming mode). ``by_type``: column widths from
+    the types (``type_width``) rather than from the content; by default, only
+    when ``kinds`` are given."""
     cells = [[format_value(v, t) for v, t in zip(r, types)] for r in rows]
     if not cells:
         return "Empty set\n"
-    if kinds is not None:
-        header = ["op"] + list(names)
-        widths = [2] + [max(len(n), type_width(t, max_width), len(NULL_VALUE)) for n, t in zip(names, types)]
-        cells = [[k] + c for k, c in zip(kinds, cells)]
+    header = list(names)
+    if kinds is not None if by_type is None else by_type:
+        widths = [max(len(n), type_width(t, max_width), len(NULL_VALUE)) for n, t in zip(names, types)]
     else:
-        header = list(names)
-        widths = [len(n) for n in header]
-        for c in cells:
-            for i, s in enumerate(c):
-                widths[i] = max(widths[i], _width(s))
-        widths = [min(w, max_width) for w in widths]
+        widths = [min(max([len(n)] + [_width(c[i]) for c in cells]), max_width) for i, n in enumerate(names)]
+    if kinds is not None:
+        header = ["op"] + header
+        widths = [2] + widths
+        cells = [[k] + c for k, c in zip(kinds, cells)]
 
     def line(vals: Sequence[str]) -> str:
         parts = ["|"]

@@ -144,10 +144,12 @@ class TableResult:
         if self._raw:
             return "".join(f"{r[0]}\n" for r in self._rows())
         kinds = self._kinds() if self._streaming else None
-        return render(self._schema.names, self._schema.types, self._rows(), kinds)
+        # widths by type in both modes, as PyFlink's TableResult.print()
+        return render(self._schema.names, self._schema.types, self._rows(), kinds, by_type=True)
 
     def print(self) -> None:
-        """The PyFlink grid: ``op`` column in streaming mode, ``N rows in set``."""
+        """The PyFlink grid: column widths from the types, an ``op`` column in
+        streaming mode, ``N rows in set``."""
         print(self.to_string(), end="")
 
     def to_arrow(self) -> pa.Table:
