@@ -152,3 +152,25 @@ def test_the_page_shows_the_job_graph_and_live_numbers_in_a_real_browser(tmp_pat
     finally:
         driver.quit()
         client.wait()
+
+
+def test_late_rows_are_counted_as_the_late_side_output_holds_them():
+    def events():
+        rng = np.random.default_rng(5)
+        for i in range(30):
+            ts = i * 1000 + rng.integers(0, 1000, 200)
+            ts[:7] -= 5000  # behind the watermark: late
+            yield pa.record_batch({"k": rng.integers(0, 5, 200), "ts": ts.astype(np.int64)})
+
+    env = fo.StreamEnvironment(parallelism=2, executor="threads")
+    windows = (env.from_generator(events).with_watermark("ts").key_by("k")
+               .window(fo.windows.Tumbling(1000)).aggregate(n=fo.agg.count()))
+    windows.sink_to(lambda b: None)
+    late = windows.side_output("late").sink_to_table("late")
+    client = env.execute_async(ui=0, ui_keep=True)
+    client.wait()
+    time.sleep(0.3)
+    assert late.table().num_rows > 0
+    assert json.loads(get(client.ui_url + "/api/job"))["late_rows"] == late.table().num_rows
+    scraped = sum(s.value for s in scrape(client.ui_url)["fastops_late_rows"])
+    assert scraped == late.table().num_rows

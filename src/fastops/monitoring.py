@@ -117,6 +117,11 @@ class _Collector:
                          cp["last"]["duration_ms"])
             yield _gauge(GaugeMetricFamily, "lastCheckpointSize", "the last checkpoint's state (bytes)", base,
                          cp["last"]["size_bytes"])
+        late = CounterMetricFamily("fastops_late_rows", "rows a task's windows or joins found late",
+                                   labels=task_labels)
+        for t in m["tasks"]:
+            late.add_metric([*base.values(), t["task"], str(t["subtask"])], float(t["late_rows"]))
+        yield late
         yield _gauge(GaugeMetricFamily, "numRestarts", "restarts after failures", base, job["restarts"])
         yield _gauge(GaugeMetricFamily, "uptime", "time since the job started (ms)", base, 1000.0 * job["uptime_s"])
         rescales = CounterMetricFamily("fastops_rescales", "live rescales", labels=list(base))

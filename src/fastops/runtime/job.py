@@ -523,6 +523,7 @@ class Job:
             "rows_out": sum(t["sink_rows"] for t in tasks),
             "rows_in_per_s": sum(t["rows_in_per_s"] for t in sources),
             "rows_out_per_s": sum(t["sink_rows_per_s"] for t in tasks),
+            "late_rows": sum(t["late_rows"] for t in tasks),  # found late by windows and joins
             "latency": self.sampler.latency(window_s),  # source read -> sink, over the window
         }
         return {"job": job, "checkpoints": self._checkpoint_metrics(), "operators": self._operator_metrics(tasks),

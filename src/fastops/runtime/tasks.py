@@ -169,6 +169,8 @@ class Chain:
     def _route(self, i: int, outs: list | None) -> None:
         for out in outs or ():
             if isinstance(out, Tagged):
+                if out.tag == "late" and self.metrics is not None:  # counted whether or not read
+                    self.metrics.late_rows += out.batch.num_rows
                 for w in self.side_outputs[i].get(out.tag, ()):
                     w.emit(out.batch)
             else:
