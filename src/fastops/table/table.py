@@ -484,19 +484,63 @@ def _distinct_aggregate(child: PlanNode, key_exprs: Sequence[Expr], items: Seque
                            outer(having) if having is not None else None, None, streaming)
 
 
-def _named(exprs: Sequence[Any], schema: pa.Schema) -> list[tuple[str, Expr]]:
-    """(name, expr) for select-like lists; ``"*"`` expands to every column."""
-    out: list[tuple[str, Expr]] = []
+def _expand(exprs: Sequence[Any], schema: pa.Schema) -> list[Expr]:
+    """The expressions of a select-like list; ``"*"`` expands to every column."""
+    out: list[Expr] = []
     for e in exprs:
         if (isinstance(e, str) and e.strip() == "*") or (isinstance(e, Col) and e.col == "*"):
-            out.extend((n, Col(n)) for n in schema.names if n != OP_COLUMN)
-            continue
-        if isinstance(e, str) and "," in e:
-            out.extend(_named([p.strip() for p in e.split(",")], schema))
-            continue
-        x = as_column_expr(e)
-        out.append((x.name() or f"EXPR${len(out)}", x))
+            out.extend(Col(n) for n in schema.names if n != OP_COLUMN)
+        elif isinstance(e, str) and "," in e:
+            out.extend(_expand([p.strip() for p in e.split(",")], schema))
+        else:
+            out.append(as_column_expr(e))
     return out
+
+
+def _flink_names(exprs: Sequence[Expr], positions: Sequence[int]) -> list[str]:
+    """Output names of a projection, as Flink's Table API derives them.
+
+    An expression with a name keeps it (a column, an alias). Every aggregate
+    and window property of the list is ``EXPR$<k>``, ``k`` counting them from
+    0 in order of appearance, aliased or nested ones included and a repeated
+    one once (``OperationExpressionsUtils``); one that is an item of its own
+    keeps that name, and a second such use of it is ``EXPR$<k>_<n>``. A CAST
+    of a named expression is ``<name>-<TYPE>``; anything else is ``_c<i>``,
+    ``i`` its position in the projection (``ProjectionOperationFactory``)."""
+    numbered: dict[str, str] = {}
+
+    def number(e: Expr) -> None:
+        if isinstance(e, (AggCall, WindowProp)):
+            numbered.setdefault(repr(e), f"EXPR${len(numbered)}")
+            return
+        for c in e.children():
+            number(c)
+
+    def own_name(e: Expr) -> str | None:
+        if isinstance(e, (AggCall, WindowProp)):
+            return numbered[repr(e)]
+        if isinstance(e, Cast):
+            inner = own_name(e.expr)
+            return f"{inner}-{to_sql(e.to)}" if inner is not None else None
+        return e.name()
+
+    for e in exprs:
+        number(e)
+    names: list[str] = []
+    repeats = 0
+    for e, i in zip(exprs, positions):
+        name = own_name(e)
+        if isinstance(e, (AggCall, WindowProp)) and name in names:
+            name, repeats = f"{name}_{repeats}", repeats + 1
+        names.append(name if name is not None else f"_c{i}")
+    return names
+
+
+def _named(exprs: Sequence[Any], schema: pa.Schema, first: int = 0) -> list[tuple[str, Expr]]:
+    """(name, expr) for select-like lists (``_flink_names``); ``first``: the
+    position in the projection of the list's first expression."""
+    xs = _expand(exprs, schema)
+    return list(zip(_flink_names(xs, range(first, first + len(xs))), xs))
 
 
 # ---------------------------------------------------------------- Table
@@ -549,14 +593,21 @@ class Table:
     filter = where
 
     def add_columns(self, *fields: Any) -> Table:
-        new = _named(fields, self.schema)
+        new = _named(fields, self.schema, first=len(self.schema.names))
         clash = [n for n, _ in new if n in self.schema.names]
         if clash:
             raise PlanError(f"add_columns: column {clash[0]!r} exists already (use add_or_replace_columns)")
         return self._new(Project(self._node, [(n, Col(n)) for n in self.schema.names] + new))
 
     def add_or_replace_columns(self, *fields: Any) -> Table:
-        new = dict(_named(fields, self.schema))
+        # unnamed expressions go after the columns and the new named ones before them (Flink's
+        # ColumnOperationUtils.addOrReplaceColumns), which gives their _c<i> position
+        xs = _expand(fields, self.schema)
+        positions, at = [], len(self.schema.names)
+        for x in xs:
+            positions.append(at)
+            at += x.name() not in self.schema.names
+        new = dict(zip(_flink_names(xs, positions), xs))
         items = [(n, new.pop(n, Col(n))) for n in self.schema.names]
         return self._new(Project(self._node, items + list(new.items())))
 
