@@ -212,16 +212,17 @@ class UserDefinedAggregateFunction:
 
 
 class _SeriesAggregate(AggregateFunction):
-    """A function of all of a group's values (pandas Series or pyarrow array)."""
+    """A function of all of a group's values: one pandas Series (or pyarrow
+    array) per argument, their rows in the same order."""
 
-    def __init__(self, fn: Callable[[Any], Any], func_type: str):
+    def __init__(self, fn: Callable[..., Any], func_type: str):
         self.fn = fn
         self.func_type = func_type
 
     def create_accumulator(self):
-        return []
+        return []  # the batches of the arguments' values, one tuple of arrays per batch
 
-    def accumulate(self, acc, values):
+    def accumulate(self, acc, *values):
         acc.append(values)
         return acc
 
@@ -229,8 +230,14 @@ class _SeriesAggregate(AggregateFunction):
         return acc + other
 
     def get_value(self, acc):
-        arr = pa.concat_arrays(acc) if acc else pa.array([], pa.null())
-        v = self.fn(arr.to_pandas() if self.func_type in ("pandas", "general") else arr)
+        if acc:
+            args = [pa.concat_arrays(list(parts)) for parts in zip(*acc)]
+        else:
+            args = [pa.array([], pa.null())]
+        if self.func_type in ("pandas", "general"):
+            v = self.fn(*[a.to_pandas() for a in args])
+        else:
+            v = self.fn(*args)
         return v.item() if isinstance(v, np.generic) else v
 
 
