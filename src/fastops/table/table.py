@@ -671,6 +671,14 @@ class Table:
     def left_outer_join_lateral(self, table_function_call: Any) -> Table:
         return self._new(Lateral(self._node, table_function_call, left_outer=True))
 
+    def create_temporal_table_function(self, time_attribute: Any, primary_key: Any) -> Any:
+        """Refused, as SQL's ``FOR SYSTEM_TIME AS OF``: temporal joins (each row
+        joined with the version of a versioned table valid at its time) are not
+        supported yet, and a regular join would match every version."""
+        raise PlanError("create_temporal_table_function (temporal table joins) is not supported yet by "
+                        "fastops; a regular join would match every version of the table: look up the version "
+                        "valid at a row's time with a KeyedProcessFunction in the DataStream API")
+
     def union_all(self, other: Table) -> Table:
         return self._new(_union([self._node, other._node]))
 
