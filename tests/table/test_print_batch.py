@@ -12,7 +12,7 @@ import decimal
 import pytest
 
 import fastops as fo
-from fastops.table import DataTypes, col
+from fastops.table import DataTypes
 
 D = decimal.Decimal
 
@@ -76,21 +76,3 @@ def test_batch_grid_is_the_streaming_grid_without_op():
 def test_batch_widths_do_not_depend_on_the_rows(rows):
     grid = _table("batch", rows).execute().to_string().splitlines()
     assert grid[0] == FLINK_BATCH_GRID.splitlines()[0]
-
-
-def test_pyflink_intro_example_in_batch_mode(capsys):
-    """PyFlink's intro example (from_elements + execute().print()) in batch mode:
-    BIGINT 20 and STRING 30 wide, as in streaming mode, without op."""
-    t_env = fo.TableEnvironment(mode="batch")
-    t = t_env.from_elements([(1, "Hi"), (2, "Hello")], ["id", "data"])
-    t.execute().print()
-    assert capsys.readouterr().out == (
-        "+----------------------+--------------------------------+\n"
-        "|                   id |                           data |\n"
-        "+----------------------+--------------------------------+\n"
-        "|                    1 |                             Hi |\n"
-        "|                    2 |                          Hello |\n"
-        "+----------------------+--------------------------------+\n"
-        "2 rows in set\n")
-    t.where(col("id") > 100).execute().print()
-    assert capsys.readouterr().out == "Empty set\n"
