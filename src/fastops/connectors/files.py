@@ -53,20 +53,22 @@ class FileSource(Source):
     lists (see ``fastops.connectors.units``)."""
 
     def __init__(self, path: str | Sequence[str], fmt: str, batch_size: int = 65536,
-                 schema: pa.Schema | None = None):
+                 schema: pa.Schema | None = None, file_format: ds.FileFormat | None = None):
+        """``file_format``: how pyarrow reads the files, when not ``fmt``'s
+        defaults (a header-less CSV, say)."""
         if fmt not in ("parquet", "csv", "ipc"):
             raise ValueError(f"unknown file format {fmt!r}")
         self.batch_size = check_batch_size(batch_size)  # before reading any file
         self.fmt = fmt
         self.name = f"from_{fmt}"
         files = _expand(path)
-        self.dataset = ds.dataset(files, format="arrow" if fmt == "ipc" else fmt, schema=schema)
+        reading = file_format or ("arrow" if fmt == "ipc" else fmt)
+        self.dataset = ds.dataset(files, format=reading, schema=schema)
         frags = list(self.dataset.get_fragments())
         if schema is None and fmt != "csv" and len(frags) > 1:
             # the dataset takes the first file's schema; a column that is all
             # null in one file and typed in another is merged instead
-            self.dataset = ds.dataset(files, format="arrow" if fmt == "ipc" else fmt,
-                                      schema=_unified_schema(frags))
+            self.dataset = ds.dataset(files, format=reading, schema=_unified_schema(frags))
             frags = list(self.dataset.get_fragments())
         if fmt == "parquet":
             frags = [rg for f in frags for rg in f.split_by_row_group()]

@@ -36,10 +36,7 @@ class CsvTableSource(FileSource):
     read header-less as ``schema``; splits and positions as ``FileSource``'s."""
 
     def __init__(self, path: str | Sequence[str], schema: pa.Schema, batch_size: int = 65536):
-        super().__init__(path, "csv", batch_size, schema)  # expands the path, checks batch_size
-        # the same files, read with the table's columns instead of a header line
-        self.dataset = ds.dataset(self.dataset.files, format=csv_file_format(schema), schema=schema)
-        self.fragments = list(self.dataset.get_fragments())
+        super().__init__(path, "csv", batch_size, schema, file_format=csv_file_format(schema))
 
 
 def write_csv(data: pa.Table, path: str | os.PathLike) -> None:
