@@ -607,6 +607,13 @@ class DataStream:
         except _ARROW_ERRORS as exc:
             raise _expression_error(exc, self.schema, what) from None
 
+    def window_all(self, window: Any) -> WindowedStream:
+        """Windows over every row, without keys (PyFlink's ``window_all``): one
+        task sees the whole stream, and stays one task (a rescale leaves it)."""
+        as_window(window)  # a TypeError here, not when the job runs
+        return WindowedStream(self, (), window, lambda name, factory, schema: self._then(
+            name, factory, 1, "forward", (), None, schema))
+
     def transform(self, name: str, operator_factory: Callable[[], Any],
                   parallelism: int | None = None, partitioning: str = "forward",
                   keys: Sequence[str] = ()) -> DataStream:
@@ -765,7 +772,8 @@ class KeyedStream:
 
     def window(self, window: Any) -> WindowedStream:
         as_window(window)  # a TypeError here, not when the job runs
-        return WindowedStream(self, window)
+        return WindowedStream(self.stream, self.keys, window, lambda name, factory, schema: self._keyed(
+            name, factory, None, schema))
 
     def aggregate(self, **aggs: Any) -> DataStream:
         """A running aggregate per key: after each batch, the new value of every key it touched."""
@@ -791,11 +799,15 @@ class KeyedStream:
 
 
 class WindowedStream:
-    """A keyed stream cut into event-time windows."""
+    """A keyed stream cut into event-time windows (or, from ``window_all``,
+    the whole stream, in one task)."""
 
-    def __init__(self, keyed: KeyedStream, window: Any):
-        self.keyed = keyed
+    def __init__(self, stream: DataStream, keys: tuple[str, ...], window: Any,
+                 place: Callable[[str, Callable[[], Any], pa.Schema | None], DataStream]):
+        self.stream = stream
+        self.keys = keys
         self.window = window
+        self.place = place  # adds the window operator after its exchange (hash by key, or into one task)
         self.lateness: Any = 0
 
     def allowed_lateness(self, lateness: Any) -> WindowedStream:
@@ -807,16 +819,17 @@ class WindowedStream:
     def aggregate(self, **aggs: Any) -> DataStream:
         """One row per key and window: ``window_start, window_end, keys..., aggs...``.
         Late rows go to ``side_output("late")``."""
-        stream = self.keyed.stream
+        stream = self.stream
         if stream.time_column is None:
-            raise ValueError("a window needs event time: call with_watermark(column, ...) before key_by")
+            raise ValueError("a window needs event time: call with_watermark(column, ...) before key_by "
+                             "(or window_all)")
         if not aggs:
             raise ValueError("aggregate needs at least one name=aggregate")
-        keys, window, tc, lateness = self.keyed.keys, self.window, stream.time_column, self.lateness
+        keys, window, tc, lateness = self.keys, self.window, stream.time_column, self.lateness
         # validate now (and the input columns, when the schema is known), not in a task
         out = _aggregate_schema(window, keys, aggs, tc, lateness, stream.schema)
-        windowed = self.keyed._keyed(f"window({type(window).__name__})",
-                                     lambda: WindowOperator(window, keys, aggs, tc, lateness), None, out)
+        name = f"window{'' if keys else '_all'}({type(window).__name__})"
+        windowed = self.place(name, lambda: WindowOperator(window, keys, aggs, tc, lateness), out)
         if stream.schema is not None:  # late rows: the input, the reason and the watermark they met
             kept = [f for f in stream.schema if f.name not in ("reason", "watermark")]
             windowed._side_schemas["late"] = pa.schema(kept + [

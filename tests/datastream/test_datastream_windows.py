@@ -10,6 +10,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fastops as fo
 from fastops.core import aggregates as agg
@@ -326,3 +328,31 @@ def test_windowed_join_refuses_an_event_time_beyond_int64_windows():
          .on("k").window(Tumbling("2s")).apply().collect())
     cause = info.value.__cause__
     assert isinstance(cause, ValueError) and "'t'" in str(cause) and str(-2**63) in str(cause)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 3), st.lists(st.integers(1, 400), min_size=1, max_size=8), st.integers(0, 2**31))
+def test_window_all_counts_every_row_once_in_one_task(parallelism, sizes, seed):
+    # in-order event time, any batch split and parallelism: one window per 1 s over all rows, as pandas gives
+    rng = np.random.default_rng(seed)
+    n = sum(sizes)
+    ts = np.sort(rng.integers(0, 10_000, n)).astype(np.int64)
+    v = rng.integers(-100, 100, n)
+    batches, at = [], 0
+    for size in sizes:
+        batches.append(pa.record_batch({"ts": ts[at:at + size], "v": v[at:at + size]}))
+        at += size
+    env = fo.StreamEnvironment(parallelism=parallelism)
+    got = (env.from_arrow(batches).with_watermark("ts").window_all(Tumbling(1000))
+           .aggregate(n=agg.count(), s=agg.sum("v")).collect())
+    ref = pd.DataFrame({"w": ts // 1000 * 1000, "v": v}).groupby("w")["v"].agg(["count", "sum"]).reset_index()
+    got = got.to_pandas().sort_values("window_start")
+    assert got["window_start"].astype("int64").tolist() == ref["w"].tolist()
+    assert got["n"].tolist() == ref["count"].tolist() and got["s"].tolist() == ref["sum"].tolist()
+    assert len([t for t in env.last_result.metrics if "window_all(Tumbling)" in t]) == 1  # one task
+
+
+def test_window_all_needs_event_time():
+    env = fo.StreamEnvironment()
+    with pytest.raises(ValueError, match="with_watermark.*window_all"):
+        env.from_arrow(pa.table({"ts": [1], "v": [1]})).window_all(Tumbling(1000)).aggregate(n=agg.count())
