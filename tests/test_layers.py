@@ -26,6 +26,7 @@ LAYERS = {
     "fastops.runtime": 4,
     "fastops.datastream": 5,
     "fastops.autoscale": 5,  # the DS2 policy and its controller, which the job driver calls back
+    "fastops.shedding": 5,  # the QoS monitor and its policy, which the job driver calls back
     "fastops.monitoring": 5,  # the metrics server that execute(ui=...) starts beside the face
     "fastops.table": 6,
     # the public faces and the applications sit on top: nothing inside the engine imports them

@@ -32,6 +32,7 @@ from fastops.core.window.assigners import GlobalWindow, Session, Sliding, Tumbli
 from fastops.datastream import DataStream, KeyedStream, StreamEnvironment, WindowedStream, col
 from fastops.operators.process import KeyedProcessFunction
 from fastops.runtime import CheckpointStorageError, JobCancelled, JobClient, JobFailed, JobResult, JobStatus
+from fastops.shedding import QoS
 from fastops.table import TableEnvironment, lit, udaf, udf, udtf
 
 # --- end runtime ---
@@ -53,6 +54,7 @@ __all__ = [
     "KeyedProcessFunction",
     "KeyedStream",
     "MonotonousTimestamps",
+    "QoS",
     "Session",
     "Sliding",
     "StreamEnvironment",

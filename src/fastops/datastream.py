@@ -35,6 +35,7 @@ from fastops.monitoring import MetricsServer, parse_ui
 from fastops.operators import basic as _basic
 from fastops.operators.join import WindowJoinOperator
 from fastops.operators.process import KeyedProcessFunction, KeyedProcessOperator
+from fastops.operators.shedding import INCLUSION, Estimates, Shedder, priority_of
 from fastops.operators.window import ARRIVAL, RunningAggregateOperator, WindowOperator
 from fastops.runtime.client import JobClient
 from fastops.runtime.executors import EXECUTORS
@@ -42,6 +43,7 @@ from fastops.runtime.graph import Edge, Node, identity
 from fastops.runtime.job import Job, JobConfig, JobResult
 from fastops.runtime.plan import PhysicalPlan
 from fastops.runtime.progress import Progress
+from fastops.shedding import Monitor, QoS
 
 col = pc.field  # fo.col("v") > 0: a pyarrow.compute expression
 
@@ -133,6 +135,29 @@ def _aggregate_schema(window: Any, keys: Sequence[str], aggs: dict, time: str, l
                             schema=schema).output_schema
 
 
+def _shedding_schema(mode: str, window: Any, keys: Sequence[str], aggs: dict, time: str, lateness: Any,
+                     schema: pa.Schema | None, out: pa.Schema | None) -> pa.Schema | None:
+    """Check a window under load shedding; its output schema (random: with
+    error columns and the sampled fraction)."""
+    if mode == "window" and not isinstance(as_window(window), Tumbling):
+        raise ValueError(f"shedding='window' drops whole windows of tumbling windows; {window!r} overlaps "
+                         "or merges its windows, so a dropped row would leave another window inexact: "
+                         "use shedding='random' or 'semantic'")
+    if mode != "random":
+        return out
+    if schema is not None and INCLUSION not in schema.names:
+        raise ValueError(f"under random load shedding a window estimates from each row's inclusion probability, "
+                         f"column {INCLUSION!r}, which an earlier operator dropped (its input has "
+                         f"{', '.join(schema.names)}): keep it, or shed with shedding='semantic' or 'window'")
+    estimates = Estimates(aggs)
+    if schema is None or out is None:
+        return None
+    internal = _aggregate_schema(window, keys, estimates.internal, time, lateness,
+                                 estimates.prepare(_no_rows(schema), "window").schema)
+    assert internal is not None
+    return estimates.schema(internal, 2 + len(keys))
+
+
 def _schema_from(schema: Any) -> pa.Schema | None:
     if schema is None or isinstance(schema, pa.Schema):
         return schema
@@ -176,6 +201,10 @@ class StreamEnvironment:
         A ``fastops.Autoscaling``: DS2 sets every operator's parallelism
         while the job runs (see ``fastops.autoscale``); also
         ``enable_autoscaling(...)``.
+    qos
+        A ``fastops.QoS``: keep latency within a bound by shedding load
+        (a drop operator after every source; see ``fastops.shedding`` and
+        docs/shedding.md).
     """
 
     def __init__(self, parallelism: int = 1, max_parallelism: int = 128,
@@ -184,7 +213,8 @@ class StreamEnvironment:
                  checkpoint_interval: Any = "5s", checkpoints_retained: int = 3,
                  mode: str = "exactly_once", restart_attempts: int = 0,
                  restart_delay: Any = 0, executor: str | None = None,
-                 key_group_assignment: str = "contiguous", autoscaling: Autoscaling | None = None):
+                 key_group_assignment: str = "contiguous", autoscaling: Autoscaling | None = None,
+                 qos: QoS | None = None):
         self.parallelism = _check_parallelism(parallelism)
         self.max_parallelism = _check_parallelism(max_parallelism, "max_parallelism")
         if parallelism > max_parallelism:
@@ -212,6 +242,10 @@ class StreamEnvironment:
         if autoscaling is not None:
             autoscaling.controller(self.max_parallelism)  # its settings are checked here
         self.autoscaling = autoscaling
+        if qos is not None and not isinstance(qos, QoS):
+            raise TypeError(f"qos must be a fastops.QoS, got {type(qos).__name__}")
+        self.qos = qos
+        self.shedding = qos.control() if qos is not None else None  # the drop fraction its jobs' operators read
         self._sinks: list[Node] = []
         self.last_result: JobResult | None = None
         self._collect_jobs = 0  # jobs collect() ran at once (for execute()'s "no sink" error)
@@ -250,7 +284,8 @@ class StreamEnvironment:
             _check_parallelism(parallelism)
         p = min(parallelism or self.parallelism, source.splits())
         node = Node(source.name, _check_parallelism(p), source=source)
-        return DataStream(self, node, schema=source.schema())
+        stream = DataStream(self, node, schema=source.schema())
+        return stream._shed() if self.qos is not None else stream
 
     def from_collection(self, rows: Sequence[Any], schema: Any = None,
                         batch_size: int = 65536) -> DataStream:
@@ -415,7 +450,8 @@ class StreamEnvironment:
             checkpoints_retained=self.checkpoints_retained, exactly_once=self.mode == "exactly_once",
             restart_attempts=self.restart_attempts, restart_delay_s=self.restart_delay_s,
             key_group_assignment=self.key_group_assignment,
-            controller=self.autoscaling.controller(self.max_parallelism) if self.autoscaling is not None else None)
+            controller=self.autoscaling.controller(self.max_parallelism) if self.autoscaling is not None else None,
+            monitor=Monitor(self.qos, self.shedding) if self.qos is not None and self.shedding is not None else None)
 
     def _finished(self, result: JobResult) -> None:
         self.last_result = result
@@ -503,6 +539,7 @@ class DataStream:
         #: result keeps its columns.
         self.schema = schema
         self._side_schemas: dict[str, pa.Schema] = {}
+        self._source: DataStream | None = None  # of the drop operator after a source: that source
 
     # -- plumbing --------------------------------------------------------------
     def _edge(self, partitioning: str = "forward", keys: tuple[str, ...] = (), input_index: int = 0) -> Edge:
@@ -518,16 +555,39 @@ class DataStream:
         tc = self.time_column if time_column == "inherit" else time_column
         return DataStream(self.env, node, time_column=tc, schema=schema)
 
+    def _shed(self) -> DataStream:
+        """The drop operator after a source (the environment sheds load)."""
+        qos, control = self.env.qos, self.env.shedding
+        assert qos is not None and control is not None
+        priority = priority_of(qos.priority) if qos.priority is not None else None
+        schema = self.schema
+        if schema is not None and qos.priority is not None:  # a missing column: here, not in a task
+            try:
+                _basic.evaluate(_no_rows(schema), {"priority": col(qos.priority) if isinstance(qos.priority, str)
+                                                   else qos.priority})
+            except _ARROW_ERRORS as exc:
+                raise _expression_error(exc, schema, f"QoS priority {qos.priority}") from None
+        if schema is not None and qos.shedding == "random" and INCLUSION not in schema.names:
+            schema = schema.append(pa.field(INCLUSION, pa.float64()))
+        shed = _configured(self._then("shed", lambda: Shedder(control, priority), schema=schema),
+                           {"shedding": qos.shedding, "priority": None if qos.priority is None else str(qos.priority)})
+        shed._source = self  # set_parallelism and name apply to the source
+        return shed
+
     def set_parallelism(self, parallelism: int) -> DataStream:
         """Set this operator's parallelism (before anything consumes it)."""
         _check_parallelism(parallelism)
+        if self._source is not None:  # the drop operator stays chained to its source
+            self._source.set_parallelism(parallelism)
+            self.node.parallelism = self._source.node.parallelism
+            return self
         if self.node.is_source:
             parallelism = min(parallelism, self.node.source.splits())
         self.node.parallelism = _check_parallelism(parallelism)
         return self
 
     def name(self, name: str) -> DataStream:
-        self.node.name = name
+        (self._source or self).node.name = name
         return self
 
     # -- event time ------------------------------------------------------------
@@ -582,6 +642,10 @@ class DataStream:
         """Keep ``columns`` and add ``name=expression`` columns, in that order."""
         spec: dict[str, Any] = {c: c for c in columns}
         spec.update(expressions)
+        shedding = self.env.shedding
+        if shedding is not None and shedding.mode == "random" and INCLUSION not in spec \
+                and (self.schema is None or INCLUSION in self.schema.names):
+            spec[INCLUSION] = INCLUSION  # the windows after it estimate from it
         _require(self.schema, [v for v in spec.values() if isinstance(v, str)], "select: column")
         schema = self._projected(spec, False, "select")
         return _configured(self._then("select", lambda: _basic.Project(spec, keep_existing=False), schema=schema),
@@ -780,6 +844,11 @@ class KeyedStream:
         keys, tc = self.keys, self.stream.time_column
         if not aggs:
             raise ValueError("aggregate needs at least one name=aggregate")
+        shedding = self.stream.env.shedding
+        if shedding is not None and shedding.mode == "random":
+            raise ValueError("a running aggregate cannot estimate its totals under random load shedding (it "
+                             "never closes a window to scale): aggregate in windows, or shed with "
+                             "shedding='semantic'")
         schema = self.stream.schema
         if schema is not None and tc is None:  # the operator numbers rows in arrival order
             schema = schema.append(pa.field(ARRIVAL, pa.int64()))
@@ -828,8 +897,11 @@ class WindowedStream:
         keys, window, tc, lateness = self.keys, self.window, stream.time_column, self.lateness
         # validate now (and the input columns, when the schema is known), not in a task
         out = _aggregate_schema(window, keys, aggs, tc, lateness, stream.schema)
+        shedding = stream.env.shedding
+        if shedding is not None:
+            out = _shedding_schema(shedding.mode, window, keys, aggs, tc, lateness, stream.schema, out)
         name = f"window{'' if keys else '_all'}({type(window).__name__})"
-        windowed = self.place(name, lambda: WindowOperator(window, keys, aggs, tc, lateness), out)
+        windowed = self.place(name, lambda: WindowOperator(window, keys, aggs, tc, lateness, shedding), out)
         if stream.schema is not None:  # late rows: the input, the reason and the watermark they met
             kept = [f for f in stream.schema if f.name not in ("reason", "watermark")]
             windowed._side_schemas["late"] = pa.schema(kept + [

@@ -14,6 +14,7 @@ from fastops.core.partitioning import KeyGroups, scatter_by_ids
 from fastops.core.window.aggregator import State, WindowAggregator
 from fastops.core.window.assigners import GlobalWindow
 from fastops.operators.base import Operator, Tagged
+from fastops.operators.shedding import DERIVED, Estimates, SheddingControl, WindowShedder
 
 SHARDS = b"FASTOPS-SHARDS-2"  # the snapshot of an operator that holds state of several earlier tasks
 
@@ -166,14 +167,31 @@ class Shards:
 
 
 class WindowOperator(Operator):
-    """Keyed event-time windows; late rows go to the side output ``"late"``."""
+    """Keyed event-time windows; late rows go to the side output ``"late"``.
+
+    Under load shedding (``shedding``: the job's ``SheddingControl``), random
+    shedding makes its aggregates estimates with error columns (``Estimates``)
+    and window shedding drops whole (key, window) groups at its input
+    (``WindowShedder``, tumbling windows)."""
 
     def __init__(self, window: Any, keys: tuple[str, ...], aggs: dict[str, Any],
-                 time_column: str, allowed_lateness: Any = 0):
+                 time_column: str, allowed_lateness: Any = 0, shedding: SheddingControl | None = None):
         self.args = (window, list(keys), dict(aggs), time_column, allowed_lateness)
-        self.shards = Shards(lambda: WindowAggregator(window, list(keys), dict(aggs), time=time_column,
+        mode = shedding.mode if shedding is not None else None
+        self.estimates = Estimates(aggs) if mode == "random" else None
+        inner = self.estimates.internal if self.estimates is not None else dict(aggs)
+        self.leading = 2 + len(keys)  # window_start, window_end, keys: then the aggregates
+        self.dropper = (WindowShedder(shedding, list(keys), time_column, window)
+                        if shedding is not None and mode == "window" else None)
+        self.time_column = time_column
+        self.shards = Shards(lambda: WindowAggregator(window, list(keys), dict(inner), time=time_column,
                                                       allowed_lateness=allowed_lateness), list(keys))
         self.name = f"window({type(window).__name__})"
+
+    def _emit(self, outs: list[pa.RecordBatch]) -> list:
+        if self.estimates is None:
+            return outs
+        return [self.estimates.finish(b, self.leading) for b in outs]
 
     @property
     def aggregator(self) -> WindowAggregator:
@@ -181,19 +199,31 @@ class WindowOperator(Operator):
         return self.shards.aggregators[0]
 
     def _late(self) -> list:
-        return [Tagged("late", late) for late in self.shards.take_late()]
+        late = self.shards.take_late()
+        if self.estimates is not None:  # without the columns the estimates added
+            late = [b.select([n for n in b.schema.names if not n.startswith(DERIVED)]) for b in late]
+        return [Tagged("late", b) for b in late]
 
     def process(self, batch: pa.RecordBatch) -> list:
+        if self.estimates is not None:
+            batch = self.estimates.prepare(batch, self.name)
+        elif self.dropper is not None:
+            keep = self.dropper.keep(batch)
+            if keep is not None:
+                n = batch.num_rows
+                batch = batch.filter(pa.array(keep))
+                if self.ctx.metrics is not None:
+                    self.ctx.metrics.shed_rows += n - batch.num_rows
         self.shards.process(batch)
         return self._late()
 
     def on_watermark(self, t_ms: int) -> list:
         if t_ms == MAX_WATERMARK:
             return []  # close() flushes everything at the end of input
-        return self.shards.advance_watermark(t_ms)
+        return self._emit(self.shards.advance_watermark(t_ms))
 
     def close(self) -> list:
-        return self.shards.flush() + self._late()
+        return self._emit(self.shards.flush()) + self._late()
 
     def snapshot(self) -> bytes | None:
         return self.shards.snapshot()

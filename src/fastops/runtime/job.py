@@ -81,6 +81,8 @@ class JobResult:
     savepoint: str | None = None  # where stop_with_savepoint wrote the job's state
     # source read -> sink: markers, p50_ms, p99_ms, max_ms (see fastops.runtime.metrics.latency_summary)
     latency: dict = field(default_factory=dict)
+    # load shedding: mode, drop_fraction, rows_shed, decisions (see fastops.shedding); empty without QoS
+    shedding: dict = field(default_factory=dict)
 
     def __repr__(self) -> str:
         restored = f", restored_from={self.restored_from}" if self.restored_from is not None else ""
@@ -120,6 +122,8 @@ class JobConfig:
     key_group_assignment: str = "contiguous"  # how key groups move on a rescale (see assign_key_groups)
     # called with the Job from the driver's tick while it runs (an autoscaler: fastops.autoscale.Controller)
     controller: Callable[[Any], None] | None = None
+    # called likewise: a QoS monitor that sets the drop fraction (fastops.shedding.Monitor)
+    monitor: Callable[[Any], None] | None = None
 
 
 @dataclass
@@ -262,6 +266,8 @@ class Job:
         controller = self.config.controller
         if controller is not None and request is None and self.status is JobStatus.RUNNING:
             controller(self)
+        if self.config.monitor is not None and self.status is JobStatus.RUNNING:
+            self.config.monitor(self)
         now = time.perf_counter()
         if self.sampler.due(now):
             self.sampler.sample(self.executor.task_metrics())
@@ -494,7 +500,7 @@ class Job:
                          restored_from=self.manifest.checkpoint_id if self.manifest is not None else None,
                          skipped_checkpoints=self.skipped, rolled_back=self.rolled_back, job_id=self.job_id,
                          rescales=list(self.rescales), savepoint=self.savepoint, scaling=self.scaling(),
-                         latency=latency_summary(done))
+                         latency=latency_summary(done), shedding=self.shedding(done))
 
     # -- metrics -----------------------------------------------------------------------
     def metrics(self, window_s: float = DEFAULT_WINDOW_S) -> dict[str, Any]:
@@ -524,10 +530,26 @@ class Job:
             "rows_in_per_s": sum(t["rows_in_per_s"] for t in sources),
             "rows_out_per_s": sum(t["sink_rows_per_s"] for t in tasks),
             "late_rows": sum(t["late_rows"] for t in tasks),  # found late by windows and joins
+            "shed_rows": sum(t["shed_rows"] for t in tasks),  # dropped by load shedding
             "latency": self.sampler.latency(window_s),  # source read -> sink, over the window
         }
         return {"job": job, "checkpoints": self._checkpoint_metrics(), "operators": self._operator_metrics(tasks),
-                "tasks": tasks, "rescales": [r.as_dict() for r in self.rescales], "scaling": self.scaling()}
+                "tasks": tasks, "rescales": [r.as_dict() for r in self.rescales], "scaling": self.scaling(),
+                "shedding": self.shedding(self.executor.task_metrics())}
+
+    def shedding(self, tasks: list[TaskMetrics]) -> dict[str, Any]:
+        """The QoS monitor's state and the rows ``tasks`` shed, by task (empty without QoS)."""
+        state = getattr(self.config.monitor, "state", None)
+        if state is None:
+            return {}
+        out = state()
+        shed: dict[str, int] = {}
+        for m in tasks:
+            if m.shed_rows:
+                shed[m.task] = shed.get(m.task, 0) + m.shed_rows
+        out.update(rows_offered=sum(m.rows_in for m in tasks if m.is_source), rows_shed=sum(shed.values()),
+                   rows_shed_by_task=shed)
+        return out
 
     def scaling(self) -> list[dict[str, Any]]:
         """The autoscaler's decisions so far (none without one)."""

@@ -46,6 +46,7 @@ class TaskMetrics:
     batches_out: int = 0
     sink_rows: int = 0  # rows written by sink operators of this task
     late_rows: int = 0  # rows its operators found late (their side output "late")
+    shed_rows: int = 0  # rows its operators dropped to shed load (see fastops.shedding)
     idle_s: float = 0.0
     backpressured_s: float = 0.0
     cpu_s: float = 0.0  # CPU time of the thread(s) that ran this task
@@ -265,6 +266,7 @@ class MetricsSampler:
                 "watermark": b.watermark,
                 "watermark_lag_ms": (last.wall * 1000.0 - b.watermark) if b.watermark is not None else None,
                 "late_rows": m.late_rows,
+                "shed_rows": m.shed_rows,
                 "backlog": b.backlog,
                 "backlog_growth_per_s": (b.backlog - a.backlog) / dt
                 if dt > 0 and a.backlog is not None and b.backlog is not None else None,

@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -335,6 +335,12 @@ class SourceTask(Task):
         self.reader = reader
         backlog = getattr(reader, "backlog", None)
         metrics.backlog = backlog if callable(backlog) else None
+        arrival = getattr(reader, "arrival_time", None)
+        # when the rows of the batch just read arrived (wall clock; None: as it was read)
+        self.arrival_time: Callable[[], float | None] | None = arrival if callable(arrival) else None
+        # a job that sheds load measures the latency of every batch
+        self.latency_interval_s = 0.0 if any(getattr(op, "marks_every_batch", False) for op in chain.operators) \
+            else LATENCY_INTERVAL_S
         self.idle_timeout_ms = idle_timeout_ms
         self._last_data = time.perf_counter()
         self._last_marker = 0.0  # perf_counter of the last latency marker sent
@@ -378,8 +384,8 @@ class SourceTask(Task):
         self._idle_sent = False
         self.metrics.rows_in += batch.num_rows
         self.metrics.batches_in += 1
-        marker = self._last_data - self._last_marker >= LATENCY_INTERVAL_S
-        read_at = time.time() if marker else 0.0
+        marker = self._last_data - self._last_marker >= self.latency_interval_s
+        read_at = ((self.arrival_time and self.arrival_time()) or time.time()) if marker else 0.0
         self.chain.process(0, batch)
         if marker:
             self._last_marker = self._last_data
