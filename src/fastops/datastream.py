@@ -180,7 +180,7 @@ class StreamEnvironment:
     executor
         ``"threads"`` runs one thread per task; ``"single"`` runs every task
         in one thread in a fixed order (deterministic; for tests and
-        debugging). Default: threads unless ``parallelism == 1``.
+        debugging). Default: threads unless ``parallelism == 1`` (and no ``qos``).
     threads
         The same choice as a flag: ``True`` for ``"threads"``, ``False`` for
         ``"single"``.
@@ -220,6 +220,8 @@ class StreamEnvironment:
         if parallelism > max_parallelism:
             raise ValueError(f"parallelism ({parallelism}) must not exceed max_parallelism ({max_parallelism})")
         self.channel_capacity = _check_parallelism(channel_capacity, "channel_capacity")
+        # a QoS monitor sizes the drops by busy time, which only tasks in threads of their own measure
+        threads = True if qos is not None and threads is None and executor is None else threads
         self.executor = _executor_name(executor, threads, parallelism)
         self.chaining = chaining
         if mode not in ("exactly_once", "at_least_once"):

@@ -15,9 +15,11 @@ the load, and sets the drop fraction with ``plan``:
   of its busy time; its measured busy share at the current keep fraction
   says what keep fraction would bring it there at the offered load;
 - overloaded (p99 above the bound, or sources falling behind): keep no more
-  than the least of those (and, while the bound is missed, a fifth less
-  than now); otherwise raise the keep fraction back toward the model's,
-  to 1 (nothing shed) when the job keeps up. ``max_drop`` caps it.
+  than the least of those (and, while the bound is missed with no backlog
+  at the sources, a fifth less than now); otherwise raise the keep fraction
+  back toward the model's, to 1 (nothing shed) when the job keeps up.
+  ``max_drop`` caps it. A growing overload is acted on within a quarter
+  of an interval.
 
 The policy is a pure function of the measured operators, tested without a job.
 """
@@ -169,7 +171,8 @@ def plan(operators: Sequence[Mapping[str, Any]], *, p99_ms: float | None, bound_
         why = ("sources fall behind" if behind else "") + (" and " if behind and p99_ms is not None
                                                            and p99_ms > bound_ms else "")
         if p99_ms is not None and p99_ms > bound_ms:
-            new_keep = min(new_keep, keep * DRAIN_STEP)
+            if not backlog:  # the delay is inside the job (the model drains a source's backlog itself)
+                new_keep = min(new_keep, keep * DRAIN_STEP)
             why += f"p99 {p99_ms:.0f} ms over the bound {bound_ms:.0f} ms"
         reason = f"overloaded: {why}"
     elif fraction > 0:
@@ -202,19 +205,25 @@ class Monitor:
         self._last = time.perf_counter()
 
     def __call__(self, job: Any) -> None:
+        """Look every ``interval``; between two looks, every quarter of it, act
+        only on an overload that needs more shedding (reacting within a
+        quarter of an interval, deciding everything else once per interval)."""
         if self.qos.fixed_drop is not None:
             return
         now = time.perf_counter()
-        if now - self._last < self.interval_s:
+        since = now - self._last
+        if since < self.interval_s / 4:
             return
-        self._last = now
-        metrics = job.metrics(self.interval_s)
+        metrics = job.metrics(since)
         bound = self.qos.bound_ms
         assert bound is not None
         fraction, decision = plan(metrics["operators"], p99_ms=metrics["job"]["latency"]["p99_ms"],
                                   bound_ms=bound, fraction=self.control.fraction, mode=self.qos.shedding,
                                   interval_s=self.interval_s, target_utilization=self.qos.target_utilization,
                                   max_drop=self.qos.max_drop)
+        if since < self.interval_s and not (decision.overloaded and fraction > self.control.fraction):
+            return
+        self._last = now
         self.control.fraction = fraction
         self.decisions.append(decision)
 

@@ -79,11 +79,17 @@ class Reader(Protocol):
         metrics thread while the reader reads: cheap, never blocking."""
         return None
 
+    def arrival_time(self) -> float | None:
+        """When the rows of the batch last read arrived at the source (wall
+        clock, ``time.time()``): a broker's append time, a paced schedule's
+        offer; None: as they were read. Latency is measured from it."""
+        return None
+
     @classmethod
     def __subclasshook__(cls, other: type) -> Any:
         """``isinstance(x, Reader)`` asks for the members every reader has:
-        ``backlog`` is optional."""
-        return _has_members(cls, Reader, other, optional={"backlog"})
+        ``backlog`` and ``arrival_time`` are optional."""
+        return _has_members(cls, Reader, other, optional={"backlog", "arrival_time"})
 
 
 @runtime_checkable

@@ -32,6 +32,7 @@ class _IterReader(Reader):
             self.count += 1
             self.rows += item.num_rows if isinstance(item, (pa.RecordBatch, pa.Table)) else 0
         self.pace = None if pace is None else pace(self.rows)
+        self.arrived: float | None = None
 
     def read(self) -> Any:
         if self.pace is not None:  # ahead of the schedule: wait (the task counts it idle), then read
@@ -39,6 +40,7 @@ class _IterReader(Reader):
             if ahead > 0:
                 time.sleep(min(ahead, MAX_WAIT_S))
                 return None
+            self.arrived = time.time() + ahead  # when the schedule offered the batch's first row
         item = next(self.it, END)
         if item is END or item is None:
             return item
@@ -56,6 +58,12 @@ class _IterReader(Reader):
 
     def backlog(self) -> int | None:
         return None if self.pace is None else self.pace.backlog(self.rows, time.perf_counter())
+
+    def arrival_time(self) -> float | None:
+        """When the rows of the batch last read arrived (wall clock): for a
+        paced reader, when its schedule offered them, so that latency counts
+        the time they waited behind a slow job; None: as they were read."""
+        return self.arrived
 
 
 class IteratorSource(Source):
