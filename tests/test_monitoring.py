@@ -174,3 +174,19 @@ def test_late_rows_are_counted_as_the_late_side_output_holds_them():
     assert json.loads(get(client.ui_url + "/api/job"))["late_rows"] == late.table().num_rows
     scraped = sum(s.value for s in scrape(client.ui_url)["fastops_late_rows"])
     assert scraped == late.table().num_rows
+
+
+def test_shed_rows_and_the_drop_fraction_are_served():
+    table = pa.table({"t": np.arange(20_000), "k": np.arange(20_000) % 7, "x": np.ones(20_000)})
+    env = fo.StreamEnvironment(qos=fo.QoS(shedding="random", fixed_drop=0.5))
+    (env.from_arrow(table, batch_size=1000).with_watermark("t").key_by("k").window(fo.windows.Tumbling(1000))
+     .aggregate(n=fo.agg.count()).sink_to(lambda b: None))
+    client = env.execute_async(ui=0, ui_keep=True)
+    result = client.wait()
+    time.sleep(0.3)
+    scraped = scrape(client.ui_url)
+    assert 0 < result.shedding["rows_shed"] < 20_000
+    assert sum(s.value for s in scraped["fastops_rows_shed"]) == result.shedding["rows_shed"]
+    assert [s.value for s in scraped["fastops_drop_fraction"]] == [0.5]
+    assert [s.value for s in scraped["fastops_rows_offered"]] == [20_000]
+    assert json.loads(get(client.ui_url + "/api/metrics"))["shedding"]["mode"] == "random"

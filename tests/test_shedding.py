@@ -197,18 +197,21 @@ def test_plan_sheds_less_as_load_falls_and_nothing_when_the_job_keeps_up():
 
 
 def test_plan_drains_a_missed_bound_and_respects_max_drop():
-    # no busy time measured (no model): each look keeps a fifth less
-    fraction, _ = plan(_ops(1000, 0, 0), p99_ms=900, bound_ms=500, fraction=0.5)
-    assert fraction == pytest.approx(0.6)
+    # the sources keep up (no backlog), the service saturated: each look keeps a fifth less than the model
+    fraction, _ = plan(_ops(1000, 0, 1000), p99_ms=900, bound_ms=500, fraction=0.5)
+    assert fraction == pytest.approx(1 - 0.5 * 0.8)
     fraction, d = plan(_ops(1000, 50_000, 1000), p99_ms=900, bound_ms=500, fraction=0.0, max_drop=0.7)
     assert fraction == pytest.approx(0.7) and "max_drop" in d.reason
 
 
-def test_plan_for_window_shedding_counts_only_the_windows_and_after():
-    ops = _ops(1000, 1000, 1000)  # the service is before the windows: window drops cannot relieve it
-    fraction, d = plan(ops, p99_ms=900, bound_ms=500, fraction=0.0, mode="window")
-    assert d.bottleneck == "window(Tumbling)"
-    assert fraction == pytest.approx(0.2)  # the drain step alone: the windows are not saturated
+def test_plan_holds_when_the_bottleneck_is_before_the_drops():
+    # the service is before the windows: window drops cannot relieve it, and the windows are not busy
+    fraction, d = plan(_ops(1000, 1000, 1000), p99_ms=900, bound_ms=500, fraction=0.1, mode="window")
+    assert fraction == 0.1 and d.overloaded and "cannot relieve" in d.reason
+    ops = _ops(1000, 1000, 1000)
+    ops[3]["max_busy_ms_per_s"] = 950.0  # now the windows are saturated too
+    fraction, d = plan(ops, p99_ms=100, bound_ms=500, fraction=0.0, mode="window")
+    assert d.bottleneck == "window(Tumbling)" and fraction == pytest.approx(1 - 0.85 / 0.95 / 2, abs=1e-3)
 
 
 # -- a live job ---------------------------------------------------------------------------

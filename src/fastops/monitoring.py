@@ -122,6 +122,17 @@ class _Collector:
         for t in m["tasks"]:
             late.add_metric([*base.values(), t["task"], str(t["subtask"])], float(t["late_rows"]))
         yield late
+        shed = CounterMetricFamily("fastops_rows_shed", "rows a task dropped to shed load", labels=task_labels)
+        for t in m["tasks"]:
+            shed.add_metric([*base.values(), t["task"], str(t["subtask"])], float(t["shed_rows"]))
+        yield shed
+        if m["shedding"]:  # a QoS job
+            yield _gauge(GaugeMetricFamily, "drop_fraction", "the share of rows the load shedder drops now", base,
+                         m["shedding"]["drop_fraction"])
+            offered = CounterMetricFamily("fastops_rows_offered", "rows the sources read, before any shedding",
+                                          labels=list(base))
+            offered.add_metric(list(base.values()), float(m["shedding"]["rows_offered"]))
+            yield offered
         yield _gauge(GaugeMetricFamily, "numRestarts", "restarts after failures", base, job["restarts"])
         yield _gauge(GaugeMetricFamily, "uptime", "time since the job started (ms)", base, 1000.0 * job["uptime_s"])
         rescales = CounterMetricFamily("fastops_rescales", "live rescales", labels=list(base))

@@ -14,7 +14,8 @@ the load, and sets the drop fraction with ``plan``:
 - capacity: each operator the drops relieve can take ``target_utilization``
   of its busy time; its measured busy share at the current keep fraction
   says what keep fraction would bring it there at the offered load;
-- overloaded (p99 above the bound, or sources falling behind): keep no more
+- overloaded (p99 above the bound, or sources falling behind) while an
+  operator after the drops is busy at least ``target_utilization``: keep no more
   than the least of those (and, while the bound is missed with no backlog
   at the sources, a fifth less than now); otherwise raise the keep fraction
   back toward the model's, to 1 (nothing shed) when the job keeps up.
@@ -166,7 +167,12 @@ def plan(operators: Sequence[Mapping[str, Any]], *, p99_ms: float | None, bound_
             if need < model:
                 model, bottleneck = need, op["name"]
     least_keep = 1.0 - max_drop
-    if overloaded:
+    saturated = any(float(op.get("max_busy_ms_per_s", op.get("busy_ms_per_s")) or 0.0) / 1000.0
+                    >= target_utilization for op in relieved)
+    if overloaded and not saturated:  # the bottleneck is before the drops (a source's own tasks)
+        new_keep, reason = keep, ("overloaded, but no operator after the drops is busy: shedding cannot "
+                                  "relieve what comes before them")
+    elif overloaded:
         new_keep = min(keep, model)
         why = ("sources fall behind" if behind else "") + (" and " if behind and p99_ms is not None
                                                            and p99_ms > bound_ms else "")

@@ -403,3 +403,26 @@ def test_autoscaled_demo_verifies_every_purchase_once_and_reports_its_decisions(
     text = demo.summary(res)
     assert "autoscaler (DS2)" in text and f"verified     {purchases.num_rows:,} purchases" in text
     assert len(res.job.scaling) >= 1  # decisions were taken (whether they rescale depends on the machine)
+
+
+def test_demo_under_a_qos_sheds_pops_and_keeps_every_purchase():
+    # a 1M rows/s feed, about twice what the anti-cheat screening takes: pops are shed, purchases never
+    cfg = small(threads=True, qos="200ms", rate=1_000_000.0, events=4_000_000, batch_size=16_384)
+    res = demo.run_demo(cfg, progress=False)
+    shedding = res.job.shedding
+    assert shedding["mode"] == "semantic" and shedding["rows_offered"] == cfg.events
+    assert shedding["rows_shed"] > 0
+    events = demo.generate_events(cfg)
+    purchases = events.filter(pc.is_valid(pc.field("value")))
+    got = pc.sum(res.per_minute.column("purchases")).as_py()
+    assert got + res.late.filter(pc.is_valid(pc.field("value"))).num_rows == purchases.num_rows
+    kept = pc.sum(res.per_minute.column("events")).as_py() + res.late.num_rows
+    assert kept == cfg.events - shedding["rows_shed"]
+    assert "load shedding (semantic" in demo.summary(res)
+
+
+def test_cli_demo_qos_needs_a_rate(capsys):
+    assert cli.main(["demo", "--qos", "200ms", "--no-progress"]) == 2
+    assert "--rate" in capsys.readouterr().err
+    assert cli.main(["demo", "--qos", "0ms", "--rate", "1000", "--no-progress"]) == 2
+    assert "latency bound" in capsys.readouterr().err

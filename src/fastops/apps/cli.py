@@ -173,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="a live feed whose rate steps up 2x, 4x and back (from --rate, default 250k "
                       "rows/s, 8 s per step), sized as it runs by the DS2 autoscaler; its decisions "
                       "are printed as they happen")
+    demo.add_argument("--qos", default=None, metavar="LATENCY",
+                      help="keep the p99 latency within LATENCY (e.g. 200ms) by shedding events when the "
+                      "feed (--rate) outruns the job: pops go first, purchases never before them")
     gen = demo.add_argument_group("generator (advanced)")
     gen.add_argument("--players", type=_positive_int, default=50_000, help="number of players (default 50000)")
     gen.add_argument("--events-per-s", type=_positive_int, default=20_000, metavar="N",
@@ -280,6 +283,12 @@ def _demo(args: argparse.Namespace) -> int:
                      "--sql for the DataStream form")
     rate: float | list[tuple[float, float]] | None = args.rate
     events = args.events or d.DEFAULT_EVENTS
+    if args.qos is not None:
+        if args.sql:
+            return _fail("fastops demo", "--qos applies to the DataStream form; drop --sql to use it", 2)
+        if args.rate is None and not args.autoscale:
+            return _fail("fastops demo", "--qos sheds load when the feed outruns the job: give the feed's "
+                         "rate with --rate ROWS_PER_S", 2)
     if args.autoscale:
         if args.sql:
             return _fail("fastops demo", "--autoscale applies to the DataStream form; drop --sql to use it", 2)
@@ -293,7 +302,7 @@ def _demo(args: argparse.Namespace) -> int:
                            players=args.players, events_per_s=args.events_per_s,
                            batch_size=args.batch_size or (16_384 if args.autoscale else 131_072),
                            offline_fraction=args.offline_fraction, autoscale=args.autoscale,
-                           ui=args.ui, ui_keep=args.ui_keep)
+                           ui=args.ui, ui_keep=args.ui_keep, qos=args.qos)
     except ValueError as exc:
         return _fail("fastops demo", str(exc), 2)
     if isinstance(rate, list):

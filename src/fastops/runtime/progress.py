@@ -2,7 +2,8 @@
 
 One line: rows read (of the total when the sources know it), rows per
 second, the watermark, the checkpoints completed and the p99 latency from
-source to sink over the last 5 s; above it, a line for
+source to sink over the last 5 s (and, for a job with a QoS, the drop
+fraction and the rows shed); above it, a line for
 every rescale the autoscaler decides, as it happens. ``env.execute(progress=True)``
 draws it on stderr, and ``fastops demo`` uses the same bar. It is drawn by
 rich when rich is importable, else by tqdm, else as one plain line rewritten
@@ -211,8 +212,12 @@ class Progress:
                        and getattr(coordinator, "storage", None) is not None else None)
         self._show_decisions()
         p99 = latency_summary(metrics, time.time() - LATENCY_WINDOW_S)["p99_ms"]
-        self.update(rows, min(wms) if wms else None, checkpoints,
-                    note="" if p99 is None else f"latency p99 {p99:,.0f} ms")
+        notes = [] if p99 is None else [f"latency p99 {p99:,.0f} ms"]
+        monitor = getattr(getattr(self._executor, "config", None), "monitor", None)
+        if monitor is not None:  # a QoS job: the drop fraction now and the rows shed so far
+            shed = sum(m.shed_rows for m in metrics)
+            notes.append(f"shedding {monitor.control.fraction:.0%} ({shed:,} rows shed)")
+        self.update(rows, min(wms) if wms else None, checkpoints, note="  ".join(notes))
 
     def _show_decisions(self) -> None:
         """A line for each rescale the job's autoscaler applied since the last call."""

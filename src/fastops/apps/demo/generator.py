@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from fastops.connectors.base import END, Reader, Source
 from fastops.connectors.pacing import Pace, Rate, RateSchedule
+from fastops.core.durations import parse_positive_duration
 
 __all__ = [
     "DEFAULT_EVENTS",
@@ -66,7 +67,8 @@ class DemoConfig:
     time), not a wall-clock rate; ``rate`` (rows per wall-clock second, or
     steps over time: ``[(0, 250_000), (8, 500_000)]``) paces the source like
     a live feed, ``None`` runs as fast as possible. ``autoscale``: DS2
-    sizes the job as it runs (``fastops demo --autoscale``).
+    sizes the job as it runs (``fastops demo --autoscale``). ``qos``: a
+    latency bound kept by shedding load (``fastops demo --qos 200ms``).
     """
 
     events: int = 20_000_000
@@ -88,6 +90,7 @@ class DemoConfig:
     autoscale: bool = False
     ui: Any = None  # serve the job's page and metrics (a port; see fastops.monitoring)
     ui_keep: bool = False
+    qos: Any = None  # a p99 latency bound: shed events (pops first, never purchases) to keep it
 
     def __post_init__(self) -> None:
         for name in ("events", "players", "events_per_s", "batch_size", "parallelism",
@@ -99,6 +102,8 @@ class DemoConfig:
             raise ValueError(f"seed must be an int >= 0, got {self.seed!r}")
         if self.rate is not None:
             RateSchedule(self.rate)  # a ValueError here for a bad rate
+        if self.qos is not None:
+            parse_positive_duration(self.qos, "the latency bound (--qos)")
         for name in ("slow_fraction", "offline_fraction"):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
@@ -191,6 +196,7 @@ class _EventReader(Reader):
         self.done = int(position or 0)  # batches this split has produced
         self.rows = 0
         self.pace: Pace | None = None
+        self.arrived: float | None = None
 
     def read(self) -> Any:
         if self.pace is not None:  # ahead of the schedule: wait (the task counts it idle), then read
@@ -198,6 +204,7 @@ class _EventReader(Reader):
             if ahead > 0:
                 time.sleep(min(ahead, 0.05))
                 return None
+            self.arrived = time.time() + ahead  # when the schedule offered the batch's first row
         b = self.index + self.done * self.parallelism
         if b >= self.cfg.num_batches:
             return END
@@ -213,6 +220,10 @@ class _EventReader(Reader):
 
     def backlog(self) -> int | None:
         return None if self.pace is None else self.pace.backlog(self.rows, time.perf_counter())
+
+    def arrival_time(self) -> float | None:
+        """When the schedule offered the batch last read (None: unpaced)."""
+        return self.arrived
 
 
 class PlayerEventSource(Source):

@@ -41,6 +41,7 @@ from fastops.apps.demo.operators import (
     leaderboard_fn,
     local_top_n,
     pops_per_pane,
+    screen_events,
     verify_purchases,
 )
 from fastops.apps.demo.progress import Progress
@@ -53,12 +54,18 @@ from fastops.operators.window import WindowOperator
 __all__ = ["build_job", "run_demo"]
 
 
+# under load shedding, pops go first: a purchase (an event with a value) is never dropped while a pop is kept
+PURCHASES_FIRST = pc.if_else(pc.is_valid(pc.field("value")), 1, 0)
+
+
 def build_job(env: Any, cfg: DemoConfig, source: Source | None = None) -> dict[str, Any]:
     """Add the reward engine to ``env``; returns the output streams by name
     (``rewards``, ``leaderboard``, ``per_minute``, ``late``; with ``cfg.autoscale`` also
     ``verified``: the purchases, each checked with a simulated payment service)."""
     events = (env.from_source(source or PlayerEventSource(cfg), cfg.parallelism)
               .with_watermark("ts", max_out_of_orderness=cfg.out_of_orderness_ms))
+    if cfg.qos is not None:  # every event screened by an anti-cheat service: what a fast feed overloads
+        events = events.key_by("player_id").map(screen_events, name="screen_events")
     pops = (events.map(pops_per_pane, name="pops_per_pane")
             .key_by("player_id")
             .window(Sliding("1 min", "10 s"))
@@ -102,7 +109,9 @@ def run_demo(cfg: DemoConfig, progress: bool = True, stream: Any = None) -> Demo
     """Build and run the job; returns its tables (complete across restarts
     when ``cfg.output`` is set, since the Parquet sinks are exactly-once)."""
     env = fastops.StreamEnvironment(parallelism=cfg.parallelism, checkpoint_dir=cfg.checkpoint_dir,
-                                    checkpoint_interval=cfg.checkpoint_interval, threads=cfg.threads)
+                                    checkpoint_interval=cfg.checkpoint_interval, threads=cfg.threads,
+                                    qos=None if cfg.qos is None else fastops.QoS(
+                                        max_latency=cfg.qos, shedding="semantic", priority=PURCHASES_FIRST))
     if cfg.autoscale:
         env.enable_autoscaling(interval="2s", stabilization="4s")
     streams = build_job(env, cfg)

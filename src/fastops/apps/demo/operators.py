@@ -241,3 +241,14 @@ def verify_purchases(batch: pa.RecordBatch) -> pa.RecordBatch:
     released), so the operator's capacity is known and DS2 sizes it."""
     time.sleep(batch.num_rows * VERIFY_S)
     return batch
+
+
+SCREEN_S = 0.000002  # the anti-cheat service's answer time per event (--qos)
+
+
+def screen_events(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Ask the anti-cheat service about each event: a wait per row (the GIL
+    released), so the job's capacity is known (about 500k events/s) and a
+    faster feed overloads it."""
+    time.sleep(batch.num_rows * SCREEN_S)
+    return batch

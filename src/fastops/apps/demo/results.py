@@ -96,7 +96,27 @@ def summary(res: DemoResult) -> str:
         lines += ["", f"autoscaler (DS2): {len(scaling)} decisions, {len(applied)} rescales"]
         t0 = scaling[0]["time"] if scaling else 0.0
         lines += [f"  {d['time'] - t0:6.1f} s  {describe_decision(d).removeprefix('autoscaler: ')}" for d in applied]
+    shedding = getattr(job, "shedding", None) or {}
+    if shedding:
+        lines += ["", *describe_shedding(shedding)]
     return "\n".join(lines)
+
+
+def describe_shedding(shedding: dict) -> list[str]:
+    """The load shedder's summary: what it dropped and how the fraction moved."""
+    offered, shed = shedding["rows_offered"], shedding["rows_shed"]
+    decisions = shedding["decisions"]
+    lines = [f"load shedding ({shedding['mode']}: pops first, purchases never before them; "
+             f"p99 bound {shedding['max_latency_ms']:g} ms): {shed:,} of {offered:,} events shed "
+             f"({shed / max(offered, 1):.1%}); the answers above count the events kept"]
+    t0 = decisions[0]["time"] if decisions else 0.0
+    last = 0.0
+    for d in decisions:
+        if d["fraction"] != last:
+            p99 = "" if d["p99_ms"] is None else f", p99 {d['p99_ms']:,.0f} ms"
+            lines.append(f"  {d['time'] - t0:6.1f} s  drop {last:.0%} -> {d['fraction']:.0%}{p99}: {d['reason']}")
+            last = d["fraction"]
+    return lines
 
 
 def report(res: DemoResult, max_rows: int = 10) -> str:
