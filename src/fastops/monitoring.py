@@ -122,9 +122,11 @@ class _Collector:
         for t in m["tasks"]:
             late.add_metric([*base.values(), t["task"], str(t["subtask"])], float(t["late_rows"]))
         yield late
-        shed = CounterMetricFamily("fastops_rows_shed", "rows a task dropped to shed load", labels=task_labels)
+        reason = m["shedding"].get("mode", "none")  # how the rows were chosen: random, semantic or window
+        shed = CounterMetricFamily("fastops_rows_shed", "rows a task dropped to shed load",
+                                   labels=[*task_labels, "reason"])
         for t in m["tasks"]:
-            shed.add_metric([*base.values(), t["task"], str(t["subtask"])], float(t["shed_rows"]))
+            shed.add_metric([*base.values(), t["task"], str(t["subtask"]), reason], float(t["shed_rows"]))
         yield shed
         if m["shedding"]:  # a QoS job
             yield _gauge(GaugeMetricFamily, "drop_fraction", "the share of rows the load shedder drops now", base,
