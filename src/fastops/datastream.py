@@ -24,6 +24,8 @@ from fastops.connectors.collections import TableSource
 from fastops.connectors.files import FileSource
 from fastops.connectors.generators import GeneratorSource, IteratorSource
 from fastops.connectors.pacing import Rate
+from fastops.connectors.postgres import PostgresSink, prepare_target
+from fastops.connectors.redis import UNDECODABLE, UNDECODABLE_SCHEMA, RedisStreamSource
 from fastops.core.durations import parse_duration, parse_positive_duration
 from fastops.core.keys import KeyTable
 from fastops.core.partitioning import ASSIGNMENTS
@@ -180,7 +182,13 @@ class StreamEnvironment:
     executor
         ``"threads"`` runs one thread per task; ``"single"`` runs every task
         in one thread in a fixed order (deterministic; for tests and
-        debugging). Default: threads unless ``parallelism == 1`` (and no ``qos``).
+        debugging); ``"ray"`` runs every task in a Ray actor (``pip install
+        "fastops[ray]"``; see docs/ray.md). Default: threads unless
+        ``parallelism == 1`` (and no ``qos``).
+    ray_address, ray_init_kwargs
+        For ``executor="ray"``: the cluster to run on (None: this machine's
+        Ray, started with a small footprint if none runs) and more
+        ``ray.init`` arguments.
     threads
         The same choice as a flag: ``True`` for ``"threads"``, ``False`` for
         ``"single"``.
@@ -214,7 +222,7 @@ class StreamEnvironment:
                  mode: str = "exactly_once", restart_attempts: int = 0,
                  restart_delay: Any = 0, executor: str | None = None,
                  key_group_assignment: str = "contiguous", autoscaling: Autoscaling | None = None,
-                 qos: QoS | None = None):
+                 qos: QoS | None = None, ray_address: str | None = None, ray_init_kwargs: dict | None = None):
         self.parallelism = _check_parallelism(parallelism)
         self.max_parallelism = _check_parallelism(max_parallelism, "max_parallelism")
         if parallelism > max_parallelism:
@@ -223,6 +231,13 @@ class StreamEnvironment:
         # a QoS monitor sizes the drops by busy time, which only tasks in threads of their own measure
         threads = True if qos is not None and threads is None and executor is None else threads
         self.executor = _executor_name(executor, threads, parallelism)
+        if (ray_address is not None or ray_init_kwargs is not None) and self.executor != "ray":
+            raise ValueError("ray_address and ray_init_kwargs apply to executor='ray'")
+        if self.executor == "ray" and qos is not None:
+            raise ValueError("a QoS sheds load in this process's tasks; executor='ray' does not shed yet: "
+                             "use executor='threads'")
+        self.executor_options = {"address": ray_address, "init": dict(ray_init_kwargs or {})} \
+            if self.executor == "ray" else {}
         self.chaining = chaining
         if mode not in ("exactly_once", "at_least_once"):
             raise ValueError(f"mode must be 'exactly_once' or 'at_least_once', got {mode!r}")
@@ -429,6 +444,48 @@ class StreamEnvironment:
         backlog (see docs/autoscaling.md)."""
         return self.from_source(GeneratorSource(fn, rate, deterministic), 1)
 
+    def from_redis_stream(self, url: str, streams: str | Sequence[str], schema: Any, group: str | None = None,
+                          consumer: str | None = None, start: str = "0-0", batch_size: int = 10_000,
+                          decode: str = "fields", json_field: str = "data", metadata: bool = True,
+                          bounded: bool = False, idle_timeout: Any = "1s", parallelism: int | None = None,
+                          block: Any = "100ms", claim_idle: Any = "60s") -> DataStream:
+        """Entries of Redis streams (``redis://host:port/db``) as rows of
+        ``schema`` (a ``pyarrow.Schema``, a dict or ``(name, type)`` pairs),
+        exactly once with checkpoints. See docs/connectors.md.
+
+        ``decode="fields"`` reads one entry field per column, ``"json"`` a JSON
+        object in the field ``json_field``. Columns ``_stream``, ``_id`` and
+        ``_ts`` (the id's append time, a timestamp usable as event time) are
+        filled from the entry; with ``metadata`` those not in ``schema`` are
+        added. Without ``group`` reader ``i`` reads streams ``i, i + p, ...``
+        with ``XREAD`` from ``start``; with ``group`` every reader is a
+        consumer ``{consumer}-{i}`` and entries are acknowledged once the
+        checkpoint covering them completes. ``bounded``: end once a read finds
+        nothing new. A reader without entries for ``idle_timeout`` marks its
+        source idle. Entries that cannot be decoded go to
+        ``side_output("undecodable")`` (``_stream``, ``_id``, ``reason``,
+        ``fields``). The server, the group and the schema are checked here.
+        """
+        source = RedisStreamSource(url, streams, schema, group, consumer, start, batch_size, decode, json_field,
+                                   metadata, bounded, block, claim_idle)
+        if parallelism is not None:
+            _check_parallelism(parallelism)
+        p = min(parallelism or self.parallelism, source.splits())
+        raw = DataStream(self, Node(source.name, _check_parallelism(p), source=source), schema=source.schema())
+        idle = parse_positive_duration(idle_timeout, "idle_timeout") if idle_timeout is not None else None
+
+        def acknowledger() -> Any:
+            op = source.acknowledger()
+            op.idle_timeout_ms = idle
+            return op
+
+        out = _configured(raw._then("redis_ack", acknowledger, schema=source.public),
+                          {"streams": source.streams, "group": group, "consumer": source.consumer,
+                           "decode": decode, "idle_ms": idle})
+        out._source = raw  # set_parallelism and name apply to the source
+        out._side_schemas[UNDECODABLE] = UNDECODABLE_SCHEMA
+        return out._shed() if self.qos is not None else out
+
     # -- running ---------------------------------------------------------------
     @staticmethod
     def _check_sinks(sinks: list[Node]) -> None:
@@ -445,7 +502,7 @@ class StreamEnvironment:
 
     def _job_config(self) -> JobConfig:
         return JobConfig(
-            executor=self.executor, channel_capacity=self.channel_capacity,
+            executor=self.executor, executor_options=self.executor_options, channel_capacity=self.channel_capacity,
             max_parallelism=self.max_parallelism, chaining=self.chaining,
             checkpoint_dir=self.checkpoint_dir,
             checkpoint_interval_s=self.checkpoint_interval_ms / 1000.0 if self.checkpoint_interval_ms else None,
@@ -791,6 +848,22 @@ class DataStream:
         """Like ``sink_to_parquet``, in Arrow IPC files."""
         self._sink("sink_to_ipc",
                    lambda: _sinks.FileSink(directory, "ipc", overwrite=overwrite)).config = os.fspath(directory)
+        return self
+
+    def sink_to_postgres(self, dsn: str, table: str, mode: str = "append", key: str | Sequence[str] | None = None,
+                         create: bool = False, sink_id: str | None = None) -> DataStream:
+        """Write into PostgreSQL table ``table`` (on ``env.execute()``), exactly
+        once: each checkpoint's rows in one transaction, prepared at the barrier
+        and committed when the checkpoint completes (the server needs
+        ``max_prepared_transactions > 0``). ``mode="append"`` inserts by COPY;
+        ``"upsert"`` writes ``INSERT ... ON CONFLICT (key)``, and applies a
+        changelog's updates and deletes. ``create=True`` makes a missing table
+        from the stream's columns. ``sink_id`` names the sink's transactions
+        (default: the table). The DSN, the table and each column's type are
+        checked here. See docs/connectors.md."""
+        target = prepare_target(dsn, table, self.schema, mode, key, create, sink_id)
+        self._sink("sink_to_postgres", lambda: PostgresSink(target)).config = {
+            "table": table, "mode": mode, "key": list(target.key), "sink_id": target.sink_id}
         return self
 
     def print(self) -> DataStream:
