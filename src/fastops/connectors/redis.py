@@ -92,7 +92,10 @@ def connect(url: str) -> Any:
     if not isinstance(url, str) or not url.startswith(("redis://", "rediss://", "unix://")):
         raise ValueError(f"Redis URL must look like redis://host:port/db, got {url!r}")
     try:
-        client = r.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=30, health_check_interval=30)
+        # no silent retry inside the client: a XREADGROUP whose reply was lost delivered entries that
+        # only a replay of the consumer's pending entries gets back (see RedisStreamReader.read)
+        client = r.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=30, health_check_interval=30,
+                                  retry=r.retry.Retry(r.backoff.NoBackoff(), 0))
         client.ping()
     except (r.ConnectionError, r.TimeoutError, r.ResponseError, ValueError) as exc:
         raise ValueError(f"cannot connect to Redis at {url!r}: {exc}") from None
@@ -404,6 +407,8 @@ class RedisStreamReader(Reader):
                             self.source.name, self.index, self._failures)
             self._failures = 0
         except (r.ConnectionError, r.TimeoutError) as exc:
+            if self.source.group is not None:  # a lost reply may have delivered entries: read them again
+                self.history = [(c, s) for c in self.consumers for s in self.source.streams]
             self.source.stats["reconnects"] += 1
             wait = _BACKOFF_S[min(self._failures, len(_BACKOFF_S) - 1)]
             self._failures += 1
@@ -669,15 +674,30 @@ class RedisAck(Operator):
         return None
 
     def commit(self, checkpoint_id: int) -> None:
-        due = [ids for e, ids in self._sealed if e <= checkpoint_id]
-        self._sealed = [(e, ids) for e, ids in self._sealed if e > checkpoint_id]
+        due = [(e, ids) for e, ids in self._sealed if e <= checkpoint_id]
         if not due:
             return
+        r = _require_redis()
+        for attempt, wait in enumerate(_BACKOFF_S[:4]):
+            try:
+                self._acknowledge([ids for _, ids in due])
+                break
+            except (r.ConnectionError, r.TimeoutError, ValueError) as exc:  # ValueError: connect() failed
+                self.source.stats["reconnects"] += 1
+                self._client = None
+                if attempt == 3:  # kept: acknowledged by a later commit, or at the next restore
+                    log.warning("%s: acknowledging checkpoint %d failed (%s); trying again at the next one",
+                                self.source.name, checkpoint_id, exc)
+                    return
+                time.sleep(wait)
+        self._sealed = [(e, ids) for e, ids in self._sealed if e > checkpoint_id]
+
+    def _acknowledge(self, epochs: list[dict[str, list[pa.Array]]]) -> None:
         if self._client is None:
             self._client = connect(self.source.url)
         group = self.source.group
         pipe = self._client.pipeline(transaction=False)
-        for by_stream in due:
+        for by_stream in epochs:
             for s, arrays in by_stream.items():
                 for arr in arrays:
                     values = arr.to_pylist()
