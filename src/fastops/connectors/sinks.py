@@ -126,6 +126,15 @@ class CollectResult:
         self.sealed: dict[tuple[int, int], list[pa.RecordBatch]] = {}
         self.schema: pa.Schema | None = None
 
+    def __getstate__(self) -> dict:
+        """A copy in another process (a task on a Ray actor) starts empty: the
+        driver gathers what it commits into this one."""
+        return {"schema": self.schema}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__()  # type: ignore[misc]
+        self.schema = state["schema"]
+
     def seal(self, task_index: int, epoch: int, batches: list[pa.RecordBatch],
              schema: pa.Schema | None) -> None:
         with self._lock:

@@ -337,8 +337,7 @@ class Coordinator:
             if stop:
                 self.stop_id = cp
         for src in self.sources:
-            src.stop_after_barrier = stop
-            src.pending_barrier = cp
+            src.trigger(cp, stop)
 
     def poll(self) -> None:
         """Complete the pending checkpoint if every task acknowledged it."""

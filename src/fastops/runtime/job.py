@@ -109,6 +109,7 @@ class JobConfig:
     """How a job runs (the StreamEnvironment's settings)."""
 
     executor: str = "threads"
+    executor_options: dict = field(default_factory=dict)  # the executor's own (ray: address, init)
     channel_capacity: int = 8
     max_parallelism: int = 128
     chaining: bool = True
@@ -187,7 +188,7 @@ class Job:
         for n in self._outputs:
             n.output.reset()
         self.rolled_back: list[str] = reconcile_sinks(sinks, self.manifest)
-        self.executor = create_executor(config.executor, config.channel_capacity)
+        self.executor = create_executor(config.executor, config.channel_capacity, config.executor_options)
         self.sampler = MetricsSampler(config.sample_interval_s)
         self.progress = progress
         self._owns_progress = owns_progress
@@ -469,6 +470,7 @@ class Job:
             self._end_request(exc)
             raise
         finally:
+            self.executor.close()
             if self._owns_progress:
                 getattr(self.progress, "close", lambda: None)()
         self._set_status(JobStatus.FINISHED)

@@ -59,6 +59,7 @@ class TaskMetrics:
     parallelism: int = 1
     operators: tuple[str, ...] = ()  # the chained operators' names (a source first)
     is_source: bool = False
+    location: str = ""  # where it runs: "" in this process, else the Ray node of its actor
     # rows delivered to each chained operator after the source (if any), and
     # (last entry) to the chain's main output
     operator_rows: list[int] = field(default_factory=list)
@@ -249,7 +250,7 @@ class MetricsSampler:
             rows_in = max(b.rows_in - a.rows_in, 0)
             out.append({
                 "task": m.task, "vertex": m.vertex, "subtask": m.subtask, "parallelism": m.parallelism,
-                "operators": list(m.operators), "is_source": m.is_source,
+                "operators": list(m.operators), "is_source": m.is_source, "location": m.location,
                 "rows_in": b.rows_in, "rows_out": b.rows_out, "batches_in": b.batches_in,
                 "batches_out": b.batches_out, "sink_rows": b.sink_rows,
                 "busy_ms": 1000.0 * max(b.elapsed_s - b.idle_s - b.backpressured_s, 0.0),

@@ -6,7 +6,7 @@ import difflib
 import json
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -224,10 +224,17 @@ class PhysicalPlan:
         return [f"Task {c.index + 1}: {c.name()} (parallelism {c.parallelism})" for c in self.chains]
 
     def instantiate(self, stop: threading.Event, channel_capacity: int | None,
-                    positions: dict | None = None) -> list[Task]:
+                    positions: dict | None = None, only: str | None = None,
+                    remote: Callable[[str, int, Any], Any] | None = None,
+                    gate: Callable[[threading.Event], InputGate] = InputGate) -> list[Task]:
         """Create the tasks with their operators, gates, channels and writers;
         source readers start at ``positions[task key]`` when restoring. Setting
-        ``stop`` ends every task (blocked sends and receives give up)."""
+        ``stop`` ends every task (blocked sends and receives give up).
+
+        ``only``: create just the task of that key ("chain/task"), as a
+        process of its own runs it; ``remote(receiver key, channel index,
+        local channel)`` then gives the sending end of each of its output
+        channels (the channel index is the receiver's, numbered as here)."""
         tasks: dict[tuple[int, int], Task] = {}
         gates: dict[tuple[int, int], InputGate] = {}
         metrics: dict[tuple[int, int], TaskMetrics] = {}
@@ -238,7 +245,7 @@ class PhysicalPlan:
                     parallelism=c.parallelism, operators=tuple(n.name for n in c.nodes),
                     is_source=c.head.is_source)
                 if not c.head.is_source:
-                    gates[(c.index, i)] = InputGate(stop)
+                    gates[(c.index, i)] = gate(stop)
 
         # writers per (chain, task, node position, tag) -> list of OutputWriter
         writers: dict[tuple[int, int, int, str | None], list[OutputWriter]] = {}
@@ -253,6 +260,9 @@ class PhysicalPlan:
                     else:
                         chans = [gates[(c.index, j)].new_channel(channel_capacity, e.input_index)
                                  for j in range(c.parallelism)]
+                    if remote is not None and only == f"{up.index}/{i}":
+                        targets = [i] if how == "forward" else list(range(c.parallelism))
+                        chans = [remote(f"{c.index}/{j}", ch.index, ch) for j, ch in zip(targets, chans)]
                     w = OutputWriter(chans, how, e.keys, self.max_parallelism, metrics[(up.index, i)],
                                      self.owners.get(c.index))
                     writers.setdefault((up.index, i, pos, e.tag), []).append(w)
@@ -260,6 +270,8 @@ class PhysicalPlan:
         out: list[Task] = []
         for c in self.chains:
             for i in range(c.parallelism):
+                if only is not None and only != f"{c.index}/{i}":
+                    continue
                 offset = 1 if c.head.is_source else 0
                 ops = [_make_operator(n) for n in c.nodes[offset:]]
                 last = len(c.nodes) - 1

@@ -349,6 +349,12 @@ class SourceTask(Task):
         self.stop_after_barrier = False  # a stop checkpoint: read nothing after its barrier
         self.paused = False
 
+    def trigger(self, checkpoint_id: int, stop: bool) -> None:
+        """Take checkpoint ``checkpoint_id`` before the next read (called by the
+        coordinator from the driver's thread); ``stop``: read nothing after it."""
+        self.stop_after_barrier = stop
+        self.pending_barrier = checkpoint_id
+
     def _checkpoint(self, checkpoint_id: int) -> None:
         self.metrics.rows_at_checkpoint[checkpoint_id] = self.metrics.rows_in  # for "rows replayed"
         snap = self.snapshot(checkpoint_id)

@@ -62,6 +62,11 @@ class Executor(Protocol):
         promptly; sinks commit nothing more."""
         ...
 
+    def close(self) -> None:
+        """The job ended (finished, failed or cancelled): release what the
+        executor keeps between attempts (a Ray executor: its actors)."""
+        ...
+
     def task_metrics(self) -> list[TaskMetrics]:
         """The live counters of the current (or last) attempt's tasks, in plan order."""
         ...

@@ -64,6 +64,9 @@ class LocalExecutor:
     def task_metrics(self) -> list[TaskMetrics]:
         return [t.metrics for t in self._tasks]
 
+    def close(self) -> None:
+        """Nothing outlives an attempt here."""
+
     def cancel(self) -> None:
         self._cancelled = True
         stop, tasks = self._stop, self._tasks

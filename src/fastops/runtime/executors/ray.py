@@ -1,0 +1,632 @@
+"""Ray: every task of the physical plan in a Ray actor of its own.
+
+One actor per task: a task is the unit of parallelism and of state, and Ray
+places, restarts and kills actors one by one, so the plan's tasks spread
+over a cluster as they are (chains already fuse the operators that should
+share a thread). An actor builds its own task from the plan
+(``PhysicalPlan.instantiate(only=key, ...)``) and runs it in a thread; the
+driver keeps the checkpoint coordinator and talks to the actors:
+
+- **Data**: a sending task's ``RayChannel`` pushes batches to the receiving
+  actor (``push``), coalescing small ones into blocks of about
+  ``BLOCK_BYTES``; Ray moves them through its object store. A push returns
+  once the receiving task has taken the block: at most ``capacity`` pushes
+  per channel are outstanding, the same credits as a local channel, and a
+  sender without credit waits (counted as backpressure). Watermarks,
+  barriers, latency markers and end of stream travel in band, numbered, and
+  the receiver puts every channel back in order.
+- **Checkpoints**: the coordinator triggers the source actors, the actors
+  hand their acknowledgements (with their state) to the driver's next
+  ``poll``, and the driver writes the checkpoint and commits the sinks
+  through their actors. A failure or a dead actor ends the attempt; the job
+  driver restores every task from the last complete checkpoint (global
+  rollback, as Flink does).
+- **Metrics**: every poll brings each task's counters; the driver keeps a
+  ``TaskMetrics`` mirror per task, so sampling, progress, autoscaling and
+  ``JobClient`` work as with local threads.
+- **Results**: a collect sink's committed rows come back to the driver.
+
+Every actor of an attempt is killed when it ends, fails or is cancelled.
+"""
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from collections import deque
+from typing import Any, Callable
+
+import pyarrow as pa
+
+from fastops.connectors.base import is_transactional
+from fastops.runtime.channels import Cancelled, ChannelClosed, InputGate
+from fastops.runtime.checkpoint import Coordinator
+from fastops.runtime.errors import JobCancelled, JobFailed, user_traceback
+from fastops.runtime.executors.base import Attempt, AttemptResult
+from fastops.runtime.metrics import TaskMetrics
+from fastops.runtime.plan import PhysicalPlan
+from fastops.runtime.rescale import StateAssignment
+from fastops.runtime.tasks import OperatorError, SourceTask, Task
+
+try:  # an optional dependency: pip install "fastops[ray]"
+    import ray
+except ImportError:  # pragma: no cover - reported when the executor is created
+    ray = None  # type: ignore[assignment]  # no Ray: require_ray() says how to get it
+
+BLOCK_BYTES = 1 << 20  # a pushed block: large enough that a call's cost is small beside it
+POLL_S = 0.02  # how often the driver polls the actors, checks checkpoints and ticks
+WAIT_S = 0.1  # a blocked wait checks for a stop this often
+LOCAL_OBJECT_STORE = 256 * 1024 * 1024  # bytes: the object store of a Ray the executor starts itself
+
+
+def require_ray() -> Any:
+    if ray is None:
+        raise ImportError('executor="ray" needs Ray: pip install "fastops[ray]"')
+    return ray
+
+
+class RemoteFailure(Exception):
+    """An exception raised in a task on a Ray actor; its message carries the
+    remote traceback, the user's frames first."""
+
+
+# -- in the actor ------------------------------------------------------------------------------
+
+class _Acks:
+    """The coordinator as a task in an actor sees it: what it reports waits
+    for the driver's next poll."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: list[tuple] = []
+
+    def ack(self, task_key: str, checkpoint_id: int, snapshot: Any) -> None:
+        with self._lock:
+            self._items.append(("ack", task_key, checkpoint_id, snapshot))
+
+    def task_finished(self, task_key: str, handles: dict) -> None:
+        with self._lock:
+            self._items.append(("finished", task_key, handles))
+
+    def take(self) -> list[tuple]:
+        with self._lock:
+            items, self._items = self._items, []
+        return items
+
+
+class _Inbox(InputGate):
+    """A task's input gate in an actor: pushed items go into its channels in
+    their senders' order, and a push of a block returns once the task took it."""
+
+    def __init__(self, cancel: threading.Event):
+        super().__init__(cancel)
+        self.next_seq: dict[int, int] = {}
+        self.held: dict[int, dict[int, Any]] = {}
+        self.queued: dict[int, int] = {}  # blocks put into each channel
+        self.taken: dict[int, int] = {}  # blocks the task took from each channel
+        self.numbers: dict[tuple[int, int], int] = {}  # (channel, seq) -> the block's number on it
+        self.took = threading.Condition(self.lock)
+
+    def put(self, index: int, seq: int, item: Any) -> None:
+        """Queue ``item``, the ``seq``-th sent on channel ``index``, once the
+        ones before it are (a block is numbered among the channel's blocks)."""
+        with self.lock:
+            held = self.held.setdefault(index, {})
+            held[seq] = item
+            nxt = self.next_seq.get(index, 0)
+            while nxt in held:
+                it = held.pop(nxt)
+                if isinstance(it, pa.RecordBatch):
+                    self.numbers[(index, nxt)] = self.queued.get(index, 0)
+                    self.queued[index] = self.numbers[(index, nxt)] + 1
+                self.channels[index].queue.append(it)
+                nxt += 1
+            self.next_seq[index] = nxt
+            self.data_ready.notify_all()
+            self.took.notify_all()
+
+    def wait_taken(self, index: int, seq: int) -> None:
+        """Until the task took block ``seq`` of channel ``index``."""
+        with self.lock:
+            while True:
+                number = self.numbers.get((index, seq))
+                if number is not None and self.taken.get(index, 0) > number:
+                    del self.numbers[(index, seq)]
+                    return
+                if self.cancel.is_set():
+                    raise Cancelled()
+                self.took.wait(WAIT_S)
+
+    def _take(self, i: int) -> Any:
+        item = self.channels[i].queue.popleft()
+        if isinstance(item, pa.RecordBatch):
+            self.taken[i] = self.taken.get(i, 0) + 1
+            self.took.notify_all()
+        return item
+
+
+class TaskActor:
+    """Runs one task of the plan (see the module docs); created by ``RayExecutor``."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        """Ready for a task: an actor that ran one in an attempt that failed runs one of the next."""
+        self.task: Task | None = None
+        self.inbox: _Inbox | None = None
+        self.error: dict | None = None
+        self.stop = threading.Event()
+        self.acks = _Acks()
+        self._latencies_sent = 0
+        self._thread: threading.Thread | None = None
+
+    def node(self) -> str:
+        return str(ray.get_runtime_context().get_node_id())
+
+    def setup(self, plan: PhysicalPlan, key: str, positions: dict | None, restore: Any,
+              peers: dict[str, Any], capacity: int, exactly_once: bool) -> list[int]:
+        """Build, open and restore (or start afresh) task ``key``; the
+        positions of its transactional sinks in its chain."""
+        self.cancel()  # the task of an earlier attempt, if any, ends first
+        if self._thread is not None:
+            self._thread.join()
+        self._reset()
+        stop = self.stop
+
+        def remote(receiver: str, index: int, local: Any) -> RayChannel:
+            return RayChannel(peers[receiver], index, capacity, local.input_index, stop)
+
+        gates: list[_Inbox] = []
+
+        def gate(cancel: threading.Event) -> InputGate:
+            g = _Inbox(cancel)
+            gates.append(g)
+            return g
+
+        tasks = plan.instantiate(stop, None, positions, only=key, remote=remote, gate=gate)
+        task = self.task = tasks[0]
+        self.inbox = next((g for g in gates if g is getattr(task, "gate", None)), None)
+        task.coordinator = self.acks
+        task.exactly_once = exactly_once
+        task.metrics.started = time.perf_counter()
+        task.open()
+        if restore is not None:
+            chain_index, index = map(int, key.split("/"))
+            StateAssignment(plan, restore).restore(task, plan.chains[chain_index], index)
+            if restore.finished:
+                task.finished = True
+        else:
+            task.start_fresh()
+        self.outputs = {i: op.result for i, op in enumerate(task.chain.operators) if hasattr(op, "result")}
+        return [i for i, op in enumerate(task.chain.operators) if is_transactional(op)]
+
+    def start(self) -> None:
+        """Run the task in a thread of its own."""
+        assert self.task is not None
+        self._thread = threading.Thread(target=self._run, name=self.task.name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        task = self.task
+        assert task is not None
+        c0 = time.thread_time()
+        task.metrics.started = time.perf_counter()
+        try:
+            task.run()
+        except Cancelled:
+            pass
+        except BaseException as exc:  # reported to the driver at its next poll
+            self.error = describe_failure(task, exc)
+        finally:
+            task.metrics.cpu_s += time.thread_time() - c0
+            if isinstance(task, SourceTask):
+                task.close_reader()
+
+    def push(self, index: int, seq: int, item: Any) -> None:
+        """Item ``seq`` of input channel ``index``; returns once a block was taken."""
+        assert self.inbox is not None
+        self.inbox.put(index, seq, item)
+        if isinstance(item, pa.RecordBatch):
+            self.inbox.wait_taken(index, seq)
+
+    def trigger(self, checkpoint_id: int, stop: bool) -> None:
+        assert isinstance(self.task, SourceTask)
+        self.task.trigger(checkpoint_id, stop)
+
+    def commit(self, op_index: int, checkpoint_id: int) -> None:
+        assert self.task is not None
+        self.task.chain.operators[op_index].commit(checkpoint_id)  # type: ignore[attr-defined]
+
+    def finished(self, op_index: int) -> None:
+        assert self.task is not None
+        self.task.chain.operators[op_index].finished()  # type: ignore[attr-defined]
+
+    def poll(self) -> dict:
+        """What happened since the last poll: acknowledgements, the task's
+        counters, committed collect rows, and a failure if there was one."""
+        task = self.task
+        assert task is not None
+        done = self._thread is not None and not self._thread.is_alive()
+        outputs = {}
+        for i, result in self.outputs.items():
+            with result._lock:
+                committed, result.committed = result.committed, []
+            if committed:
+                outputs[i] = committed
+        return {"acks": self.acks.take(), "error": self.error, "done": done,
+                "metrics": self._metrics(task.metrics), "outputs": outputs}
+
+    def _metrics(self, m: TaskMetrics) -> dict:
+        now = time.perf_counter()
+        skip = {"backlog", "latencies", "started", "finished", "idle_since", "backpressured_since", "operator_rows"}
+        out = {k: v for k, v in vars(m).items() if k not in skip}
+        out["operator_rows"] = list(m.operator_rows)
+        out["elapsed_s"] = m.elapsed_s
+        out["finished_ago"] = None if m.finished is None else now - m.finished
+        out["idle_for"] = now - m.idle_since if m.idle_since else 0.0
+        out["backpressured_for"] = now - m.backpressured_since if m.backpressured_since else 0.0
+        out["backlog_now"] = m.backlog() if m.backlog is not None else None
+        latencies = list(m.latencies)
+        new = len(latencies) - min(self._latencies_sent, len(latencies))
+        out["latencies"] = latencies[len(latencies) - new:] if new else []
+        self._latencies_sent = len(latencies)
+        return out
+
+    def cancel(self) -> None:
+        """End the task: its blocked waits and the pushes waiting on it give up."""
+        self.stop.set()
+        if self.inbox is not None:
+            self.inbox.wake()
+            with self.inbox.lock:
+                self.inbox.took.notify_all()
+
+
+def describe_failure(task: Task, exc: BaseException) -> dict:
+    """A task's failure as plain data for the driver (tracebacks do not pickle)."""
+    cause = user_traceback(exc.cause if isinstance(exc, OperatorError) else exc)  # the user's frames first
+    text = "".join(traceback.format_exception(type(cause), cause, cause.__traceback__))
+    return {"operator": exc.operator if isinstance(exc, OperatorError) else task.name, "task": task.name,
+            "batch": exc.batch if isinstance(exc, OperatorError) else None,
+            "type": type(cause).__name__, "message": str(cause), "traceback": text}
+
+
+# -- the sending end ---------------------------------------------------------------------------
+
+class RayChannel:
+    """The sending end of a channel into a task on another actor (see the module docs)."""
+
+    def __init__(self, actor: Any, index: int, capacity: int, input_index: int, cancel: threading.Event):
+        self.actor = actor
+        self.index = index
+        self.capacity = capacity
+        self.input_index = input_index
+        self.cancel = cancel
+        self.seq = 0
+        self.inflight: deque = deque()  # pushes of blocks not yet taken: the credits in use
+        self.control: list = []  # pushes of control items, checked for errors now and then
+        self.pending: list[pa.RecordBatch] = []
+        self.pending_bytes = 0
+        self.closed = False
+
+    def _push(self, item: Any) -> Any:
+        ref = self.actor.push.remote(self.index, self.seq, item)
+        self.seq += 1
+        return ref
+
+    def _credit(self, wait: bool) -> float | None:
+        """Wait for a credit; the seconds waited, or None (no wait allowed and none free)."""
+        t0 = time.perf_counter()
+        while len(self.inflight) >= self.capacity:
+            ready, _ = ray.wait([self.inflight[0]], timeout=WAIT_S if wait else 0)
+            if ready:
+                ray.get(self.inflight.popleft())  # raises if the receiver died
+            elif not wait:
+                return None
+            elif self.cancel.is_set():
+                raise Cancelled()
+        return time.perf_counter() - t0
+
+    def _flush(self, wait: bool = True) -> float | None:
+        if not self.pending:
+            return 0.0
+        waited = self._credit(wait)
+        if waited is None:
+            return None
+        block = self.pending[0] if len(self.pending) == 1 else pa.Table.from_batches(
+            self.pending).combine_chunks().to_batches()[0]
+        self.pending, self.pending_bytes = [], 0
+        self.inflight.append(self._push(block))
+        return waited
+
+    def _check_control(self) -> None:
+        if len(self.control) > 64:
+            ready, self.control = ray.wait(self.control, num_returns=len(self.control), timeout=0)
+            ray.get(ready)
+
+    def send(self, item: Any) -> float:
+        if self.closed:
+            raise ChannelClosed(f"channel {self.index} into a task was closed by its sender")
+        if isinstance(item, pa.RecordBatch):
+            if self.pending and not item.schema.equals(self.pending[0].schema):
+                waited = self._flush() or 0.0
+            else:
+                waited = 0.0
+            self.pending.append(item)
+            self.pending_bytes += item.nbytes
+            if self.pending_bytes >= BLOCK_BYTES:
+                waited += self._flush() or 0.0
+            return waited
+        waited = self._flush() or 0.0
+        self.control.append(self._push(item))
+        self._check_control()
+        return waited
+
+    def try_send(self, item: Any) -> bool:
+        if isinstance(item, pa.RecordBatch) and self.pending_bytes + item.nbytes < BLOCK_BYTES:
+            self.send(item)
+            return True
+        needs_credit = bool(self.pending) or isinstance(item, pa.RecordBatch)
+        if needs_credit and len(self.inflight) >= self.capacity and self._credit(False) is None:
+            return False
+        self.send(item)
+        return True
+
+    def receive(self, timeout: float | None = None) -> Any:
+        raise TypeError("the sending end of a Ray channel does not receive")
+
+    def close(self) -> None:
+        self._flush()
+        self.closed = True
+
+
+# -- in the driver -----------------------------------------------------------------------------
+
+class _RemoteSource:
+    def __init__(self, actor: Any):
+        self.actor = actor
+
+    def trigger(self, checkpoint_id: int, stop: bool) -> None:
+        self.actor.trigger.remote(checkpoint_id, stop)
+
+
+class _RemoteSink:
+    def __init__(self, actor: Any, op_index: int):
+        self.actor = actor
+        self.op_index = op_index
+
+    def commit(self, checkpoint_id: int) -> None:
+        ray.get(self.actor.commit.remote(self.op_index, checkpoint_id))
+
+    def finished(self) -> None:
+        ray.get(self.actor.finished.remote(self.op_index))
+
+
+def _mirror(m: TaskMetrics, d: dict) -> None:
+    """Copy an actor's counters into the driver's ``TaskMetrics`` of its task."""
+    now = time.perf_counter()
+    for k, v in d.items():
+        if k in ("operator_rows", "elapsed_s", "finished_ago", "idle_for", "backpressured_for", "backlog_now",
+                 "latencies", "location", "task"):
+            continue
+        setattr(m, k, v)
+    m.operator_rows[:] = d["operator_rows"]
+    m.finished = None if d["finished_ago"] is None else now - d["finished_ago"]
+    m.started = (m.finished if m.finished is not None else now) - d["elapsed_s"]
+    m.idle_since = now - d["idle_for"] if d["idle_for"] else 0.0
+    m.backpressured_since = now - d["backpressured_for"] if d["backpressured_for"] else 0.0
+    backlog = d["backlog_now"]
+    m.backlog = None if backlog is None else (lambda: backlog)
+    m.latencies.extend(tuple(x) for x in d["latencies"])
+
+
+class RayExecutor:
+    """Runs attempts on Ray actors (see the module docs); ``address``: of a
+    running Ray cluster (None: this machine's, started if none runs);
+    ``init``: more ``ray.init`` arguments."""
+
+    name = "ray"
+
+    def __init__(self, channel_capacity: int = 8, address: str | None = None, init: dict | None = None):
+        require_ray()
+        self.channel_capacity = channel_capacity
+        self.address = address
+        self.init = dict(init or {})
+        self._metrics: list[TaskMetrics] = []
+        self._coordinator: Coordinator | None = None
+        self._actors: dict[str, Any] = {}
+        self._pool: list[tuple[Any, int]] = []  # the last attempt's actors (and their threads), for the next
+        self._cancelled = False
+        self.placement: dict[str, str] = {}  # task name -> Ray node id of its actor
+        self._connect()  # here, in the caller's thread (where the job is submitted): Ray starts or is found
+
+    @property
+    def coordinator(self) -> Coordinator | None:
+        return self._coordinator
+
+    def task_metrics(self) -> list[TaskMetrics]:
+        return list(self._metrics)
+
+    def cancel(self) -> None:
+        self._cancelled = True
+        for actor in list(self._actors.values()):
+            actor.cancel.remote()
+
+    def _connect(self) -> None:
+        if ray.is_initialized():
+            return
+        options: dict[str, Any] = {"include_dashboard": False, "ignore_reinit_error": True,
+                                   "log_to_driver": True, "configure_logging": False}
+        if self.address is None:
+            options["object_store_memory"] = LOCAL_OBJECT_STORE
+        else:
+            options["address"] = self.address
+        options.update(self.init)
+        ray.init(**options)
+
+    def _start_actors(self, plan: PhysicalPlan) -> dict[str, Any]:
+        """An actor per task: the live ones of the last attempt first (a new
+        process per task costs seconds), new ones for the rest. A push waits
+        in a thread of the receiving actor until its block is taken, so an
+        actor needs a thread per credit of each input channel."""
+        cls = ray.remote(TaskActor)
+        inputs = max((sum(plan.chain_of[e.upstream.id].parallelism for e in c.head.inputs) for c in plan.chains),
+                      default=1)
+        threads = self.channel_capacity * max(inputs, 1) + 16
+        live = []
+        for actor, size in self._pool:
+            if size >= threads and self._alive(actor):
+                live.append((actor, size))
+            else:
+                ray.kill(actor, no_restart=True)
+        actors, pool = {}, []
+        for c in plan.chains:
+            for i in range(c.parallelism):
+                actor, size = live.pop() if live else (cls.options(
+                    num_cpus=0, max_concurrency=threads, scheduling_strategy="SPREAD").remote(), threads)
+                actors[f"{c.index}/{i}"] = actor
+                pool.append((actor, size))
+        for actor, _ in live:
+            ray.kill(actor, no_restart=True)
+        self._pool = pool
+        return actors
+
+    @staticmethod
+    def _alive(actor: Any) -> bool:
+        try:
+            ray.get(actor.node.remote(), timeout=5)
+            return True
+        except Exception:  # dead, or its node is: a new actor takes its place
+            return False
+
+    def close(self) -> None:
+        """The job ended: no actor of it is left."""
+        for actor, _ in self._pool:
+            ray.kill(actor, no_restart=True)
+        self._pool = []
+
+    def run(self, attempt: Attempt, tick: Callable[[], None]) -> AttemptResult:
+        if self._cancelled:
+            raise JobCancelled(attempt.job_name)
+        plan, restore, storage = attempt.plan, attempt.restore, attempt.storage
+        t_restore = time.perf_counter()
+        assignment = StateAssignment(plan, restore) if restore is not None else None
+        positions = assignment.positions() if assignment is not None else None
+        self._metrics = []  # the driver's mirror of every task's counters
+        keys = []
+        for c in plan.chains:
+            for i in range(c.parallelism):
+                keys.append(f"{c.index}/{i}")
+                self._metrics.append(TaskMetrics(
+                    task=f"{c.name()}[{i + 1}/{c.parallelism}]", vertex=c.index, subtask=i,
+                    parallelism=c.parallelism, operators=tuple(n.name for n in c.nodes),
+                    is_source=c.head.is_source,
+                    operator_rows=[0] * (len(c.nodes) - (1 if c.head.is_source else 0) + 1)))
+        actors = self._actors = self._start_actors(plan)
+        try:
+            result = self._run(attempt, plan, restore, storage, positions, assignment, keys, actors, tick,
+                               t_restore)
+        except BaseException:
+            for actor in actors.values():  # their tasks end; the actors may serve the next attempt
+                actor.cancel.remote()
+            raise
+        finally:
+            self._actors = {}
+        return result
+
+    def _run(self, attempt: Attempt, plan: PhysicalPlan, restore: Any, storage: Any, positions: Any,
+             assignment: Any, keys: list[str], actors: dict[str, Any], tick: Callable[[], None],
+             t_restore: float) -> AttemptResult:
+        by_key = dict(zip(keys, self._metrics))
+        names = {k: m.task for k, m in by_key.items()}
+        try:
+            shared = ray.put(plan)  # serialised once for every actor
+            transactional = ray.get([actors[k].setup.remote(shared, k, positions, restore, actors,
+                                                            self.channel_capacity, attempt.exactly_once)
+                                     for k in keys])
+            nodes = ray.get([actors[k].node.remote() for k in keys])
+        except Exception as exc:
+            raise self._failure(exc, None) from None
+        self.placement = {names[k]: n for k, n in zip(keys, nodes)}
+        for k, node in zip(keys, nodes):
+            by_key[k].location = node
+        sources = [_RemoteSource(actors[k]) for k, m in by_key.items() if m.is_source]
+        sinks = [_RemoteSink(actors[k], i) for k, found in zip(keys, transactional) for i in found]
+        first_id = max(storage.last_id() if storage else 0, restore.checkpoint_id if restore else 0) + 1
+        coordinator = Coordinator(storage, attempt.interval_s, plan.checkpoint_meta(), first_id, sinks, sources,
+                                  set(keys))
+        self._coordinator = coordinator
+        restore_s = time.perf_counter() - t_restore if restore is not None else 0.0
+        rescaled = assignment.record if assignment is not None else None
+        outputs = {f"{c.index}/{i}": list(c.nodes[(1 if c.head.is_source else 0):])
+                   for c in plan.chains for i in range(c.parallelism)}
+        if restore is not None and restore.finished:
+            return AttemptResult(self._metrics, 0.0, [], restore_s, rescaled=rescaled)
+        if self._cancelled:
+            raise JobCancelled(attempt.job_name)
+        if attempt.on_running is not None:
+            attempt.on_running(rescaled)
+        t0 = time.perf_counter()
+        ray.get([actors[k].start.remote() for k in keys])
+        done: set[str] = set()
+        while len(done) < len(keys):
+            time.sleep(POLL_S)
+            try:
+                replies = ray.get([actors[k].poll.remote() for k in keys])
+            except Exception as exc:
+                if self._cancelled:
+                    raise JobCancelled(attempt.job_name) from None
+                raise self._failure(exc, None) from None
+            for k, r in zip(keys, replies):
+                _mirror(by_key[k], r["metrics"])
+                for item in r["acks"]:
+                    if item[0] == "ack":
+                        coordinator.ack(item[1], item[2], item[3])
+                    else:
+                        coordinator.task_finished(item[1], item[2])
+                _gather(outputs[k], r["outputs"])
+                if r["error"] is not None:
+                    if self._cancelled:
+                        raise JobCancelled(attempt.job_name)
+                    raise self._failure(None, r["error"])
+                if r["done"]:
+                    done.add(k)
+            if self._cancelled:
+                raise JobCancelled(attempt.job_name)
+            coordinator.maybe_trigger()
+            coordinator.poll()
+            if coordinator.stopped is not None:
+                break
+            tick()
+        if coordinator.stopped is not None:
+            self._drain(actors, keys, outputs)
+            return AttemptResult(self._metrics, time.perf_counter() - t0, coordinator.stats, restore_s,
+                                 stopped=coordinator.stopped, rescaled=rescaled)
+        coordinator.finish()
+        self._drain(actors, keys, outputs)
+        return AttemptResult(self._metrics, time.perf_counter() - t0, coordinator.stats, restore_s,
+                             rescaled=rescaled)
+
+    def _drain(self, actors: dict[str, Any], keys: list[str], outputs: dict[str, list]) -> None:
+        """The collect rows committed last."""
+        for k, r in zip(keys, ray.get([actors[k].poll.remote() for k in keys])):
+            _gather(outputs[k], r["outputs"])
+
+    def _failure(self, exc: BaseException | None, remote: dict | None) -> JobFailed:
+        if remote is not None:
+            cause = RemoteFailure(f"{remote['type']}: {remote['message']}\n{remote['traceback']}")
+            failed = JobFailed(remote["operator"], remote["task"], cause, remote["batch"])
+        else:
+            cause = RemoteFailure(f"{type(exc).__name__}: {exc}")
+            failed = JobFailed("job", "a Ray actor", cause, None)
+        failed.__cause__ = cause
+        return failed
+
+
+def _gather(nodes: list, outputs: dict) -> None:
+    """Committed collect rows of an actor's sinks into the driver's results."""
+    for op_index, committed in outputs.items():
+        result = nodes[op_index].output
+        if result is not None:
+            with result._lock:
+                result.committed.extend(committed)
