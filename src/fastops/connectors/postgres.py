@@ -357,6 +357,7 @@ class PostgresSink(TransactionalSink):
         self._changes: list[pa.RecordBatch] = []  # upsert: this epoch's rows, reduced at the barrier
         self._buffered = 0
         self._in_tx = False
+        self._copy_open: Any = None
 
     def _start(self) -> None:
         self._in_tx = True  # the connection's next statement begins the epoch's transaction
@@ -390,13 +391,23 @@ class PostgresSink(TransactionalSink):
         self._checked = True
 
     def _copy(self, batch: pa.RecordBatch) -> None:
+        """Append ``batch`` to the epoch's COPY (one COPY statement per epoch)."""
         t = self.target
-        if self._copy_sql is None:
-            self._copy_sql = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT csv)").format(
-                t.ident(), sql.SQL(", ").join(map(sql.Identifier, t.columns)))
-        data = _csv(batch.select(t.columns))
-        with self._conn.cursor() as cur, cur.copy(self._copy_sql) as cp:
-            cp.write(data)
+        if self._copy_open is None:
+            if self._copy_sql is None:
+                self._copy_sql = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT csv)").format(
+                    t.ident(), sql.SQL(", ").join(map(sql.Identifier, t.columns)))
+            self._cursor = self._conn.cursor()
+            self._copy_open = self._cursor.copy(self._copy_sql)
+            self._copy_writer = self._copy_open.__enter__()
+        self._copy_writer.write(_csv(batch.select(t.columns)))
+
+    def _end_copy(self) -> None:
+        """The epoch's COPY ends (before its transaction is prepared)."""
+        if self._copy_open is not None:
+            copy, self._copy_open = self._copy_open, None
+            copy.__exit__(None, None, None)
+            self._cursor.close()
 
     def _apply(self, changes: list[pa.RecordBatch]) -> int:
         """Upsert / delete the reduced changes in the open transaction; rows written."""
@@ -451,6 +462,7 @@ class PostgresSink(TransactionalSink):
                 changes = self._fold_sealed(changes)
             self._rows = self._apply(changes)
         if self._in_tx:
+            self._end_copy()
             self._record_progress(epoch)
             gid = self._gid(self._epoch)
             self._conn.execute(sql.SQL("PREPARE TRANSACTION {}").format(sql.Literal(gid)))
@@ -533,6 +545,10 @@ class PostgresSink(TransactionalSink):
 
     def abort(self) -> None:
         if self._in_tx:
+            copy, self._copy_open = self._copy_open, None
+            if copy is not None:  # end the COPY with an error: the server drops its rows
+                with contextlib.suppress(Exception):
+                    copy.__exit__(RuntimeError, RuntimeError("aborted"), None)
             self._conn.rollback()
             self._in_tx = False
         self._end_stale_sessions()
