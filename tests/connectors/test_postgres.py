@@ -287,3 +287,29 @@ def test_killed_at_random_moments_the_tables_equal_a_run_without_failures(redis_
     if group:
         client = redis.Redis.from_url(redis_url)
         assert client.xpending(streams[0], group)["pending"] == 0
+
+
+# -- SQL: CREATE TABLE ... WITH ('connector' = 'redis-stream' / 'jdbc') ---------------------------
+def test_sql_reads_a_redis_stream_and_writes_postgres_with_flinks_jdbc_options(redis_url, pg_dsn):
+    client = redis.Redis.from_url(redis_url)
+    base = 1_700_000_000_000
+    for k in range(40):
+        client.xadd("clicks", {"user": k % 4, "ms": base + 250 * k})
+    client.close()
+    execute(pg_dsn, "CREATE TABLE per_user (\"user\" bigint PRIMARY KEY, clicks bigint)")
+    t_env = fo.TableEnvironment()
+    t_env.execute_sql(f"""CREATE TABLE clicks (`user` BIGINT, ms BIGINT, _id STRING) WITH (
+        'connector' = 'redis-stream', 'url' = '{redis_url}', 'stream' = 'clicks', 'format' = 'fields',
+        'scan.bounded.mode' = 'latest-offset')""")
+    host = pg_dsn.split("@", 1)[1]
+    t_env.execute_sql(f"""CREATE TABLE per_user (`user` BIGINT, clicks BIGINT, PRIMARY KEY (`user`) NOT ENFORCED)
+        WITH ('connector' = 'jdbc', 'url' = 'jdbc:postgresql://{host}', 'table-name' = 'per_user',
+              'username' = 'fastops')""")
+    t_env.execute_sql("INSERT INTO per_user SELECT `user`, COUNT(*) FROM clicks GROUP BY `user`")
+    assert sorted(rows(pg_dsn, 'SELECT "user", clicks FROM per_user')) == [(u, 10) for u in range(4)]
+    ids = [r[0] for r in t_env.execute_sql("SELECT _id FROM clicks").collect()]
+    assert len(ids) == 40 and all("-" in i for i in ids)
+    with pytest.raises(ValueError, match="unknown redis-stream option\\(s\\) \\['topic'\\]"):
+        t_env.execute_sql(f"CREATE TABLE bad (a BIGINT) WITH ('connector' = 'redis-stream', 'url' = '{redis_url}', "
+                          "'stream' = 's', 'topic' = 'x')")
+        t_env.execute_sql("SELECT * FROM bad").collect()

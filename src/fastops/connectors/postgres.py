@@ -52,7 +52,7 @@ from fastops.operators.base import OperatorContext
 psycopg: Any = None
 sql: Any = None
 
-__all__ = ["MODES", "OP_COLUMN", "PostgresSink", "PostgresTarget", "pg_type", "prepare_target"]
+__all__ = ["MODES", "OP_COLUMN", "PostgresSink", "PostgresTarget", "pg_type", "prepare_target", "with_credentials"]
 
 log = logging.getLogger("fastops")
 
@@ -147,6 +147,14 @@ def connect(dsn: str, application_name: str = "fastops", autocommit: bool = Fals
     if not autocommit:
         conn.commit()
     return conn
+
+
+def with_credentials(url: str, user: str | None = None, password: str | None = None) -> str:
+    """A DSN from Flink's JDBC options: ``url`` (``jdbc:postgresql://...`` or
+    ``postgresql://...``) with ``username`` and ``password`` added."""
+    _require_psycopg()
+    extra = {k: v for k, v in (("user", user), ("password", password)) if v}
+    return psycopg.conninfo.make_conninfo(normalize_dsn(url), **extra) if extra else normalize_dsn(url)
 
 
 def redact(dsn: str) -> str:

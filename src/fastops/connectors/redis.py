@@ -56,7 +56,7 @@ from fastops.operators.base import Operator, OperatorContext, Tagged
 
 _redis: Any = None  # the redis package, an optional dependency imported on first use
 
-__all__ = ["METADATA", "UNDECODABLE", "RedisAck", "RedisStreamSource"]
+__all__ = ["METADATA", "UNDECODABLE", "RedisAck", "RedisStreamSource", "redis_stream_options"]
 
 log = logging.getLogger("fastops")
 
@@ -242,6 +242,30 @@ class RedisStreamSource(Source):
     def acknowledger(self) -> RedisAck:
         """The operator chained after the source (a fresh one per task)."""
         return RedisAck(self)
+
+
+# CREATE TABLE ... WITH ('connector' = 'redis-stream', ...): option -> from_redis_stream argument
+SQL_OPTIONS = {"url": "url", "stream": "streams", "format": "decode", "group": "group", "consumer": "consumer",
+               "start": "start", "scan.bounded.mode": "bounded", "json.field": "json_field"}
+
+
+def redis_stream_options(table: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The ``from_redis_stream`` arguments of a ``'redis-stream'`` table's
+    options; ValueError naming a missing, unknown or bad one."""
+    unknown = sorted(k for k in options if k != "connector" and k not in SQL_OPTIONS)
+    if unknown:
+        raise ValueError(f"table {table!r}: unknown redis-stream option(s) {unknown}; the options are "
+                         f"{sorted(SQL_OPTIONS)}")
+    for needed in ("url", "stream"):
+        if not options.get(needed):
+            raise ValueError(f"table {table!r}: the redis-stream connector needs {needed!r}")
+    out: dict[str, Any] = {SQL_OPTIONS[k]: v for k, v in options.items() if k in SQL_OPTIONS}
+    out["streams"] = [s.strip() for s in str(out["streams"]).split(",") if s.strip()]
+    mode = str(out.get("bounded", "unbounded")).lower()
+    if mode not in ("unbounded", "latest-offset"):
+        raise ValueError(f"table {table!r}: 'scan.bounded.mode' is 'unbounded' or 'latest-offset', got {mode!r}")
+    out["bounded"] = mode == "latest-offset"
+    return out
 
 
 def _as_schema(schema: Any) -> pa.Schema:

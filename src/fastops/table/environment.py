@@ -22,9 +22,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from fastops.connectors.postgres import with_credentials
+from fastops.connectors.redis import redis_stream_options
 from fastops.core import arrow as _arrow
 from fastops.core.durations import parse_duration
-from fastops.datastream import DataStream
+from fastops.datastream import DataStream, StreamEnvironment
 from fastops.operators.base import OperatorContext
 from fastops.table.expressions import Col
 from fastops.table.formats import write_csv
@@ -217,9 +219,12 @@ class TableEnvironment:
     def _connector_scan(self, ct: ConnectorTable) -> Table:
         opts = ct.options
         connector = opts.get("connector")
+        if connector == "redis-stream":
+            return Table(self, Scan("redis-stream", redis_stream_options(ct.name, opts), ct.schema, ct.time_col,
+                                    ct.watermark_ms, ct.name, self.batch_size))
         if connector != "filesystem":
             raise PlanError(f"table {ct.name!r} (connector {connector!r}) cannot be read; "
-                            "only 'filesystem' tables are sources")
+                            "only 'filesystem' and 'redis-stream' tables are sources")
         fmt = opts.get("format", "parquet")
         path = opts.get("path")
         if fmt not in ("parquet", "csv"):
@@ -532,10 +537,27 @@ class TableEnvironment:
                 write_csv(data, fname)
             else:
                 raise PlanError(f"table {name!r}: unsupported format {fmt!r}")
+        elif connector == "jdbc":
+            self._insert_jdbc(entry, data)
         else:
             raise PlanError(f"table {name!r}: unsupported connector {connector!r} "
-                            "(filesystem, print, blackhole)")
+                            "(filesystem, print, blackhole, jdbc)")
         return message_result([(-1,)], ["default_catalog.default_database." + name], [pa.int64()])
+
+    def _insert_jdbc(self, entry: ConnectorTable, data: pa.Table) -> None:
+        """Flink's JDBC connector options, for PostgreSQL: upsert on the
+        PRIMARY KEY when the table declares one, else append; exactly once
+        (one transaction, prepared and committed)."""
+        opts = entry.options
+        url, target = opts.get("url"), opts.get("table-name", entry.name)
+        if not url:
+            raise PlanError(f"table {entry.name!r}: the jdbc connector needs a 'url' ('postgresql://host:port/db')")
+        dsn = with_credentials(url, opts.get("username"), opts.get("password"))
+        env = StreamEnvironment(parallelism=1)
+        stream = env.from_arrow(data, batch_size=self.batch_size)
+        stream.sink_to_postgres(dsn, target, mode="upsert" if entry.primary_key else "append",
+                                key=entry.primary_key or None)
+        env.execute(f"INSERT INTO {entry.name}")
 
     def explain_sql(self, query: str) -> str:
         return self.sql_query(query).explain()

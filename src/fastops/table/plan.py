@@ -132,7 +132,7 @@ class Scan(PlanNode):
     def __init__(self, kind: str, payload: Any, schema: pa.Schema, time_col: str | None = None,
                  watermark_ms: int | None = None, name: str = "table", batch_size: int = 65536):
         super().__init__()
-        self.kind = kind  # "arrow" | "parquet" | "csv" | "stream"
+        self.kind = kind  # "arrow" | "parquet" | "csv" | "stream" | "redis-stream"
         self.payload = payload
         self.schema = schema
         self.time_col = time_col
@@ -649,6 +649,9 @@ class Compiler:
             s = env.from_parquet(node.payload, batch_size=node.batch_size)
         elif node.kind == "csv":
             s = env.from_source(CsvTableSource(node.payload, node.schema, node.batch_size))
+        elif node.kind == "redis-stream":  # the declared columns; _stream, _id, _ts filled from the entry
+            s = env.from_redis_stream(schema=node.schema, metadata=False, batch_size=node.batch_size,
+                                      **node.payload)
         elif node.kind == "stream":
             s = node.payload
             if s.env is not env:

@@ -295,7 +295,7 @@ _STATEMENTS = {getattr(exp, cls): name for cls, name in [
 # CREATE TABLE connectors the catalog can read or write (environment.py's _connector_scan and
 # _insert_into), and the filesystem connector's formats.
 _CONNECTORS = {"filesystem": "Parquet or CSV files, source and sink", "print": "sink",
-               "blackhole": "sink"}
+               "blackhole": "sink", "redis-stream": "Redis Streams, source", "jdbc": "PostgreSQL, sink"}
 _FILE_FORMATS = ("parquet", "csv")
 
 
