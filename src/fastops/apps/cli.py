@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 import fastops
 from fastops.apps import bench_report
 from fastops.apps import demo as d
+from fastops.apps.demo import streams
 from fastops.connectors.files import _expand
 from fastops.monitoring import DEFAULTS as UI_DEFAULTS
 from fastops.runtime.checkpoint import load_snapshot
@@ -184,6 +185,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="rows per generated batch (default 131072; 16384 with --autoscale)")
     gen.add_argument("--offline-fraction", type=_fraction, default=0.00005, metavar="F",
                      help="share of events that arrive minutes late (default 0.00005)")
+    demo.add_argument("--produce", default=None, metavar="URL",
+                      help="write the generated events into a Redis stream (redis://host:port/db?stream=NAME, "
+                      "default stream game_events) and exit")
+    demo.add_argument("--source", default=None, metavar="URL",
+                      help="read the events from a Redis stream written by --produce (it ends at the stream's end)")
     demo.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_ui(demo)
 
@@ -295,8 +301,15 @@ def _demo(args: argparse.Namespace) -> int:
         base = args.rate or AUTOSCALE_BASE_RATE
         rate = [(k * AUTOSCALE_STEP_S, base * m) for k, m in enumerate(AUTOSCALE_STEPS)]
         events = args.events or int(base * AUTOSCALE_STEP_S * sum(AUTOSCALE_STEPS))
+    if args.source is not None and args.sql:
+        return _fail("fastops demo", "--source applies to the DataStream form; drop --sql to use it", 2)
+    if args.source is not None and args.events is None:
+        try:
+            events = streams.stream_length(args.source) or 1
+        except (ValueError, ImportError) as exc:
+            return _fail("fastops demo", str(exc), 2)
     try:
-        cfg = d.DemoConfig(events=events, seed=args.seed, rate=rate,
+        cfg = d.DemoConfig(events=events, seed=args.seed, rate=rate, source=args.source,
                            parallelism=args.parallelism, checkpoint_dir=args.checkpoint_dir,
                            checkpoint_interval=args.checkpoint_interval, output=args.output,
                            players=args.players, events_per_s=args.events_per_s,
@@ -305,6 +318,14 @@ def _demo(args: argparse.Namespace) -> int:
                            ui=args.ui, ui_keep=args.ui_keep, qos=args.qos)
     except ValueError as exc:
         return _fail("fastops demo", str(exc), 2)
+    if args.produce is not None:
+        try:
+            written = streams.produce(cfg, args.produce)
+        except (ValueError, ImportError) as exc:
+            return _fail("fastops demo", str(exc), 2)
+        print(f"wrote {written:,} events to the Redis stream {streams.split_url(args.produce)[1]!r}; read them "
+              f"with: fastops demo --source {args.produce}")
+        return 0
     if isinstance(rate, list):
         paced = (", paced at " + ", ".join(f"{r / 1e3:,.0f}k" for _, r in rate)
                  + f" rows/s for {AUTOSCALE_STEP_S} s each, autoscaled by DS2")

@@ -91,6 +91,7 @@ class DemoConfig:
     ui: Any = None  # serve the job's page and metrics (a port; see fastops.monitoring)
     ui_keep: bool = False
     qos: Any = None  # a p99 latency bound: shed events (pops first, never purchases) to keep it
+    source: str | None = None  # read the events from this Redis stream (redis://...), see demo/streams.py
 
     def __post_init__(self) -> None:
         for name in ("events", "players", "events_per_s", "batch_size", "parallelism",

@@ -46,6 +46,7 @@ from fastops.apps.demo.operators import (
 )
 from fastops.apps.demo.progress import Progress
 from fastops.apps.demo.results import DemoResult, sorted_table
+from fastops.apps.demo.streams import redis_events
 from fastops.connectors.base import Source
 from fastops.core import aggregates as agg
 from fastops.core.window.assigners import Sliding, Tumbling
@@ -62,8 +63,9 @@ def build_job(env: Any, cfg: DemoConfig, source: Source | None = None) -> dict[s
     """Add the reward engine to ``env``; returns the output streams by name
     (``rewards``, ``leaderboard``, ``per_minute``, ``late``; with ``cfg.autoscale`` also
     ``verified``: the purchases, each checked with a simulated payment service)."""
-    events = (env.from_source(source or PlayerEventSource(cfg), cfg.parallelism)
-              .with_watermark("ts", max_out_of_orderness=cfg.out_of_orderness_ms))
+    head = (redis_events(env, cfg, cfg.source) if cfg.source is not None and source is None
+            else env.from_source(source or PlayerEventSource(cfg), cfg.parallelism))
+    events = head.with_watermark("ts", max_out_of_orderness=cfg.out_of_orderness_ms)
     if cfg.qos is not None:  # every event screened by an anti-cheat service: what a fast feed overloads
         events = events.key_by("player_id").map(screen_events, name="screen_events")
     pops = (events.map(pops_per_pane, name="pops_per_pane")
