@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -313,3 +314,18 @@ def test_sql_reads_a_redis_stream_and_writes_postgres_with_flinks_jdbc_options(r
         t_env.execute_sql(f"CREATE TABLE bad (a BIGINT) WITH ('connector' = 'redis-stream', 'url' = '{redis_url}', "
                           "'stream' = 's', 'topic' = 'x')")
         t_env.execute_sql("SELECT * FROM bad").collect()
+
+
+def test_the_connectors_page_runs_against_the_servers(redis_url, pg_dsn, tmp_path, monkeypatch):
+    """Every python block of docs/connectors.md, also those the docs test skips for want of servers."""
+    page = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "docs", "connectors.md")
+    with open(page, encoding="utf-8") as fh:
+        blocks = re.findall(r"^```python\n(.*?)^```", fh.read(), re.S | re.M)
+    assert len(blocks) >= 3
+    monkeypatch.setenv("FASTOPS_REDIS_URL", redis_url)
+    monkeypatch.setenv("FASTOPS_POSTGRES_DSN", pg_dsn)
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {"__name__": "__docs__"}
+    for code in blocks:
+        exec(compile(code, page, "exec"), namespace)
+    namespace["r"].close()

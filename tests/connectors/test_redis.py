@@ -305,3 +305,20 @@ def test_the_acknowledger_passes_batches_and_tags_bad_rows(redis_url):
     assert out[1].column("user").to_pylist() == [1]
     assert out[1].schema.names == ["user", "v", "name", "_stream", "_id", "_ts"]
     reader.close()
+
+
+def test_the_demo_round_trip_gives_the_tables_of_the_generated_run(redis_url, capsys):
+    from fastops.apps.cli import main
+    from fastops.apps.demo import DemoConfig, run_demo
+
+    url = redis_url + "?stream=game"
+    assert main(["demo", "--events", "30k", "--batch-size", "8192", "--produce", url]) == 0
+    assert "wrote 30,000 events to the Redis stream 'game'" in capsys.readouterr().out
+    cfg = DemoConfig(events=30_000, batch_size=8192)
+    generated = run_demo(cfg, progress=False)
+    streamed = run_demo(DemoConfig(events=30_000, batch_size=8192, source=url), progress=False)
+    for name in ("rewards", "leaderboard", "per_minute"):
+        assert getattr(streamed, name).equals(getattr(generated, name)), name
+    assert streamed.job.rows_in == 30_000
+    assert main(["demo", "--source", "redis://127.0.0.1:1/0"]) == 2
+    assert "cannot connect to Redis at 'redis://127.0.0.1:1/0'" in capsys.readouterr().err
