@@ -112,6 +112,11 @@ class InputGate:
         self.data_ready.wait(wait)
         return True
 
+    def has_input(self) -> bool:
+        """Whether an item waits on a channel not blocked (without taking it)."""
+        with self.lock:
+            return any(ch.queue and i not in self._blocked for i, ch in enumerate(self.channels))
+
     def poll(self) -> tuple[int, Any] | None:
         """Take the next item of any input without waiting, or None."""
         with self.lock:

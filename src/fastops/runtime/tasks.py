@@ -80,6 +80,13 @@ class OutputWriter:
         for ch in self.channels:
             ch.close()
 
+    def flush(self) -> None:
+        """Send what channels that gather items into blocks hold (the task has no input now)."""
+        for ch in self.channels:
+            flush = getattr(ch, "flush", None)
+            if flush is not None:
+                self.metrics.backpressured_s += flush()
+
     def emit(self, item: Any) -> None:
         if not isinstance(item, pa.RecordBatch):
             if isinstance(item, LatencyMarker):  # to one channel, in turn: one measurement per path
@@ -123,6 +130,9 @@ class Chain:
         self.metrics: TaskMetrics | None = None
         self.rows = [0] * (len(operators) + 1)  # rows delivered to each operator, last: to the outputs
         self.has_sink = False  # a sink among its operators: latency markers end here
+        # some output channel gathers items into blocks (Ray): flush them when out of input
+        self.gathers = any(hasattr(ch, "flush") for w in self.outputs + list(self._side_writers())
+                           for ch in w.channels)
 
     def process(self, input_index: int, batch: pa.RecordBatch) -> None:
         self._deliver(0, batch, input_index)
@@ -147,6 +157,14 @@ class Chain:
             w.emit(item)
         for w in self._side_writers():
             w.emit(item)
+
+    def flush(self) -> None:
+        """The task ran out of input: channels that gather blocks send them."""
+        if self.gathers:
+            for w in self.outputs:
+                w.flush()
+            for w in self._side_writers():
+                w.flush()
 
     def close_outputs(self) -> None:
         """After end of stream: nothing more is sent."""
@@ -380,6 +398,7 @@ class SourceTask(Task):
             self.reader.close()
             return False
         if batch is None:  # nothing right now: the source is idle
+            self.chain.flush()
             self.metrics.idle_s += time.perf_counter() - t0
             if (self.idle_timeout_ms is not None and not self._idle_sent
                     and (time.perf_counter() - self._last_data) * 1000 >= self.idle_timeout_ms):
@@ -502,9 +521,12 @@ class OperatorTask(Task):
 
     def run(self) -> None:
         m, gate, stop = self.metrics, self.gate, self.stop
+        gathers = self.chain.gathers
         while not self.finished:
             if stop.is_set():
                 raise Cancelled()
+            if gathers and not gate.has_input():  # about to wait: what gathered downstream goes now
+                self.chain.flush()
             t0 = m.idle_since = time.perf_counter()  # waiting for input: idle, visible while it lasts
             try:
                 got = gate.get()

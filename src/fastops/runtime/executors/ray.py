@@ -39,6 +39,7 @@ from typing import Any, Callable
 import pyarrow as pa
 
 from fastops.connectors.base import is_transactional
+from fastops.core.messages import CheckpointBarrier, EndOfStream
 from fastops.runtime.channels import Cancelled, ChannelClosed, InputGate
 from fastops.runtime.checkpoint import Coordinator
 from fastops.runtime.errors import JobCancelled, JobFailed, user_traceback
@@ -53,8 +54,8 @@ try:  # an optional dependency: pip install "fastops[ray]"
 except ImportError:  # pragma: no cover - reported when the executor is created
     ray = None  # type: ignore[assignment]  # no Ray: require_ray() says how to get it
 
-BLOCK_BYTES = 1 << 20  # a pushed block: large enough that a call's cost is small beside it
-POLL_S = 0.02  # how often the driver polls the actors, checks checkpoints and ticks
+BLOCK_BYTES = 4 << 20  # a pushed block: large enough that a call's cost is small beside it
+POLL_S = 0.05  # how often the driver polls the actors, checks checkpoints and ticks
 WAIT_S = 0.1  # a blocked wait checks for a stop this often
 LOCAL_OBJECT_STORE = 256 * 1024 * 1024  # bytes: the object store of a Ray the executor starts itself
 
@@ -107,26 +108,27 @@ class _Inbox(InputGate):
         self.numbers: dict[tuple[int, int], int] = {}  # (channel, seq) -> the block's number on it
         self.took = threading.Condition(self.lock)
 
-    def put(self, index: int, seq: int, item: Any) -> None:
-        """Queue ``item``, the ``seq``-th sent on channel ``index``, once the
-        ones before it are (a block is numbered among the channel's blocks)."""
+    def put(self, index: int, seq: int, items: list) -> None:
+        """Queue ``items``, the ``seq``-th block sent on channel ``index``,
+        once the blocks before it are; its batches are numbered on the channel."""
         with self.lock:
             held = self.held.setdefault(index, {})
-            held[seq] = item
+            held[seq] = items
             nxt = self.next_seq.get(index, 0)
             while nxt in held:
-                it = held.pop(nxt)
-                if isinstance(it, pa.RecordBatch):
-                    self.numbers[(index, nxt)] = self.queued.get(index, 0)
-                    self.queued[index] = self.numbers[(index, nxt)] + 1
-                self.channels[index].queue.append(it)
+                block = held.pop(nxt)
+                for it in block:
+                    if isinstance(it, pa.RecordBatch):
+                        self.numbers[(index, nxt)] = self.queued.get(index, 0)  # the block's last batch
+                        self.queued[index] = self.numbers[(index, nxt)] + 1
+                    self.channels[index].queue.append(it)
                 nxt += 1
             self.next_seq[index] = nxt
             self.data_ready.notify_all()
             self.took.notify_all()
 
     def wait_taken(self, index: int, seq: int) -> None:
-        """Until the task took block ``seq`` of channel ``index``."""
+        """Until the task took the batches of block ``seq`` of channel ``index``."""
         with self.lock:
             while True:
                 number = self.numbers.get((index, seq))
@@ -223,11 +225,12 @@ class TaskActor:
             if isinstance(task, SourceTask):
                 task.close_reader()
 
-    def push(self, index: int, seq: int, item: Any) -> None:
-        """Item ``seq`` of input channel ``index``; returns once a block was taken."""
+    def push(self, index: int, seq: int, items: list) -> None:
+        """Block ``seq`` of input channel ``index`` (batches and control items,
+        in order); returns once the task took its batches."""
         assert self.inbox is not None
-        self.inbox.put(index, seq, item)
-        if isinstance(item, pa.RecordBatch):
+        self.inbox.put(index, seq, items)
+        if any(isinstance(it, pa.RecordBatch) for it in items):
             self.inbox.wait_taken(index, seq)
 
     def trigger(self, checkpoint_id: int, stop: bool) -> None:
@@ -294,7 +297,11 @@ def describe_failure(task: Task, exc: BaseException) -> dict:
 # -- the sending end ---------------------------------------------------------------------------
 
 class RayChannel:
-    """The sending end of a channel into a task on another actor (see the module docs)."""
+    """The sending end of a channel into a task on another actor (see the module docs).
+
+    Items gather into a block, pushed when it holds ``BLOCK_BYTES`` of
+    batches, at a barrier or the end of the stream, and whenever the sending
+    task runs out of input (``flush``); a block takes one credit."""
 
     def __init__(self, actor: Any, index: int, capacity: int, input_index: int, cancel: threading.Event):
         self.actor = actor
@@ -303,16 +310,10 @@ class RayChannel:
         self.input_index = input_index
         self.cancel = cancel
         self.seq = 0
-        self.inflight: deque = deque()  # pushes of blocks not yet taken: the credits in use
-        self.control: list = []  # pushes of control items, checked for errors now and then
-        self.pending: list[pa.RecordBatch] = []
+        self.inflight: deque = deque()  # pushed blocks not yet taken: the credits in use
+        self.pending: list = []
         self.pending_bytes = 0
         self.closed = False
-
-    def _push(self, item: Any) -> Any:
-        ref = self.actor.push.remote(self.index, self.seq, item)
-        self.seq += 1
-        return ref
 
     def _credit(self, wait: bool) -> float | None:
         """Wait for a credit; the seconds waited, or None (no wait allowed and none free)."""
@@ -327,47 +328,31 @@ class RayChannel:
                 raise Cancelled()
         return time.perf_counter() - t0
 
-    def _flush(self, wait: bool = True) -> float | None:
+    def flush(self) -> float:
+        """Push what gathered; the seconds waited for a credit."""
         if not self.pending:
             return 0.0
-        waited = self._credit(wait)
-        if waited is None:
-            return None
-        block = self.pending[0] if len(self.pending) == 1 else pa.Table.from_batches(
-            self.pending).combine_chunks().to_batches()[0]
+        waited = self._credit(True) or 0.0
+        self.inflight.append(self.actor.push.remote(self.index, self.seq, self.pending))
+        self.seq += 1
         self.pending, self.pending_bytes = [], 0
-        self.inflight.append(self._push(block))
         return waited
 
-    def _check_control(self) -> None:
-        if len(self.control) > 64:
-            ready, self.control = ray.wait(self.control, num_returns=len(self.control), timeout=0)
-            ray.get(ready)
+    def _full(self, item: Any) -> bool:
+        return (self.pending_bytes >= BLOCK_BYTES or isinstance(item, (CheckpointBarrier, EndOfStream)))
 
     def send(self, item: Any) -> float:
         if self.closed:
             raise ChannelClosed(f"channel {self.index} into a task was closed by its sender")
+        self.pending.append(item)
         if isinstance(item, pa.RecordBatch):
-            if self.pending and not item.schema.equals(self.pending[0].schema):
-                waited = self._flush() or 0.0
-            else:
-                waited = 0.0
-            self.pending.append(item)
             self.pending_bytes += item.nbytes
-            if self.pending_bytes >= BLOCK_BYTES:
-                waited += self._flush() or 0.0
-            return waited
-        waited = self._flush() or 0.0
-        self.control.append(self._push(item))
-        self._check_control()
-        return waited
+        return self.flush() if self._full(item) else 0.0
 
     def try_send(self, item: Any) -> bool:
-        if isinstance(item, pa.RecordBatch) and self.pending_bytes + item.nbytes < BLOCK_BYTES:
-            self.send(item)
-            return True
-        needs_credit = bool(self.pending) or isinstance(item, pa.RecordBatch)
-        if needs_credit and len(self.inflight) >= self.capacity and self._credit(False) is None:
+        size = item.nbytes if isinstance(item, pa.RecordBatch) else 0
+        would_push = self.pending_bytes + size >= BLOCK_BYTES or isinstance(item, (CheckpointBarrier, EndOfStream))
+        if would_push and len(self.inflight) >= self.capacity and self._credit(False) is None:
             return False
         self.send(item)
         return True
@@ -376,7 +361,7 @@ class RayChannel:
         raise TypeError("the sending end of a Ray channel does not receive")
 
     def close(self) -> None:
-        self._flush()
+        self.flush()
         self.closed = True
 
 
