@@ -49,6 +49,9 @@ from fastops.shedding import Monitor, QoS
 
 col = pc.field  # fo.col("v") > 0: a pyarrow.compute expression
 
+# what an environment that names no executor runs on (``fastops run --executor``): None keeps the rule below
+DEFAULTS: dict[str, Any] = {"executor": None}
+
 
 def _executor_name(executor: str | None, threads: bool | None, parallelism: int) -> str:
     """The executor a StreamEnvironment asked for by name or by ``threads=``."""
@@ -229,6 +232,8 @@ class StreamEnvironment:
             raise ValueError(f"parallelism ({parallelism}) must not exceed max_parallelism ({max_parallelism})")
         self.channel_capacity = _check_parallelism(channel_capacity, "channel_capacity")
         # a QoS monitor sizes the drops by busy time, which only tasks in threads of their own measure
+        if executor is None and threads is None:
+            executor = DEFAULTS["executor"]
         threads = True if qos is not None and threads is None and executor is None else threads
         self.executor = _executor_name(executor, threads, parallelism)
         if (ray_address is not None or ray_init_kwargs is not None) and self.executor != "ray":

@@ -186,3 +186,17 @@ def test_a_killed_actor_is_recovered_from_the_last_checkpoint(tmp_path):
     got, expected = ds.dataset(str(tmp_path / "ray")).to_table(), ds.dataset(str(tmp_path / "expected")).to_table()
     assert canonical(got).equals(canonical(expected))
     assert alive() == []
+
+
+def test_fastops_run_executor_ray_runs_a_job_file_on_ray(tmp_path, capsys):
+    from fastops.apps import cli
+
+    job = tmp_path / "job.py"
+    job.write_text("import fastops as fo\n"
+                   "env = fo.StreamEnvironment(parallelism=2)\n"
+                   "out = env.from_collection([(1, 10), (2, 20), (1, 30)], schema=['k', 'v']).key_by('k')"
+                   ".map(lambda b: b).collect()\n"
+                   "print('executor', env.executor, out.num_rows, {m.location != '' for m in "
+                   "env.last_result.metrics.values()})\n")
+    assert cli.main(["run", "--executor", "ray", str(job)]) == 0
+    assert "executor ray 3 {True}" in capsys.readouterr().out

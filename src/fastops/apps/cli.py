@@ -33,9 +33,11 @@ from fastops.apps import bench_report
 from fastops.apps import demo as d
 from fastops.apps.demo import streams
 from fastops.connectors.files import _expand
+from fastops.datastream import DEFAULTS as ENV_DEFAULTS
 from fastops.monitoring import DEFAULTS as UI_DEFAULTS
 from fastops.runtime.checkpoint import load_snapshot
 from fastops.runtime.errors import JobFailed
+from fastops.runtime.executors import EXECUTORS
 from fastops.runtime.rescale import describe_snapshot
 
 __all__ = ["build_parser", "main"]
@@ -210,6 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "job.py) serves each job's page and metrics (default port 8081); --ui-keep "
                          "keeps serving after a job ends.")
     _add_ui(run)
+    run.add_argument("--executor", choices=sorted(EXECUTORS), default=None,
+                     help="run every job the file starts on this executor (e.g. ray: each task in a Ray "
+                     "actor), unless the job names its own")
     run.add_argument("file", metavar="job.py")
     run.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the job")
 
@@ -396,8 +401,9 @@ def _run(args: argparse.Namespace) -> int:
         return _fail("fastops run", problem, 2)
     rest, ui, keep = _ui_options(args.args)
     ui = args.ui if args.ui is not None else ui
-    old_argv, old_path, old_ui = sys.argv, list(sys.path), dict(UI_DEFAULTS)
+    old_argv, old_path, old_ui, old_env = sys.argv, list(sys.path), dict(UI_DEFAULTS), dict(ENV_DEFAULTS)
     sys.argv = [path, *rest]
+    ENV_DEFAULTS["executor"] = args.executor
     UI_DEFAULTS.update(ui=ui, keep=args.ui_keep or keep, announce=ui is not None)
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:
@@ -416,6 +422,7 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         sys.argv, sys.path[:] = old_argv, old_path
         UI_DEFAULTS.update(old_ui)
+        ENV_DEFAULTS.update(old_env)
     return 0
 
 
