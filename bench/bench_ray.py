@@ -113,20 +113,26 @@ def recovery(seconds: float, directory: str) -> dict[str, Any]:
     (env.from_generator(rows, rate=rate, deterministic=True).with_watermark("t").key_by("k")
      .window(fo.Tumbling(100)).aggregate(n=agg.count()).sink_to(lambda b: None))
     client = env.execute_async("recovery")
-    samples: list[tuple[float, float]] = []
+    samples: list[tuple[float, float]] = []  # (seconds, rows read per second since the last look)
     killed_at = None
-    t0 = time.perf_counter()
+    t0 = last_t = time.perf_counter()
+    last_rows = 0
     while not client.get_job_status().is_globally_terminal_state():
         time.sleep(0.25)
-        now = time.perf_counter() - t0
-        samples.append((now, client.metrics("500ms")["job"]["rows_in_per_s"]))
+        t = time.perf_counter()
+        now = t - t0
+        rows = client.metrics()["job"]["rows_in"]  # the attempt's: it starts again from 0 after a restart
+        samples.append((now, max(rows - last_rows, 0) / (t - last_t)))
+        last_rows, last_t = rows, t
         if killed_at is None and now > 4.0:
             alive = [v["Pid"] for v in actors().values() if v["State"] == "ALIVE"]
             os.kill(alive[-1], signal.SIGKILL)
             killed_at = now
     result = client.wait()
     before = statistics.median(r for t, r in samples if 2.0 < t < (killed_at or 4.0)) if killed_at else 0.0
-    back = next((t for t, r in samples if killed_at is not None and t > killed_at + 0.5 and r >= 0.8 * before), None)
+    after = [(t, r) for t, r in samples if killed_at is not None and t > killed_at]
+    down = next((i for i, (t, r) in enumerate(after) if r < 0.5 * before), None)  # the job stopped reading
+    back = None if down is None else next((t for t, r in after[down:] if r >= 0.8 * before), None)
     return {"restarts": result.restarts, "rate_before": before,
             "recovery_s": None if back is None or killed_at is None else back - killed_at}
 

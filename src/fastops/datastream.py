@@ -502,8 +502,12 @@ class StreamEnvironment:
         return PhysicalPlan.build(sinks, self.max_parallelism, self.chaining)
 
     def explain(self) -> str:
-        """The physical plan of the sinks added so far."""
-        return self._plan(self._sinks).explain()
+        """The physical plan of the sinks added so far (and, on Ray, where its tasks go)."""
+        text = self._plan(self._sinks).explain()
+        if self.executor == "ray":
+            text += ("\nexecutor: ray, each task in a Ray actor of its own, spread over the cluster's nodes; "
+                     "JobClient.metrics()['tasks'][i]['location'] names the node a task runs on")
+        return text
 
     def _job_config(self) -> JobConfig:
         return JobConfig(
