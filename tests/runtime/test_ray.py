@@ -200,3 +200,22 @@ def test_fastops_run_executor_ray_runs_a_job_file_on_ray(tmp_path, capsys):
                    "env.last_result.metrics.values()})\n")
     assert cli.main(["run", "--executor", "ray", str(job)]) == 0
     assert "executor ray 3 {True}" in capsys.readouterr().out
+
+
+def test_a_live_rescale_on_ray_keeps_the_output_exact(tmp_path):
+    expected = fo.StreamEnvironment(parallelism=2, executor="threads")
+    slow_job(expected, str(tmp_path / "expected"))
+    expected.execute()
+    env = fo.StreamEnvironment(parallelism=2, executor="ray")
+    slow_job(env, str(tmp_path / "ray"))
+    client = env.execute_async()
+    while client.metrics()["job"]["rows_in"] == 0:
+        time.sleep(0.05)
+    time.sleep(1.0)
+    record = client.rescale(3, timeout=60)
+    result = client.wait()
+    assert record.parallelism_after != record.parallelism_before
+    assert len({m.task for m in result.metrics.values() if "[3/3]" in m.task}) >= 1
+    got, want = ds.dataset(str(tmp_path / "ray")).to_table(), ds.dataset(str(tmp_path / "expected")).to_table()
+    assert canonical(got).equals(canonical(want))
+    assert alive() == []
