@@ -14,10 +14,8 @@ import subprocess
 import sys
 import time
 
-import psycopg
 import pyarrow as pa
 import pytest
-import redis
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,6 +23,9 @@ import fastops as fo
 from fastops.connectors.postgres import OP_COLUMN, PostgresSink, prepare_target
 from fastops.operators.base import OperatorContext
 from fastops.table.changelog import OP_COLUMN as TABLE_OP_COLUMN
+
+psycopg = pytest.importorskip("psycopg", reason="the connector tests need pip install 'fastops[connectors]'")
+redis = pytest.importorskip("redis", reason="the connector tests need pip install 'fastops[connectors]'")
 
 JOB = os.path.join(os.path.dirname(os.path.dirname(__file__)), "support", "redis_pg_job.py")
 

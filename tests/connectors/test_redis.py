@@ -12,7 +12,6 @@ import time
 
 import pyarrow as pa
 import pytest
-import redis
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +21,8 @@ from fastops.connectors.base import END
 from fastops.connectors.redis import RedisStreamSource
 from fastops.operators.base import OperatorContext, Tagged
 from fastops.windows import Tumbling
+
+redis = pytest.importorskip("redis", reason="the connector tests need pip install 'fastops[connectors]'")
 
 SCHEMA = {"user": pa.int64(), "v": pa.float64(), "name": pa.string()}
 
