@@ -42,6 +42,7 @@ import io
 import json
 import logging
 import re
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -653,6 +654,7 @@ class RedisAck(Operator):
         self._client: Any = None
         self._open: dict[str, list[pa.Array]] = {}
         self._sealed: list[tuple[int, dict[str, list[pa.Array]]]] = []
+        self._lock = threading.Lock()  # the task seals epochs, the checkpoint coordinator's thread commits them
         self.columns = self.source.public.names
         self.epoch = 1
         self.begin(self.epoch)
@@ -693,12 +695,14 @@ class RedisAck(Operator):
 
     def pre_commit(self, checkpoint_id: int) -> Any:
         if self._open:
-            self._sealed.append((checkpoint_id, self._open))
+            with self._lock:
+                self._sealed.append((checkpoint_id, self._open))
         self._open = {}
         return None
 
     def commit(self, checkpoint_id: int) -> None:
-        due = [(e, ids) for e, ids in self._sealed if e <= checkpoint_id]
+        with self._lock:
+            due = [(e, ids) for e, ids in self._sealed if e <= checkpoint_id]
         if not due:
             return
         r = _require_redis()
@@ -714,7 +718,8 @@ class RedisAck(Operator):
                                 self.source.name, checkpoint_id, exc)
                     return
                 time.sleep(wait)
-        self._sealed = [(e, ids) for e, ids in self._sealed if e > checkpoint_id]
+        with self._lock:
+            self._sealed = [(e, ids) for e, ids in self._sealed if e > checkpoint_id]
 
     def _acknowledge(self, epochs: list[dict[str, list[pa.Array]]]) -> None:
         if self._client is None:
@@ -730,7 +735,8 @@ class RedisAck(Operator):
         pipe.execute()
 
     def abort(self) -> None:
-        self._sealed = []  # never acknowledged: the entries stay pending and are read again
+        with self._lock:
+            self._sealed = []  # never acknowledged: the entries stay pending and are read again
         self._open = {}
 
     def recover(self, handles: list, checkpoint_id: int) -> None:
