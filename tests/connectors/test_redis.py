@@ -259,7 +259,6 @@ def test_a_lost_connection_is_retried_and_nothing_is_lost_or_doubled(redis_url, 
     add(redis_url, "lost", [{"user": k} for k in range(3000)])
     env = fo.StreamEnvironment(checkpoint_dir=str(tmp_path), checkpoint_interval="20ms")
     s = env.from_redis_stream(redis_url, "lost", SCHEMA, group="grp", bounded=True, batch_size=50)
-    source = s._source.node.source
     out = s.map(lambda b: (time.sleep(0.01), b)[1]).sink_to_table()
     killer_client = client(redis_url)
     stop = threading.Event()
@@ -277,8 +276,29 @@ def test_a_lost_connection_is_retried_and_nothing_is_lost_or_doubled(redis_url, 
         t.join()
     users = out.table().column("user").to_pylist()
     assert sorted(users) == list(range(3000))
-    assert source.stats["reconnects"] > 0
     assert killer_client.xpending("lost", "grp")["pending"] == 0
+
+
+def test_a_read_whose_connection_is_killed_is_retried_and_counted(redis_url, caplog):
+    c = client(redis_url)
+    c.xgroup_create("k", "grp", id="0", mkstream=True)
+    source = RedisStreamSource(redis_url, "k", SCHEMA, group="grp", block="3s")
+    reader = source.open(0, 1, None)
+    reader.client.client_setname("blocked-reader")
+    got = []
+    t = threading.Thread(target=lambda: got.append(reader.read()))
+    t.start()
+    time.sleep(0.3)  # the reader waits in XREADGROUP BLOCK
+    c.client_kill_filter(_type="normal", skipme=True)
+    t.join()
+    assert got == [None] and source.stats["reconnects"] == 1
+    assert "lost its Redis connection" in caplog.text
+    c.xadd("k", {"user": 5})
+    batch = reader.read()
+    assert batch.column("user").to_pylist() == [5]
+    assert "reconnected to Redis after 1 failed attempts" in caplog.text
+    reader.close()
+    c.close()
 
 
 def test_errors_are_raised_where_the_source_is_made(redis_url):
