@@ -223,7 +223,7 @@ def test_an_idle_stream_marks_its_reader_idle(redis_url, tmp_path):
     base = 1_700_000_000_000
     client(redis_url).xadd("quiet", {"user": 0, "v": 0, "ts": base}, id=f"{base}-0")
 
-    def job(idle):
+    def job(idle, wait_s):
         client(redis_url).delete("busy")
         stop = threading.Event()
 
@@ -241,7 +241,7 @@ def test_an_idle_stream_marks_its_reader_idle(redis_url, tmp_path):
         s = env.from_redis_stream(redis_url, ["busy", "quiet"], schema, idle_timeout=idle, block="20ms")
         out = s.with_watermark("ts").key_by("user").window(Tumbling("1s")).aggregate(n=agg.count()).sink_to_table()
         running = env.execute_async()
-        deadline = time.monotonic() + 3.0
+        deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline and not out.table().num_rows:
             time.sleep(0.05)
         running.cancel()
@@ -251,8 +251,8 @@ def test_an_idle_stream_marks_its_reader_idle(redis_url, tmp_path):
             running.wait()
         return out.table().num_rows
 
-    assert job("200ms") > 0  # the quiet stream's reader went idle: the busy one's windows close
-    assert job(None) == 0  # without idleness the quiet reader holds the watermark back
+    assert job("200ms", 20.0) > 0  # the quiet stream's reader went idle: the busy one's windows close
+    assert job(None, 2.0) == 0  # without idleness the quiet reader holds the watermark back
 
 
 def test_a_lost_connection_is_retried_and_nothing_is_lost_or_doubled(redis_url, tmp_path):
