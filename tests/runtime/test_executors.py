@@ -68,11 +68,13 @@ def test_executor_by_name_and_by_the_threads_flag():
     assert fo.StreamEnvironment(parallelism=2, threads=False).executor == "single"
     assert fo.StreamEnvironment(threads=True).threads is True
     assert fo.StreamEnvironment(executor="single", threads=False).threads is False
-    with pytest.raises(ValueError, match=r"unknown executor 'ray'; expected one of \['single', 'threads'\]"):
-        fo.StreamEnvironment(executor="ray")
+    with pytest.raises(ValueError, match=r"unknown executor 'dask'; expected one of \['ray', 'single', 'threads'\]"):
+        fo.StreamEnvironment(executor="dask")
+    with pytest.raises(ValueError, match="ray_address and ray_init_kwargs apply to executor='ray'"):
+        fo.StreamEnvironment(ray_address="ray://head:10001")
     with pytest.raises(ValueError, match="threads=True contradicts executor='single'"):
         fo.StreamEnvironment(executor="single", threads=True)
-    assert set(EXECUTORS) == {"threads", "single"}
+    assert set(EXECUTORS) == {"threads", "single", "ray"}
     assert isinstance(create_executor("threads", 4), ThreadExecutor)
     assert isinstance(create_executor("single"), SingleThreadExecutor)
     assert create_executor("single").channel_capacity is None  # one thread: a send must never wait
