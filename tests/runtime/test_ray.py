@@ -200,6 +200,9 @@ def test_fastops_run_executor_ray_runs_a_job_file_on_ray(tmp_path, capsys):
                    "env.last_result.metrics.values()})\n")
     assert cli.main(["run", "--executor", "ray", str(job)]) == 0
     assert "executor ray 3 {True}" in capsys.readouterr().out
+    assert cli.main(["run", str(job), "--executor", "ray"]) == 0  # after job.py, as the example
+    assert "executor ray 3 {True}" in capsys.readouterr().out
+    assert cli.main(["run", str(job), "--executor", "dask"]) == 2
 
 
 def test_a_live_rescale_on_ray_keeps_the_output_exact(tmp_path):

@@ -210,7 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Runs a Python file as __main__, with the remaining arguments "
                          "in sys.argv, as 'python job.py ARGS' would. --ui [PORT] (before or after "
                          "job.py) serves each job's page and metrics (default port 8081); --ui-keep "
-                         "keeps serving after a job ends.")
+                         "keeps serving after a job ends; --executor NAME (before or after job.py) "
+                         "runs its jobs on that executor.")
     _add_ui(run)
     run.add_argument("--executor", choices=sorted(EXECUTORS), default=None,
                      help="run every job the file starts on this executor (e.g. ray: each task in a Ray "
@@ -401,9 +402,16 @@ def _run(args: argparse.Namespace) -> int:
         return _fail("fastops run", problem, 2)
     rest, ui, keep = _ui_options(args.args)
     ui = args.ui if args.ui is not None else ui
+    executor = args.executor
+    if "--executor" in rest:  # also after job.py, as --ui may be
+        i = rest.index("--executor")
+        if i + 1 >= len(rest) or rest[i + 1] not in EXECUTORS:
+            return _fail("fastops run", f"--executor takes one of {sorted(EXECUTORS)}", 2)
+        executor = rest[i + 1]
+        del rest[i:i + 2]
     old_argv, old_path, old_ui, old_env = sys.argv, list(sys.path), dict(UI_DEFAULTS), dict(ENV_DEFAULTS)
     sys.argv = [path, *rest]
-    ENV_DEFAULTS["executor"] = args.executor
+    ENV_DEFAULTS["executor"] = executor
     UI_DEFAULTS.update(ui=ui, keep=args.ui_keep or keep, announce=ui is not None)
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:
