@@ -163,6 +163,12 @@ def _shedding_schema(mode: str, window: Any, keys: Sequence[str], aggs: dict, ti
     return estimates.schema(internal, 2 + len(keys))
 
 
+def _checked_schema(schema: Any) -> pa.Schema | None:
+    if schema is not None and not isinstance(schema, pa.Schema):
+        raise TypeError(f"schema must be a pyarrow.Schema (or None), got {type(schema).__name__}")
+    return schema
+
+
 def _schema_from(schema: Any) -> pa.Schema | None:
     if schema is None or isinstance(schema, pa.Schema):
         return schema
@@ -680,11 +686,16 @@ class DataStream:
                            {"column": column, "bound_ms": bound, "idle_ms": idle, "monotonous": monotonous})
 
     # -- transformations -------------------------------------------------------
-    def map(self, fn: Callable[[pa.RecordBatch], Any], name: str | None = None) -> DataStream:
-        """``fn(batch) -> batch`` (vectorised)."""
+    def map(self, fn: Callable[[pa.RecordBatch], Any], name: str | None = None,
+            schema: pa.Schema | None = None) -> DataStream:
+        """``fn(batch) -> batch`` (vectorised). ``schema``: of what ``fn``
+        returns, when known (PyFlink's ``output_type``): the columns after it
+        are then checked where the job is built, an empty result keeps them,
+        and a batch of another schema fails naming both."""
         label = name or str(getattr(fn, "__name__", "map"))
-        return _configured(self._then(f"map({label})" if name is None else name, lambda: _basic.Map(fn, label)),
-                           identity(fn))
+        declared = _checked_schema(schema)
+        return _configured(self._then(f"map({label})" if name is None else name,
+                                      lambda: _basic.Map(fn, label, declared), schema=declared), identity(fn))
 
     def flat_map(self, fn: Callable[[pa.RecordBatch], Any], name: str | None = None) -> DataStream:
         label = name or str(getattr(fn, "__name__", "flat_map"))
@@ -748,14 +759,16 @@ class DataStream:
 
     def transform(self, name: str, operator_factory: Callable[[], Any],
                   parallelism: int | None = None, partitioning: str = "forward",
-                  keys: Sequence[str] = ()) -> DataStream:
+                  keys: Sequence[str] = (), schema: pa.Schema | None = None) -> DataStream:
         """Apply a custom ``fastops.operators.Operator`` (a fresh one per task),
         after a ``partitioning`` exchange (forward, rebalance, broadcast, or hash
-        with ``keys``); ``parallelism=1`` gathers the stream into one task."""
+        with ``keys``); ``parallelism=1`` gathers the stream into one task.
+        ``schema``: of the operator's output, when known (as PyFlink's
+        ``output_type``): an empty result then keeps its columns."""
         if not callable(operator_factory):
             raise TypeError("transform needs a factory (e.g. the Operator class) that makes one operator per task")
-        return _configured(self._then(name, operator_factory, parallelism, partitioning, tuple(keys)),
-                           identity(operator_factory))
+        return _configured(self._then(name, operator_factory, parallelism, partitioning, tuple(keys),
+                                      schema=_checked_schema(schema)), identity(operator_factory))
 
     def connect(self, other: DataStream, name: str, operator_factory: Callable[[], Any],
                 keys: Sequence[str] = (), other_keys: Sequence[str] | None = None,
@@ -914,9 +927,11 @@ class KeyedStream:
         return _configured(self._keyed(f"flat_map({label})" if name is None else name,
                                        lambda: _basic.FlatMap(fn, label)), identity(fn))
 
-    def transform(self, name: str, operator_factory: Callable[[], Any]) -> DataStream:
-        """A custom operator after the hash exchange."""
-        return _configured(self._keyed(name, operator_factory), identity(operator_factory))
+    def transform(self, name: str, operator_factory: Callable[[], Any],
+                  schema: pa.Schema | None = None) -> DataStream:
+        """A custom operator after the hash exchange (``schema`` as for ``DataStream.transform``)."""
+        return _configured(self._keyed(name, operator_factory, schema=_checked_schema(schema)),
+                           identity(operator_factory))
 
     def window(self, window: Any) -> WindowedStream:
         as_window(window)  # a TypeError here, not when the job runs

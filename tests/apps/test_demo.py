@@ -426,3 +426,10 @@ def test_cli_demo_qos_needs_a_rate(capsys):
     assert "--rate" in capsys.readouterr().err
     assert cli.main(["demo", "--qos", "0ms", "--rate", "1000", "--no-progress"]) == 2
     assert "latency bound" in capsys.readouterr().err
+
+
+def test_a_demo_too_short_for_any_reward_still_reports(capsys):
+    # 30k events: no player reaches the threshold, so the rewards table is empty but keeps its columns
+    assert cli.main(["demo", "--events", "30000", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "Rewards (extra lives)\nEmpty set" in out and "Leaderboard" in out

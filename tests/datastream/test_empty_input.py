@@ -169,3 +169,24 @@ def test_table_from_windowed_data_stream(n):
     assert got.schema.equals(collected(lambda env, s: aggregated(env, s, Tumbling("5s")), 6).schema)
     ref = frame(n).assign(ws=lambda d: d.ts.dt.floor("5s")).groupby(["ws", "user"]).size()
     assert sorted(got["n"].to_pylist()) == sorted(ref.tolist())
+
+
+def test_a_declared_map_schema_keeps_the_columns_of_an_empty_result_and_is_enforced():
+    out_schema = pa.schema([("k", pa.int64()), ("double", pa.float64())])
+
+    def doubled(batch):
+        return pa.RecordBatch.from_arrays([batch.column("k"), pa.compute.multiply(batch.column("v"), 2.0)],
+                                          schema=out_schema)
+
+    env = fo.StreamEnvironment()
+    empty = env.from_collection([], schema=[("k", pa.int64()), ("v", pa.float64())]).map(doubled, schema=out_schema)
+    assert empty.schema == out_schema
+    assert empty.collect().schema == out_schema
+    with pytest.raises(ValueError, match="missing"):  # the columns after it are checked where the job is built
+        empty.select("missing")
+    env = fo.StreamEnvironment()
+    wrong = env.from_collection([(1, 2.0)], schema=[("k", pa.int64()), ("v", pa.float64())])
+    with pytest.raises(fo.JobFailed, match="schema"):
+        wrong.map(lambda b: b, schema=out_schema).collect()
+    with pytest.raises(TypeError, match="pyarrow.Schema"):
+        wrong.map(lambda b: b, schema=["k"])

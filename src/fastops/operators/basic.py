@@ -53,11 +53,12 @@ def _schema_text(schema: pa.Schema) -> str:
 
 
 class Map(_SameSchema, Operator):
-    """``fn(batch) -> batch``."""
+    """``fn(batch) -> batch``; with a declared ``schema``, every batch it returns has it."""
 
-    def __init__(self, fn: BatchFn, name: str = "map"):
+    def __init__(self, fn: BatchFn, name: str = "map", schema: pa.Schema | None = None):
         self.fn = fn
         self.name = name
+        self.schema = schema
 
     def process(self, batch: pa.RecordBatch) -> list:
         what = f"map {self.name!r}"

@@ -36,6 +36,7 @@ import pyarrow.dataset as ds
 import fastops
 from fastops.apps.demo.generator import DemoConfig, PlayerEventSource
 from fastops.apps.demo.operators import (
+    PANE_COUNTS,
     PerWindow,
     RewardFilter,
     leaderboard_fn,
@@ -68,14 +69,19 @@ def build_job(env: Any, cfg: DemoConfig, source: Source | None = None) -> dict[s
     events = head.with_watermark("ts", max_out_of_orderness=cfg.out_of_orderness_ms)
     if cfg.qos is not None:  # every event screened by an anti-cheat service: what a fast feed overloads
         events = events.key_by("player_id").map(screen_events, name="screen_events")
-    pops = (events.map(pops_per_pane, name="pops_per_pane")
+    pops = (events.map(pops_per_pane, name="pops_per_pane", schema=PANE_COUNTS)
             .key_by("player_id")
             .window(Sliding("1 min", "10 s"))
             .aggregate(pops=agg.sum("n")))
-    rewards = pops.transform("rewards", lambda: RewardFilter(cfg.threshold))
+    # their output schemas are known: a run with no reward or no window still shows their columns
+    rewards = pops.transform("rewards", lambda: RewardFilter(cfg.threshold), schema=pops.schema)
+    board = None if pops.schema is None else pa.schema(
+        [pops.schema.field("window_start"), pa.field("rank", pa.int32()), pops.schema.field("player_id"),
+         pops.schema.field("pops")])
     leaderboard = (pops.map(local_top_n(cfg.top_n), name="local_top_n")
                    .key_by("window_start")
-                   .transform("leaderboard", lambda: PerWindow("leaderboard", leaderboard_fn(cfg.top_n))))
+                   .transform("leaderboard", lambda: PerWindow("leaderboard", leaderboard_fn(cfg.top_n)),
+                              schema=board))
     # per minute over the whole game: a window without keys (Flink's windowAll),
     # so it runs as one task that every source task feeds
     minute_aggs = {"active_players": agg.approx_distinct("player_id", precision=14),

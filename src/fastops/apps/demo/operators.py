@@ -35,7 +35,7 @@ def _codes(batch: pa.RecordBatch) -> np.ndarray:
     return out
 
 
-_PT = pa.schema([("player_id", pa.int64()), ("ts", pa.int64()), ("n", pa.int64())])
+PANE_COUNTS = pa.schema([("player_id", pa.int64()), ("ts", pa.int64()), ("n", pa.int64())])  # pops_per_pane
 
 
 PANE_MS = 10_000  # the slide of the reward windows, and their pane
@@ -57,7 +57,7 @@ def pops_per_pane(batch: pa.RecordBatch) -> pa.RecordBatch:
     pid = batch.column("player_id").to_numpy()[mask]
     ts = batch.column("ts").to_numpy()[mask]
     if not len(pid):
-        return pa.RecordBatch.from_arrays([pa.array(pid), pa.array(ts), pa.array(pid)], schema=_PT)
+        return pa.RecordBatch.from_arrays([pa.array(pid), pa.array(ts), pa.array(pid)], schema=PANE_COUNTS)
     pane = ts - ts % PANE_MS
     packed = (pane // PANE_MS << 32) | pid  # player ids < 2**31
     table = KeyTable(["k"])
@@ -66,7 +66,7 @@ def pops_per_pane(batch: pa.RecordBatch) -> pa.RecordBatch:
     rep = np.empty(len(counts), dtype=np.int64)
     rep[gid] = np.arange(len(gid), dtype=np.int64)  # one row of each group
     return pa.RecordBatch.from_arrays([pa.array(pid[rep]), pa.array(pane[rep]), pa.array(counts)],
-                                      schema=_PT)
+                                      schema=PANE_COUNTS)
 
 
 class RewardFilter(Operator):
