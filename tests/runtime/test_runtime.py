@@ -427,3 +427,44 @@ def test_connect_two_inputs_by_key_and_gather():
     assert out.num_rows == 500
     assert sorted(out.filter(pc.equal(out["side"], 0))["v"].to_pylist()) == sorted(a["v"].to_pylist())
     assert "gather -> collect  [chained parallelism 1]" in gathered.explain()
+
+
+def test_when_every_live_input_is_idle_the_watermark_is_the_greatest_of_theirs():
+    from fastops.runtime.tasks import WatermarkTracker
+
+    w = WatermarkTracker(3)
+    assert w.on_watermark(0, 100) is None and w.on_watermark(1, 50) is None
+    assert w.on_watermark(2, 70) == 50
+    assert w.on_idle(1) == 70  # the least of the inputs still active
+    assert w.on_idle(0) is None  # still 70
+    assert w.on_idle(2) == 100  # all idle: the most advanced (as Flink's valve), never backwards
+    assert w.on_watermark(1, 60) is None  # active again, behind: the watermark stays
+    assert w.on_end(1) is None and w.all_idle
+
+
+def test_windows_close_when_every_source_goes_idle():
+    # two sources stop sending (without ending): the windows up to the furthest watermark fire
+    fired = threading.Event()
+    reached: list[int] = []
+
+    def source(last):
+        def gen():
+            yield _ts_batch([0, 500, last])
+            while not fired.is_set():
+                yield None
+                time.sleep(0.005)
+        return gen
+
+    env = fo.StreamEnvironment(parallelism=1, threads=True)
+    a = env.from_generator(source(2_500)).with_watermark("ts", idle_timeout="50ms")
+    b = env.from_generator(source(1_200)).with_watermark("ts", idle_timeout="50ms")
+
+    def seen(batch):
+        reached.extend(batch.column("window_end").cast(pa.int64()).to_pylist())
+        if max(reached) >= 2_000:
+            fired.set()
+
+    a.union(b).key_by("ts").window(fo.Tumbling(1000)).aggregate(n=fo.agg.count()).sink_to(seen)
+    client = env.execute_async()
+    assert fired.wait(10), f"windows closed only up to {max(reached, default=None)}"
+    client.cancel()

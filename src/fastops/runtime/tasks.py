@@ -221,7 +221,9 @@ class Chain:
 
 class WatermarkTracker:
     """A task's watermark: the minimum over its inputs that are neither idle
-    nor finished; it never goes backwards."""
+    nor finished; once every input that has not finished is idle, the
+    greatest of theirs (as Flink's watermark valve: an idle job still closes
+    the windows its inputs got to). It never goes backwards."""
 
     def __init__(self, n: int):
         self.wm = [MIN_WATERMARK] * n
@@ -236,7 +238,7 @@ class WatermarkTracker:
         elif all(self.done):
             cand = MAX_WATERMARK
         else:
-            return None
+            cand = max(w for w, d in zip(self.wm, self.done) if not d)
         if cand > self.current:
             self.current = cand
             return cand
@@ -460,7 +462,10 @@ class OperatorTask(Task):
             new = self.watermarks.on_watermark(index, item.t_ms)
         elif isinstance(item, Idle):
             new = self.watermarks.on_idle(index)
-            if new is None and self.watermarks.all_idle:
+            if self.watermarks.all_idle:  # the watermark the idle inputs got to first, then idle
+                if new is not None:
+                    self.chain.watermark(new)
+                    new = None
                 self.chain.control(IDLE)
         elif isinstance(item, EndOfStream):
             new = self.watermarks.on_end(index)
