@@ -206,7 +206,7 @@ def test_udf_udaf_udtf_in_sql():
     ("SELECT id FROM missing", r"table 'missing' not found at line 1, column 16"),
     ("SELECT id,\n  foo(id) FROM t", r"unknown function 'foo' at line 2, column 3"),
     ("SELECT id FROM t WHERE", r"SQL parse error at line 1"),
-    ("SELECT ROW_NUMBER() OVER (ORDER BY id) FROM t", r"OVER window .* is not supported"),
+    ("SELECT RANK() OVER (ORDER BY id) FROM t", r"RANK in an OVER window is not supported"),
     ("SELECT * FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(nope), INTERVAL '1' SECOND))",
      r"DESCRIPTOR column 'nope' not found"),
     ("SELECT * FROM TABLE(FOO(TABLE t, DESCRIPTOR(id)))", r"table function 'FOO\(.* is not supported"),

@@ -636,7 +636,8 @@ class Compiler:
     def build(self, node: PlanNode) -> Any:
         s = self.built.get(node.id)
         if s is None:
-            s = getattr(self, "_" + type(node).__name__.lower())(node)
+            own = getattr(node, "compile", None)  # nodes of other table modules compile themselves
+            s = own(self) if own is not None else getattr(self, "_" + type(node).__name__.lower())(node)
             self.built[node.id] = s
         return s
 

@@ -52,6 +52,7 @@ except ImportError as _exc:  # SQL is optional; the Table API works without it
 
 from fastops.core.durations import parse_duration
 from fastops.table.expressions import AggCall, Call, Case, Cast, Col, Expr, InList, Interval, Lit, UdfCall
+from fastops.table.over import Frame, OverCall, OverWindow, over_calls, plan_over
 from fastops.table.plan import (
     Filter,
     Lateral,
@@ -255,9 +256,11 @@ def _short(node: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-_OVER_INSTEAD = ("for aggregates over time use a window TVF (TUMBLE / HOP / CUMULATE / SESSION) with "
-                 "GROUP BY window_start, window_end; for per-row running state a KeyedProcessFunction "
-                 "in the DataStream API")
+_OVER_INSTEAD = ("the OVER functions are COUNT, SUM, AVG, MIN, MAX (frames ROWS / RANGE BETWEEN ... "
+                 "PRECEDING AND CURRENT ROW) and ROW_NUMBER for Top-N; for other per-row state use a "
+                 "KeyedProcessFunction in the DataStream API")
+_QUALIFY_INSTEAD = ("filter in an outer query, as Flink's Top-N: SELECT * FROM (SELECT ..., ROW_NUMBER() OVER "
+                    "(...) AS rn FROM t) WHERE rn <= N")
 _GROUPINGS_INSTEAD = "run one GROUP BY per grouping and combine them with UNION ALL"
 _SUBQUERY_INSTEAD = "join the subquery's result instead (JOIN ... ON)"
 _INTERSECT_INSTEAD = "use SELECT DISTINCT ... with a JOIN ON every column"
@@ -305,8 +308,6 @@ def check_supported(tree: Any) -> None:
         named = _UNSUPPORTED_NODES.get(type(node))
         if named is not None:
             raise _unsupported(named[0], node, named[1])
-        if isinstance(node, exp.Window):  # f(...) OVER (...) or a WINDOW clause's entry
-            raise _unsupported(f"the OVER window {_short(node)!r}", node, _OVER_INSTEAD)
         if isinstance(node, (exp.Intersect, exp.Except)):
             op = "INTERSECT" if isinstance(node, exp.Intersect) else "EXCEPT"
             instead = (_INTERSECT_INSTEAD if isinstance(node, exp.Intersect) else _EXCEPT_INSTEAD)
@@ -341,10 +342,8 @@ def check_supported(tree: Any) -> None:
 
 
 def _check_select(q: exp.Select) -> None:
-    if q.args.get("windows"):
-        raise _unsupported("the WINDOW clause (named OVER windows)", q.args["windows"][0], _OVER_INSTEAD)
     if q.args.get("qualify") is not None:
-        raise _unsupported("QUALIFY", q.args["qualify"], _OVER_INSTEAD)
+        raise _unsupported("QUALIFY", q.args["qualify"], _QUALIFY_INSTEAD)
     distinct = q.args.get("distinct")
     if distinct is not None and distinct.args.get("on") is not None:
         raise _unsupported("DISTINCT ON", distinct, "GROUP BY the columns and aggregate the others")
@@ -540,6 +539,7 @@ class QueryCompiler:
         self.prep = prep
         self.session_index = 0
         self.ctes: dict[str, PlanNode] = {}
+        self.named_windows: dict[str, Any] = {}  # the WINDOW clause of the SELECT being compiled
 
     @property
     def streaming(self) -> bool:
@@ -745,9 +745,21 @@ class QueryCompiler:
         if node is None:
             raise _unsupported("SELECT without FROM", q, "select FROM a table; register literal rows with "
                                "t_env.create_temporary_view(name, t_env.from_elements(rows, column_names))")
+        outer_windows = self.named_windows
+        self.named_windows = {w.this.name.lower(): w for w in q.args.get("windows") or []}
+        try:
+            return self._select(q, node, scope)
+        finally:
+            self.named_windows = outer_windows
+
+    def _select(self, q: exp.Select, node: PlanNode, scope: Scope) -> PlanNode:
         where = q.args.get("where")
         if where is not None:
-            node = Filter(node, self.expr(where.this, scope))
+            cond = self.expr(where.this, scope)
+            if over_calls(cond):
+                raise SqlError(f"an OVER window in WHERE{_pos(where)}; compute it in a subquery and filter "
+                               "the subquery's column")
+            node = Filter(node, cond)
         items: list[tuple[str, Expr]] = []
         for i, p in enumerate(q.expressions):
             if isinstance(p, exp.Star) or (isinstance(p, exp.Column) and isinstance(p.this, exp.Star)):
@@ -766,6 +778,17 @@ class QueryCompiler:
         having = q.args.get("having")
         aliases = dict(items)
         has_agg = any(e.contains_agg() for _, e in items)
+        if any(over_calls(e) for _, e in items):
+            if group is not None or having is not None or has_agg:
+                raise _unsupported("an OVER window in a query with GROUP BY or aggregates", q,
+                                   "aggregate in a subquery, then compute the OVER window over its rows")
+            try:
+                plan = plan_over(node, items, self.streaming)
+            except PlanError as exc:
+                raise SqlError(f"{exc}{_pos(q.expressions[0])}") from None
+            if q.args.get("distinct"):
+                plan = distinct_of(plan, self.streaming)
+            return self.order_limit(q, plan, scope, items)
         if group is not None or having is not None or has_agg:
             keys = []
             for g in (group.expressions if group is not None else []):
@@ -885,6 +908,8 @@ class QueryCompiler:
 
     def _expr(self, e: Any, scope: Scope, aliases: dict | None) -> Expr:
         rec = lambda a: self._expr(a, scope, aliases)
+        if isinstance(e, exp.Window):
+            return self._over(e, scope)
         if isinstance(e, (exp.Subquery, exp.Select)):
             raise _unsupported("a subquery in an expression", e, _SUBQUERY_INSTEAD)
         if isinstance(e, exp.Paren):
@@ -1019,6 +1044,78 @@ class QueryCompiler:
                                    "INTERVAL '1' MINUTE)) GROUP BY window_start, window_end")
             raise SqlError(f"unknown function {name!r}{_pos(e)}")
         raise _unsupported(f"the expression {_short(e)!r} ({type(e).__name__})", e)
+
+    def _over(self, w: exp.Window, scope: Scope) -> Expr:
+        """``fn(...) OVER (...)`` or ``fn(...) OVER name`` (a WINDOW clause's entry)."""
+        fn = w.this
+        spec: Any = w
+        name = w.args.get("alias")
+        if name is not None and not w.args.get("partition_by") and w.args.get("order") is None:
+            spec = self.named_windows.get(name.name.lower())
+            if spec is None:
+                raise SqlError(f"window {name.name!r} is not defined{_pos(w)}; define it in the WINDOW clause: "
+                               f"WINDOW {name.name} AS (PARTITION BY ... ORDER BY ...)")
+        kinds = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max",
+                 exp.RowNumber: "row_number"}
+        kind = kinds.get(type(fn))
+        if kind is None:
+            fname = fn.sql_name() if isinstance(fn, exp.Func) and not isinstance(fn, exp.Anonymous) else \
+                getattr(fn, "name", type(fn).__name__)
+            raise _unsupported(f"the function {str(fname).upper()} in an OVER window", w, _OVER_INSTEAD)
+        arg: Expr | None = None
+        inner = fn.this if kind != "row_number" else None
+        if isinstance(inner, exp.Distinct):
+            raise _unsupported(f"{kind.upper()}(DISTINCT ...) in an OVER window", w, _OVER_INSTEAD)
+        if inner is not None and not isinstance(inner, exp.Star):
+            arg = self.expr(inner, scope)
+        elif kind not in ("count", "row_number"):
+            raise SqlError(f"{kind.upper()} OVER needs an argument{_pos(w)}")
+        partition = [self.expr(p, scope) for p in spec.args.get("partition_by") or []]
+        order = []
+        ob = spec.args.get("order")
+        for o in (ob.expressions if ob is not None else []):
+            asc = not o.args.get("desc")
+            nulls_first = bool(o.args.get("nulls_first"))
+            order.append((self.expr(o.this, scope), asc, nulls_first))
+        frame = self._frame(spec.args.get("spec"), w, bool(order))
+        try:
+            return OverCall(kind, arg, OverWindow(partition, order, frame))
+        except PlanError as exc:
+            raise SqlError(f"{exc}{_pos(w)}") from None
+
+    def _frame(self, spec: Any, w: Any, ordered: bool) -> Frame:
+        """ROWS / RANGE BETWEEN <start> PRECEDING AND CURRENT ROW (the default with
+        ORDER BY: RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)."""
+        if not ordered:
+            raise SqlError(f"an OVER window needs ORDER BY{_pos(w)} (Flink's OVER windows are ordered: "
+                           "ORDER BY the time attribute)")
+        if spec is None:
+            return Frame("range", None)
+        kind = str(spec.args.get("kind") or "RANGE").lower()
+        start, start_side = spec.args.get("start"), str(spec.args.get("start_side") or "").upper()
+        end, end_side = spec.args.get("end"), str(spec.args.get("end_side") or "").upper()
+        if spec.args.get("exclude"):
+            raise _unsupported("EXCLUDE in a window frame", w, _OVER_INSTEAD)
+        if (end is not None and str(end).upper() != "CURRENT ROW") or end_side == "FOLLOWING" or \
+                start_side == "FOLLOWING":
+            raise _unsupported("a window frame ending after the current row (FOLLOWING)", w,
+                               "Flink's OVER frames end at CURRENT ROW: ROWS / RANGE BETWEEN ... PRECEDING "
+                               "AND CURRENT ROW")
+        if isinstance(start, str):
+            if start.upper() == "UNBOUNDED":
+                return Frame(kind, None)
+            if start.upper() == "CURRENT ROW":
+                return Frame(kind, 0)
+        if isinstance(start, exp.Interval):
+            if kind == "rows":
+                raise SqlError(f"a ROWS frame counts rows: ROWS BETWEEN n PRECEDING, not an INTERVAL{_pos(w)}")
+            return Frame(kind, interval_ms(start))
+        if isinstance(start, exp.Literal) and not start.is_string:
+            try:
+                return Frame(kind, int(start.this))
+            except ValueError:
+                raise SqlError(f"a frame's PRECEDING must be a whole number, got {start.this}{_pos(w)}") from None
+        raise SqlError(f"cannot read the window frame {spec.sql()!r}{_pos(w)}")
 
     def _percentile(self, e: Any, args: list) -> Expr:
         if len(args) != 2 or not isinstance(args[1], Lit):
