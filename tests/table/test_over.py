@@ -362,3 +362,49 @@ def test_time_attribute_is_kept():
                           "INTERVAL '1' SECOND)) GROUP BY window_start, window_end").to_arrow()
     assert got.column("total").to_pylist() == [4]
     assert BASE_MS > 0
+
+
+# ---------------------------------------------------------------- the Table API
+
+TABLE_FRAMES = {  # PyFlink preceding(...) -> the SQL frame
+    "UNBOUNDED_RANGE": "RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW",
+    "UNBOUNDED_ROW": "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW",
+    "row_interval(2)": "ROWS BETWEEN 2 PRECEDING AND CURRENT ROW",
+    "lit(3).seconds": "RANGE BETWEEN INTERVAL '3' SECOND PRECEDING AND CURRENT ROW",
+}
+
+
+@SETTINGS
+@given(rows=ROWS, cuts=CUTS, preceding=st.sampled_from(sorted(TABLE_FRAMES)), mode=st.sampled_from(["batch",
+       "streaming"]), partitioned=st.booleans())
+def test_table_api_over_window_is_the_sql_one(rows, cuts, preceding, mode, partitioned):
+    from fastops.table import CURRENT_RANGE, CURRENT_ROW, UNBOUNDED_RANGE, UNBOUNDED_ROW, Over, col, lit, row_interval
+
+    bound = {"UNBOUNDED_RANGE": UNBOUNDED_RANGE, "UNBOUNDED_ROW": UNBOUNDED_ROW,
+             "row_interval(2)": row_interval(2), "lit(3).seconds": lit(3).seconds}[preceding]
+    t_env = _env(mode, chunked(make_table(rows), cuts), watermark="61 s")
+    orders = t_env.from_path("t")
+    w = Over.partition_by(col("k")) if partitioned else Over
+    w = w.order_by(col("ts")).preceding(bound)
+    w = w.following(CURRENT_ROW if "ROWS" in TABLE_FRAMES[preceding] else CURRENT_RANGE).alias("w")
+    got = orders.over_window(w).select(col("id"), col("x").avg.over(col("w")).alias("a"),
+                                       col("y").max.over(col("w")).alias("m"),
+                                       col("s").min.over(col("w")).alias("n")).to_arrow()
+    p = "PARTITION BY k " if partitioned else ""
+    win = f"({p}ORDER BY ts {TABLE_FRAMES[preceding]})"
+    want = t_env.sql_query(f"SELECT id, AVG(x) OVER {win} AS a, MAX(y) OVER {win} AS m, MIN(s) OVER {win} AS n "
+                           "FROM t").to_arrow()
+    assert_same_rows(got, want, preceding)
+
+
+def test_table_api_over_window_errors():
+    from fastops.table import Over, col
+
+    t_env = _env("streaming", make_table([(1, "a", 1.0, 1, 1)]))
+    t = t_env.from_path("t")
+    with pytest.raises(fo.table.PlanError, match="needs .alias"):
+        t.over_window(Over.order_by(col("ts")))
+    with pytest.raises(fo.table.PlanError, match="no OVER window named w2"):
+        t.over_window(Over.order_by(col("ts")).alias("w")).select(col("y").sum.over(col("w2")))
+    with pytest.raises(fo.table.PlanError, match="outside|over_window"):
+        t.select(col("y").sum.over(col("w"))).to_arrow()

@@ -25,15 +25,21 @@ from fastops.table.functions import (
                                      udf,
                                      udtf,
 )
+from fastops.table.over import CURRENT_RANGE, CURRENT_ROW, UNBOUNDED_RANGE, UNBOUNDED_ROW, Over, row_interval
 from fastops.table.plan import PlanError, SqlError
 from fastops.table.table import Row, Session, Slide, Table, TableResult, Tumble
 from fastops.table.types import DataTypes
 
 __all__ = [
+                                     "CURRENT_RANGE",
+                                     "CURRENT_ROW",
+                                     "UNBOUNDED_RANGE",
+                                     "UNBOUNDED_ROW",
                                      "AggregateFunction",
                                      "DataTypes",
                                      "EnvironmentSettings",
                                      "Expr",
+                                     "Over",
                                      "PlanError",
                                      "Row",
                                      "ScalarFunction",
@@ -52,6 +58,7 @@ __all__ = [
                                      "concat",
                                      "if_then_else",
                                      "lit",
+                                     "row_interval",
                                      "udaf",
                                      "udf",
                                      "udtf",

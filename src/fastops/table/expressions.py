@@ -223,6 +223,11 @@ class Expr:
     def approx_percentile(self, q: float) -> Expr:
         return AggCall("approx_percentile", self, (float(q),))
 
+    def over(self, window: Any) -> Expr:
+        """This aggregate over the OVER window ``window`` (its alias) of
+        ``table.over_window(Over.partition_by(...).order_by(...).alias("w"))``."""
+        return OverRef(self, as_column_expr(window))
+
     # -- window properties ----------------------------------------------------
     @property
     def start(self) -> Expr:
@@ -616,6 +621,30 @@ class WindowProp(Expr):
 
     def __repr__(self):
         return f"{self.ref!r}.{self.prop}"
+
+
+class OverRef(Expr):
+    """``col("v").sum.over(col("w"))``: an aggregate over a Table API OVER window,
+    resolved by ``over_window(...).select(...)``."""
+
+    def __init__(self, agg: Expr, window: Expr):
+        self.agg = agg
+        self.window = window
+
+    def children(self):
+        return [self.agg]
+
+    def with_children(self, kids):
+        return OverRef(kids[0], self.window)
+
+    def contains_agg(self):
+        return False
+
+    def eval(self, batch):
+        raise ExpressionError(f"{self!r}: an OVER aggregate is selected from table.over_window(...)")
+
+    def __repr__(self):
+        return f"{self.agg!r} OVER {self.window!r}"
 
 
 def col(name: str) -> Expr:

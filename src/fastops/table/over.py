@@ -52,11 +52,27 @@ from fastops.core.partitioning import KeyGroups
 from fastops.core.watermarks import to_ms
 from fastops.operators.base import Operator, Tagged
 from fastops.table.changelog import _pack_parts, _unpack_parts
-from fastops.table.expressions import Cast, Col, Expr, ExpressionError
+from fastops.table.expressions import AggCall, Cast, Col, Expr, ExpressionError, Interval, OverRef
 from fastops.table.plan import PlanError, PlanNode, Project, infer_type, insert_only_of
 from fastops.table.types import to_sql
 
-__all__ = ["OVER_FUNCTIONS", "Frame", "OverAggregate", "OverCall", "OverOperator", "OverWindow", "plan_over"]
+__all__ = [
+    "CURRENT_RANGE",
+    "CURRENT_ROW",
+    "OVER_FUNCTIONS",
+    "UNBOUNDED_RANGE",
+    "UNBOUNDED_ROW",
+    "Frame",
+    "Over",
+    "OverAggregate",
+    "OverCall",
+    "OverOperator",
+    "OverWindow",
+    "OverWindowSpec",
+    "plan_over",
+    "resolve_over_refs",
+    "row_interval",
+]
 
 OVER_FUNCTIONS = ("count", "sum", "avg", "min", "max", "row_number")
 _I64_MIN = np.iinfo(np.int64).min
@@ -845,3 +861,121 @@ def plan_over(child: PlanNode, items: Sequence[tuple[str, Expr]], streaming: boo
         return e.transform(lambda x: out_cols.get(repr(x)) if isinstance(x, OverCall) else None)
 
     return Project(node, [(n, replace(e)) for n, e in items])
+
+
+# ---------------------------------------------------------------- the Table API (PyFlink's Over)
+
+@dataclass(frozen=True)
+class Bound:
+    """A frame bound of the Table API: ``kind`` rows / range, ``preceding``
+    rows or ms (None: unbounded)."""
+
+    kind: str
+    preceding: int | None
+
+
+UNBOUNDED_ROW = Bound("rows", None)
+UNBOUNDED_RANGE = Bound("range", None)
+CURRENT_ROW = Bound("rows", 0)
+CURRENT_RANGE = Bound("range", 0)
+
+
+def row_interval(rows: int) -> Bound:
+    """``preceding(row_interval(2))``: a ROWS frame of the 2 rows before the current one."""
+    if not isinstance(rows, int) or rows < 0:
+        raise PlanError(f"row_interval takes a number of rows >= 0, got {rows!r}")
+    return Bound("rows", rows)
+
+
+def _bound(value: Any) -> Bound:
+    if isinstance(value, Bound):
+        return value
+    if isinstance(value, Interval):
+        return Bound("range", value.ms)
+    raise PlanError(f"preceding() takes UNBOUNDED_ROW, UNBOUNDED_RANGE, CURRENT_ROW, CURRENT_RANGE, "
+                    f"row_interval(n) or a time interval (lit(1).hours), got {value!r}")
+
+
+class OverWindowSpec:
+    """A Table API OVER window (PyFlink's ``Over``): build it with
+    ``Over.partition_by(col("k")).order_by(col("ts")).preceding(...).alias("w")``."""
+
+    def __init__(self, partition: Sequence[Any] = (), order: Any = None, preceding: Bound | None = None,
+                 following: Bound | None = None, alias_name: str | None = None):
+        self.partition = list(partition)
+        self.order_expr = order
+        self.preceding_bound = preceding
+        self.following_bound = following
+        self.alias_name = alias_name
+
+    def _with(self, **changes: Any) -> OverWindowSpec:
+        args = {"partition": self.partition, "order": self.order_expr, "preceding": self.preceding_bound,
+                "following": self.following_bound, "alias_name": self.alias_name}
+        args.update(changes)
+        return OverWindowSpec(**args)
+
+    def partition_by(self, *fields: Any) -> OverWindowSpec:
+        return self._with(partition=[_column(f) for f in fields])
+
+    def order_by(self, field: Any) -> OverWindowSpec:
+        return self._with(order=field)
+
+    def preceding(self, value: Any) -> OverWindowSpec:
+        return self._with(preceding=_bound(value))
+
+    def following(self, value: Any) -> OverWindowSpec:
+        b = _bound(value)
+        if b.preceding != 0:
+            raise PlanError("following() takes CURRENT_ROW or CURRENT_RANGE (OVER windows end at the current row)")
+        return self._with(following=b)
+
+    def alias(self, name: str) -> OverWindowSpec:
+        return self._with(alias_name=name)
+
+    def window(self) -> OverWindow:
+        """The window this spec defines (``preceding`` defaults to UNBOUNDED_RANGE)."""
+        if self.order_expr is None:
+            raise PlanError("an OVER window needs order_by(time attribute)")
+        b = self.preceding_bound or UNBOUNDED_RANGE
+        if self.following_bound is not None and self.following_bound.kind != b.kind:
+            raise PlanError(f"following({'CURRENT_ROW' if self.following_bound.kind == 'rows' else 'CURRENT_RANGE'})"
+                            f" does not match a {b.kind.upper()} preceding()")
+        o = self.order_expr
+        asc = True
+        if hasattr(o, "expr") and hasattr(o, "ascending"):  # col("ts").asc / .desc
+            o, asc = o.expr, o.ascending
+        return OverWindow(list(self.partition), [(_column(o), asc, asc)], Frame(b.kind, b.preceding))
+
+
+def _column(v: Any) -> Expr:
+    return Col(v) if isinstance(v, str) else v
+
+
+class Over:
+    """PyFlink's ``Over``: ``Over.partition_by(col("k")).order_by(col("ts"))
+    .preceding(UNBOUNDED_RANGE).alias("w")``; ``Over.order_by(...)`` for one partition."""
+
+    @staticmethod
+    def partition_by(*fields: Any) -> OverWindowSpec:
+        return OverWindowSpec().partition_by(*fields)
+
+    @staticmethod
+    def order_by(field: Any) -> OverWindowSpec:
+        return OverWindowSpec().order_by(field)
+
+
+def resolve_over_refs(e: Expr, windows: dict) -> Expr:
+    """``agg.over(col("w"))`` in ``e`` as an :class:`OverCall` over the window aliased ``w``."""
+    def fn(x: Expr) -> Expr | None:
+        if not isinstance(x, OverRef):
+            return None
+        ref = x.window
+        name = ref.col if isinstance(ref, Col) else None
+        if name not in windows:
+            raise PlanError(f"no OVER window named {ref!r} (windows: {sorted(windows)}); define it with "
+                            "over_window(Over...alias(name))")
+        agg = x.agg
+        if not isinstance(agg, AggCall) or agg.fn not in OVER_FUNCTIONS or agg.distinct:
+            raise PlanError(f"{agg!r}.over(...): the OVER aggregates are count, sum, avg, min and max")
+        return OverCall(agg.fn, agg.arg, windows[name].window())
+    return e.transform(fn)

@@ -35,6 +35,7 @@ from fastops.table.expressions import (
     as_expr,
 )
 from fastops.table.functions import UDFError
+from fastops.table.over import OverWindowSpec, plan_over, resolve_over_refs
 from fastops.table.plan import (
     Aggregate,
     Distinct,
@@ -647,6 +648,16 @@ class Table:
     def distinct(self) -> Table:
         return self._new(distinct_of(self._node, self._streaming))
 
+    def over_window(self, *over_windows: OverWindowSpec) -> OverWindowedTable:
+        """OVER aggregates (PyFlink): ``t.over_window(Over.partition_by(col("k")).order_by(col("ts"))
+        .preceding(row_interval(2)).alias("w")).select(col("k"), col("v").sum.over(col("w")))``."""
+        for w in over_windows:
+            if not isinstance(w, OverWindowSpec):
+                raise TypeError(f"over_window() takes Over...alias(name) windows, got {type(w).__name__}")
+            if w.alias_name is None:
+                raise PlanError("an OVER window needs .alias(name) to be referred to")
+        return OverWindowedTable(self, list(over_windows))
+
     def _join(self, right: Table, condition: Any, how: str) -> Table:
         cond = as_expr(condition) if condition is not None else None
         return self._new(join_of(self._node, right._node, cond, how, self._streaming))
@@ -777,6 +788,20 @@ class GroupedTable:
             raise PlanError(f"group_by must include the window alias {alias!r}")
         node = build_aggregate(t._node, self.keys, items, None, w, t._streaming, alias)
         return t._new(node)
+
+
+class OverWindowedTable:
+    """A table with OVER windows defined (``over_window``): ``select`` computes
+    aggregates ``.over(col(alias))`` for every row."""
+
+    def __init__(self, table: Table, windows: list[OverWindowSpec]):
+        self.table = table
+        self.windows = {w.alias_name: w for w in windows}
+
+    def select(self, *fields: Any) -> Table:
+        t = self.table
+        items = [(n, resolve_over_refs(e, self.windows)) for n, e in _named(fields, t.schema)]
+        return t._new(plan_over(t._node, items, t._streaming))
 
 
 class GroupWindowedTable:
