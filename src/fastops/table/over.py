@@ -54,6 +54,7 @@ from fastops.operators.base import Operator, Tagged
 from fastops.table.changelog import _pack_parts, _unpack_parts
 from fastops.table.expressions import AggCall, Cast, Col, Expr, ExpressionError, Interval, OverRef
 from fastops.table.plan import PlanError, PlanNode, Project, infer_type, insert_only_of
+from fastops.table.topn import plan_rank
 from fastops.table.types import to_sql
 
 __all__ = [
@@ -412,7 +413,9 @@ class OverOperator(Operator):
         out: list = []
         if self.incremental:
             ts = np.asarray(to_ms(batch.column(self.time_col), self.time_col), np.int64)
-            if self._unbounded:
+            if self.watermark == MAX_WATERMARK:  # what upstream operators flush at the end is not late
+                late = np.zeros(len(ts), bool)
+            elif self._unbounded:
                 late = ts <= self.watermark
             else:
                 self._grow_last(kids)
@@ -431,8 +434,8 @@ class OverOperator(Operator):
         return out
 
     def on_watermark(self, t_ms: int) -> list:
-        if not self.incremental:
-            return self._flush() if t_ms == MAX_WATERMARK else []
+        if not self.incremental:  # batch mode: everything at close(), after what upstream flushes there
+            return []
         self.watermark = max(self.watermark, t_ms)
         if not self.pending or t_ms < self.pending_min:
             return []
@@ -804,9 +807,12 @@ def plan_over(child: PlanNode, items: Sequence[tuple[str, Expr]], streaming: boo
     for _, e in items:
         for c in over_calls(e):
             calls.setdefault(repr(c), c)
-    if any(c.fn == "row_number" for c in calls.values()):
-        raise PlanError("ROW_NUMBER() OVER (...) is supported as a Top-N: SELECT ... FROM (SELECT ..., "
-                        "ROW_NUMBER() OVER (...) AS rownum FROM t) WHERE rownum <= N")
+    numbers = [c for c in calls.values() if c.fn == "row_number"]
+    if numbers:
+        if len(calls) > 1:
+            raise PlanError("ROW_NUMBER() OVER (...) cannot be combined with other OVER functions in one SELECT; "
+                            "compute them in a subquery")
+        return plan_rank(child, items, numbers[0], streaming)
     windows: dict[str, list[OverCall]] = {}
     for c in calls.values():
         windows.setdefault(repr(c.window), []).append(c)

@@ -66,6 +66,7 @@ from fastops.table.plan import (
     join_of,
 )
 from fastops.table.table import _union, build_aggregate, distinct_of
+from fastops.table.topn import drop_unused_rank, rank_filter
 from fastops.table.types import to_arrow
 
 __all__ = ["SqlError", "check_supported", "compile_query", "parse", "preprocess"]
@@ -759,7 +760,7 @@ class QueryCompiler:
             if over_calls(cond):
                 raise SqlError(f"an OVER window in WHERE{_pos(where)}; compute it in a subquery and filter "
                                "the subquery's column")
-            node = Filter(node, cond)
+            node = rank_filter(node, cond)  # a Top-N when it bounds a ROW_NUMBER()
         items: list[tuple[str, Expr]] = []
         for i, p in enumerate(q.expressions):
             if isinstance(p, exp.Star) or (isinstance(p, exp.Column) and isinstance(p.this, exp.Star)):
@@ -809,7 +810,10 @@ class QueryCompiler:
             if q.args.get("distinct"):
                 plan = distinct_of(plan, self.streaming)
             return self.order_limit(q, plan, scope, items)
-        plan = Project(node, items)
+        used: set[str] = set()
+        for _, e in items:
+            used |= e.columns()
+        plan = Project(drop_unused_rank(node, used), items)
         if q.args.get("distinct"):
             plan = distinct_of(plan, self.streaming)
         return self.order_limit(q, plan, scope, items)
