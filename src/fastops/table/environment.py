@@ -350,7 +350,7 @@ class TableEnvironment:
         from fastops.table.sql import SqlError, compile_query, parse
 
         tree, prep = parse(query, self._function_names())
-        if not isinstance(tree, (exp.Select, exp.Union, exp.Subquery)):
+        if not isinstance(tree, (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Values, exp.Subquery)):
             raise SqlError(f"sql_query takes a SELECT query, got {type(tree).__name__.upper()}; "
                            "use execute_sql for statements")
         return Table(self, compile_query(self, tree, prep))
@@ -390,7 +390,7 @@ class TableEnvironment:
         if head[0] == "USE":
             return ok_result()
         tree, prep = parse(s, self._function_names())
-        if isinstance(tree, (exp.Select, exp.Union, exp.Subquery)):
+        if isinstance(tree, (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Values, exp.Subquery)):
             return Table(self, compile_query(self, tree, prep)).execute()
         if isinstance(tree, exp.Create):
             return self._create(tree, prep)
@@ -424,12 +424,15 @@ class TableEnvironment:
 
         kind = (tree.args.get("kind") or "").upper()
         if kind == "VIEW":
-            name = tree.this.name
+            target = tree.this  # a Schema for CREATE VIEW v(a, b) AS ...: the view's column names
+            columns = [c.name for c in target.expressions] if isinstance(target, exp.Schema) else []
+            name = target.this.name if isinstance(target, exp.Schema) else target.name
             if name in self._views or name in self._tables:
                 if tree.args.get("exists"):
                     return ok_result()
                 raise SqlError(f"view {name!r} exists already")
-            self._views[name] = Table(self, compile_query(self, tree.expression, prep))
+            view = Table(self, compile_query(self, tree.expression, prep))
+            self._views[name] = view.alias(*columns) if columns else view
             return ok_result()
         if kind != "TABLE":
             raise SqlError(f"unsupported statement CREATE {kind}")

@@ -13,18 +13,22 @@ Supported: SELECT with expressions, ``*``, WHERE, GROUP BY, HAVING, ORDER BY,
 LIMIT / OFFSET (or FETCH FIRST n ROWS ONLY), DISTINCT,
 [INNER | LEFT | RIGHT | FULL] JOIN ... ON at least one equality between the
 sides plus any other condition (interval joins when it bounds the time
-attributes' difference), subqueries in FROM,
-WITH, UNION [ALL], CAST, CASE, IN, BETWEEN, LIKE, IS [NOT] NULL, string and
-math functions, UDF / UDAF calls, LATERAL TABLE(udtf(...)), the window TVFs
-``TUMBLE``, ``HOP``, ``CUMULATE``, ``SESSION`` (positional or named
-arguments) with ``GROUP BY window_start, window_end, ...``,
+attributes' difference), subqueries in FROM, ``[NOT] IN`` / ``[NOT] EXISTS``
+subqueries as conditions of WHERE (semi and anti joins, ``setops``),
+WITH, UNION / INTERSECT / EXCEPT [ALL], VALUES, CAST, CASE, IN, BETWEEN,
+LIKE, IS [NOT] NULL, string and math functions, UDF / UDAF calls, LATERAL
+TABLE(udtf(...)), the window TVFs ``TUMBLE``, ``HOP``, ``CUMULATE``,
+``SESSION`` (positional or named arguments) with ``GROUP BY window_start,
+window_end, ...``, OVER aggregates and the WINDOW clause (``over``), Top-N
+and deduplication with ``ROW_NUMBER()`` (``topn``),
 ``APPROX_COUNT_DISTINCT``, ``PERCENTILE_APPROX``.
 
 Refused by name, with what to use instead (``check_supported``), rather than
-run with a part ignored: OVER windows, MATCH_RECOGNIZE, recursive WITH,
-UNNEST, temporal joins (FOR SYSTEM_TIME AS OF), GROUPING SETS / ROLLUP /
-CUBE, INTERSECT / EXCEPT, subqueries in expressions, VALUES, cross / natural
-/ semi / anti joins, connectors other than filesystem, print and blackhole,
+run with a part ignored: OVER functions other than COUNT / SUM / AVG / MIN /
+MAX / ROW_NUMBER, QUALIFY, MATCH_RECOGNIZE, recursive WITH, UNNEST, temporal
+joins (FOR SYSTEM_TIME AS OF), GROUPING SETS / ROLLUP / CUBE, MINUS,
+subqueries inside expressions, cross / natural / semi / anti join syntax,
+connectors other than filesystem, print, blackhole, redis-stream and jdbc,
 and the statements fastops has no use for (SET, STATEMENT SET, ALTER, ...).
 
 Semantics to know: ``/`` on integers is integer division (Flink); ``AVG``
@@ -65,6 +69,7 @@ from fastops.table.plan import (
     WindowTVF,
     join_of,
 )
+from fastops.table.setops import SemiJoin, SetOp, values_table
 from fastops.table.table import _union, build_aggregate, distinct_of
 from fastops.table.topn import drop_unused_rank, rank_filter
 from fastops.table.types import to_arrow
@@ -263,9 +268,9 @@ _OVER_INSTEAD = ("the OVER functions are COUNT, SUM, AVG, MIN, MAX (frames ROWS 
 _QUALIFY_INSTEAD = ("filter in an outer query, as Flink's Top-N: SELECT * FROM (SELECT ..., ROW_NUMBER() OVER "
                     "(...) AS rn FROM t) WHERE rn <= N")
 _GROUPINGS_INSTEAD = "run one GROUP BY per grouping and combine them with UNION ALL"
-_SUBQUERY_INSTEAD = "join the subquery's result instead (JOIN ... ON)"
-_INTERSECT_INSTEAD = "use SELECT DISTINCT ... with a JOIN ON every column"
-_EXCEPT_INSTEAD = "use a LEFT JOIN ON every column keeping the rows WHERE the right side IS NULL"
+_SUBQUERY_INSTEAD = ("IN / EXISTS subqueries are conditions of WHERE joined by AND; otherwise join the "
+                     "subquery's result (JOIN ... ON)")
+_EXCEPT_INSTEAD = "write EXCEPT [ALL]"
 
 # Node types refused wherever they appear: (name, what to do instead).
 _UNSUPPORTED_NODES: dict[type, tuple[str, str]] = {
@@ -283,12 +288,9 @@ _UNSUPPORTED_NODES: dict[type, tuple[str, str]] = {
     exp.Pivot: ("PIVOT / UNPIVOT", "write one aggregate per output column, e.g. "
                 "SUM(CASE WHEN k = 'a' THEN v END) AS a"),
     exp.TableSample: ("TABLESAMPLE", "filter on a hash or random value in WHERE"),
-    exp.Values: ("VALUES", "register the rows as a view: t_env.create_temporary_view(name, "
-                 "t_env.from_elements(rows, column_names))"),
     exp.Filter: ("FILTER (WHERE ...) on an aggregate",
                  "aggregate a CASE instead: COUNT(CASE WHEN cond THEN 1 END), "
                  "SUM(CASE WHEN cond THEN x END)"),
-    exp.Exists: ("EXISTS (subquery)", _SUBQUERY_INSTEAD),
 }
 
 # Statements that change stored data or catalogs (by class name: older sqlglot lacks some).
@@ -309,11 +311,6 @@ def check_supported(tree: Any) -> None:
         named = _UNSUPPORTED_NODES.get(type(node))
         if named is not None:
             raise _unsupported(named[0], node, named[1])
-        if isinstance(node, (exp.Intersect, exp.Except)):
-            op = "INTERSECT" if isinstance(node, exp.Intersect) else "EXCEPT"
-            instead = (_INTERSECT_INSTEAD if isinstance(node, exp.Intersect) else _EXCEPT_INSTEAD)
-            op += "" if node.args.get("distinct", True) else " ALL"
-            raise _unsupported(op, node, instead)
         if isinstance(node, exp.Select):
             _check_select(node)
         elif isinstance(node, exp.With) and node.args.get("recursive"):
@@ -366,8 +363,8 @@ def _check_join(j: exp.Join) -> None:
     kind = (j.args.get("kind") or "").upper()
     if kind in ("SEMI", "ANTI"):
         raise _unsupported(f"{(j.args.get('side') or '').upper()} {kind} JOIN".strip(), j,
-                           "a semi join is a JOIN with DISTINCT; an anti join a LEFT JOIN WHERE the right "
-                           "key IS NULL")
+                           "write a semi join as WHERE [x IN (SELECT ...) | EXISTS (SELECT ... WHERE ...)], "
+                           "an anti join with NOT IN / NOT EXISTS")
     if (j.args.get("method") or "").upper() == "NATURAL":
         raise _unsupported("NATURAL JOIN", j, "join with ON a.k = b.k")
 
@@ -469,9 +466,13 @@ class ScopeCol:
     physical: str  # column in the plan
 
 
+_OUTER = "__outer__."  # a correlated subquery's reference to a column of the enclosing query
+
+
 class Scope:
-    def __init__(self, cols: list[ScopeCol]):
+    def __init__(self, cols: list[ScopeCol], outer: Scope | None = None):
         self.cols = cols
+        self.outer = outer  # a subquery's enclosing query: its columns are found there, marked _OUTER
 
     @staticmethod
     def of(node: PlanNode, qualifier: str | None) -> Scope:
@@ -486,6 +487,8 @@ class Scope:
         if len(hits) == 1:
             return hits[0].physical
         full = f"{qualifier}.{name}" if qualifier else name
+        if not hits and self.outer is not None:
+            return _OUTER + self.outer.resolve(name, qualifier, node)
         if not hits:
             known = ", ".join(sorted({(c.qualifier + "." if c.qualifier else "") + c.name for c in self.cols}))
             raise SqlError(f"column {full!r} not found{_pos(node)}; available: {known}")
@@ -574,7 +577,152 @@ class QueryCompiler:
             return node, Scope.of(node, item.alias or None)
         if isinstance(item, exp.Lateral):
             raise SqlError(f"LATERAL must follow a table{_pos(item)}")
+        if isinstance(item, exp.Values):
+            node = self.values(item)
+            return node, Scope.of(node, item.alias or None)
         raise _unsupported(f"the FROM item {_short(item)!r}", item)
+
+    def semi_join(self, node: PlanNode, scope: Scope, cond: Any) -> PlanNode:
+        """``[NOT] EXISTS (subquery)`` / ``x [NOT] IN (subquery)`` over ``node``: a semi
+        or anti join. Equalities between the subquery's columns and the enclosing
+        query's (in the subquery's WHERE) are join keys; its other correlated
+        conditions are evaluated on each pair."""
+        negate = False
+        inner = cond
+        while isinstance(inner, (exp.Paren, exp.Not)):
+            negate ^= isinstance(inner, exp.Not)
+            inner = inner.this
+        if isinstance(inner, exp.Exists):
+            sub, lhs = inner.this, []
+        else:
+            sub = inner.args["query"]
+            lhs = inner.this.expressions if isinstance(inner.this, exp.Tuple) else [inner.this]
+        while isinstance(sub, exp.Subquery):
+            sub = sub.this
+        right, selected, correlated = self.subquery(sub, scope, need_select=bool(lhs))
+        what = ("NOT " if negate else "") + ("EXISTS" if not lhs else "IN")
+        if lhs and len(lhs) != len(selected):
+            raise SqlError(f"{what} compares {len(lhs)} value(s) with a subquery of {len(selected)} column(s)"
+                           f"{_pos(inner)}")
+        null_aware = negate and bool(lhs)
+        if null_aware and (len(lhs) != 1 or correlated):
+            raise _unsupported("NOT IN with " + ("several columns" if len(lhs) != 1 else "a correlated subquery"),
+                               inner, "write NOT EXISTS (SELECT ... WHERE sub.x = outer.x ...)")
+        # the subquery's columns, renamed apart from the enclosing query's
+        taken = set(node.schema.names)
+        rename: dict[str, str] = {}
+        ritems: list[tuple[str, Expr]] = []
+        for n in right.schema.names:
+            new, k = n, 0
+            while new in taken:
+                new, k = f"{n}{k}", k + 1
+            taken.add(new)
+            rename[n] = new
+            ritems.append((new, Col(n)))
+        lpre: list[tuple[str, Expr]] = []
+        lkeys, rkeys = [], []
+        for i, (le, rx) in enumerate(zip(lhs, selected)):
+            lx = self.expr(le, scope)
+            if lx.contains_agg() or over_calls(lx):
+                raise SqlError(f"{what}: the value compared must be a plain expression{_pos(le)}")
+            if isinstance(lx, Col):
+                lkeys.append(lx.col)
+            else:
+                lkeys.append(f"__in{i}")
+                lpre.append((f"__in{i}", lx))
+            if isinstance(rx, Col):
+                rkeys.append(rename[rx.col])
+            else:
+                ritems.append((f"__sub{i}", rx))
+                rkeys.append(f"__sub{i}")
+
+        def to_pair(e: Expr) -> Expr:
+            def fn(x: Expr) -> Expr | None:
+                if isinstance(x, Col):
+                    return Col(x.col[len(_OUTER):]) if x.col.startswith(_OUTER) else Col(rename.get(x.col, x.col))
+                return None
+            return e.transform(fn)
+
+        residual: Expr | None = None
+        for e in correlated:
+            a = [x for x in e.args if isinstance(x, Col)] if isinstance(e, Call) and e.fn == "equal" else []
+            if len(a) == 2 and len([x for x in a if x.col.startswith(_OUTER)]) == 1:
+                outer, own = (a[0], a[1]) if a[0].col.startswith(_OUTER) else (a[1], a[0])
+                lkeys.append(outer.col[len(_OUTER):])
+                rkeys.append(rename[own.col])
+                continue
+            e = to_pair(e)
+            residual = e if residual is None else Call("and_kleene", [residual, e])
+        left = node if not lpre else Project(node, [(n, Col(n)) for n in node.schema.names] + lpre)
+        try:
+            out: PlanNode = SemiJoin(left, Project(right, ritems), lkeys, rkeys, negate, residual, null_aware,
+                                     self.streaming)
+        except PlanError as exc:
+            raise SqlError(f"{exc}{_pos(inner)}") from None
+        if lpre:
+            out = Project(out, [(n, Col(n)) for n in node.schema.names])
+        return out
+
+    def subquery(self, sub: Any, outer: Scope, need_select: bool) -> tuple[PlanNode, list[Expr], list[Expr]]:
+        """An IN / EXISTS subquery: its plan, its selected expressions (over the
+        plan's columns) and its WHERE conditions that read the enclosing query."""
+        plain = isinstance(sub, exp.Select) and not any(
+            sub.args.get(k) for k in ("group", "having", "distinct", "limit", "order", "offset", "windows",
+                                      "qualify", "with", "with_")) and \
+            not any(p.find(exp.AggFunc, exp.Window) for p in sub.expressions)
+        if not plain:
+            try:
+                plan = self.query(sub)
+            except SqlError as exc:
+                raise SqlError(f"{exc} (a subquery that reads the enclosing query's columns must be a plain "
+                               "SELECT ... FROM ... WHERE)") from None
+            return plan, [Col(n) for n in plan.schema.names], []
+        node, own = self.from_clause(sub)
+        if node is None:
+            raise _unsupported("a subquery without FROM", sub, "select FROM a table (or VALUES)")
+        scope = Scope(own.cols, outer)
+        local: list[Expr] = []
+        correlated: list[Expr] = []
+        where = sub.args.get("where")
+        for c in (_and_terms(where.this) if where is not None else []):
+            if _subquery_condition(c):
+                raise _unsupported("a subquery inside an IN / EXISTS subquery", c, "join the inner one first")
+            e = self.expr(c, scope)
+            (correlated if _outer_columns(e) else local).append(e)
+        if local:
+            cond = local[0]
+            for e in local[1:]:
+                cond = Call("and_kleene", [cond, e])
+            node = Filter(node, cond)
+        selected: list[Expr] = []
+        if need_select:
+            for p in sub.expressions:
+                if isinstance(p, exp.Star) or (isinstance(p, exp.Column) and isinstance(p.this, exp.Star)):
+                    selected.extend(Col(phys) for _, phys in own.star(p.table if isinstance(p, exp.Column) else None))
+                    continue
+                e = self.expr(p.this if isinstance(p, exp.Alias) else p, scope)
+                if _outer_columns(e):
+                    raise _unsupported("a column of the enclosing query in an IN subquery's select list", p,
+                                       "compare it in the subquery's WHERE")
+                selected.append(e)
+        return node, selected, correlated
+
+    def values(self, v: exp.Values) -> PlanNode:
+        """``VALUES (1, 'a'), (2, 'b') [AS t(x, y)]``: columns EXPR$0, EXPR$1, ... unless named."""
+        rows = []
+        for r in v.expressions:
+            cells = r.expressions if isinstance(r, exp.Tuple) else [r]
+            rows.append([self.expr(c, Scope([])) for c in cells])
+        alias = v.args.get("alias")
+        names = [c.name for c in alias.columns] if alias is not None and alias.columns else \
+            [f"EXPR${i}" for i in range(len(rows[0]))]
+        if len(names) != len(rows[0]):
+            raise SqlError(f"VALUES has {len(rows[0])} columns, its alias names {len(names)}{_pos(v)}")
+        try:
+            table = values_table(rows, names)
+        except PlanError as exc:
+            raise SqlError(f"{exc}{_pos(v)}") from None
+        return self.t_env.from_arrow(table)._node
 
     def tvf(self, table_fn: exp.Anonymous) -> PlanNode:
         args = table_fn.expressions
@@ -734,7 +882,16 @@ class QueryCompiler:
                 node = distinct_of(node, self.streaming)
             return self.order_limit(q, node, None, [])
         if isinstance(q, (exp.Intersect, exp.Except)):
-            raise SqlError(f"{type(q).__name__.upper()} is not supported{_pos(q)}")
+            kind = "intersect" if isinstance(q, exp.Intersect) else "except"
+            left = self.query(q.this)
+            right = self.query(q.expression)
+            try:
+                node = SetOp(left, right, kind, not q.args.get("distinct", True), self.streaming)
+            except PlanError as exc:
+                raise SqlError(f"{exc}{_pos(q)}") from None
+            return self.order_limit(q, node, None, [])
+        if isinstance(q, exp.Values):
+            return self.values(q)
         if isinstance(q, exp.Subquery):
             return self.query(q.this)
         if not isinstance(q, exp.Select):
@@ -756,11 +913,17 @@ class QueryCompiler:
     def _select(self, q: exp.Select, node: PlanNode, scope: Scope) -> PlanNode:
         where = q.args.get("where")
         if where is not None:
-            cond = self.expr(where.this, scope)
-            if over_calls(cond):
-                raise SqlError(f"an OVER window in WHERE{_pos(where)}; compute it in a subquery and filter "
-                               "the subquery's column")
-            node = rank_filter(node, cond)  # a Top-N when it bounds a ROW_NUMBER()
+            conjuncts = _and_terms(where.this)
+            subqueries = [c for c in conjuncts if _subquery_condition(c)]
+            rest = [c for c in conjuncts if not _subquery_condition(c)]
+            if rest:
+                cond = self.expr(_and_of(rest), scope)
+                if over_calls(cond):
+                    raise SqlError(f"an OVER window in WHERE{_pos(where)}; compute it in a subquery and filter "
+                                   "the subquery's column")
+                node = rank_filter(node, cond)  # a Top-N when it bounds a ROW_NUMBER()
+            for c in subqueries:
+                node = self.semi_join(node, scope, c)
         items: list[tuple[str, Expr]] = []
         for i, p in enumerate(q.expressions):
             if isinstance(p, exp.Star) or (isinstance(p, exp.Column) and isinstance(p.this, exp.Star)):
@@ -916,6 +1079,8 @@ class QueryCompiler:
             return self._over(e, scope)
         if isinstance(e, (exp.Subquery, exp.Select)):
             raise _unsupported("a subquery in an expression", e, _SUBQUERY_INSTEAD)
+        if isinstance(e, exp.Exists):
+            raise _unsupported("EXISTS (subquery) inside an expression", e, _SUBQUERY_INSTEAD)
         if isinstance(e, exp.Paren):
             return rec(e.this)
         if isinstance(e, exp.Column):
@@ -963,7 +1128,7 @@ class QueryCompiler:
             return Call("invert", [r]) if e.args.get("negate") else r
         if isinstance(e, exp.In):
             if e.args.get("query") is not None:
-                raise _unsupported("IN (subquery)", e, _SUBQUERY_INSTEAD)
+                raise _unsupported("IN (subquery) inside an expression", e, _SUBQUERY_INSTEAD)
             vals = []
             for v in e.expressions:
                 lv = rec(v)
@@ -1148,6 +1313,33 @@ class QueryCompiler:
             q = e.args.get("quantile") or e.args.get("expression")
             return self._percentile(e, [rec(e.this), rec(q)])
         return None
+
+
+def _and_terms(e: Any) -> list:
+    """The AND-ed terms of a sqlglot condition."""
+    while isinstance(e, exp.Paren):
+        e = e.this
+    if isinstance(e, exp.And):
+        return _and_terms(e.this) + _and_terms(e.expression)
+    return [e]
+
+
+def _and_of(terms: list) -> Any:
+    out = terms[0]
+    for t in terms[1:]:
+        out = exp.And(this=out, expression=t)
+    return out
+
+
+def _subquery_condition(e: Any) -> bool:
+    """``[NOT] EXISTS (...)`` or ``x [NOT] IN (SELECT ...)``: a semi / anti join."""
+    while isinstance(e, (exp.Paren, exp.Not)):
+        e = e.this
+    return isinstance(e, exp.Exists) or (isinstance(e, exp.In) and e.args.get("query") is not None)
+
+
+def _outer_columns(e: Expr) -> set[str]:
+    return {c for c in e.columns() if c.startswith(_OUTER)}
 
 
 def _through_filters(node: PlanNode) -> PlanNode:
