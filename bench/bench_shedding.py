@@ -5,7 +5,7 @@ windows (count, sum, mean per key) -> sink. ``enrich`` stands for a lookup
 in an external service: it waits ``COST_S`` per row (a sleep, which releases
 the GIL), so the job's capacity does not depend on free cores. The capacity
 is measured first (the same job, unpaced); then the source is paced at 1x,
-2x and 4x of it, each for ``--seconds`` (default 60; ``--quick`` 6), once
+2x and 4x of it, each for ``--seconds`` (default 60; ``--quick`` 4), once
 without shedding and once with ``fo.QoS(max_latency=BOUND, shedding="random")``.
 
 Printed per run: p99 latency (arrival at the source -> sink, per monitor
@@ -142,11 +142,11 @@ def accuracy(got: pa.Table, truth: pa.Table) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="6 s per run (a smoke test)")
+    parser.add_argument("--quick", action="store_true", help="4 s per run (a smoke test)")
     parser.add_argument("--seconds", type=float, default=None, help="seconds per run (default 60)")
     parser.add_argument("--json", default=None, help="write the results here")
     args = parser.parse_args()
-    seconds = args.seconds or (6.0 if args.quick else 60.0)
+    seconds = args.seconds or (4.0 if args.quick else 60.0)
     cap = capacity(int(4 / COST_S))
     print(f"enrich {COST_S * 1e6:g} us/row; measured capacity {cap:.0f} rows/s; bound p99 <= {BOUND_MS:g} ms; "
           f"monitor interval {INTERVAL_S:g} s; {seconds:g} s per run")

@@ -2,7 +2,7 @@
 
 One actor per task: a task is the unit of parallelism and of state, and Ray
 places, restarts and kills actors one by one, so the plan's tasks spread
-over a cluster as they are (chains already fuse the operators that should
+over a cluster as they are (round robin over its nodes) (chains already fuse the operators that should
 share a thread). An actor builds its own task from the plan
 (``PhysicalPlan.instantiate(only=key, ...)``) and runs it in a thread; the
 driver keeps the checkpoint coordinator and talks to the actors:
@@ -51,6 +51,7 @@ from fastops.runtime.tasks import OperatorError, SourceTask, Task
 
 try:  # an optional dependency: pip install "fastops[ray]"
     import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 except ImportError:  # pragma: no cover - reported when the executor is created
     ray = None  # type: ignore[assignment]  # no Ray: require_ray() says how to get it
 
@@ -464,11 +465,18 @@ class RayExecutor:
                 live.append((actor, size))
             else:
                 ray.kill(actor, no_restart=True)
-        actors, pool = {}, []
+        nodes = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
+        actors: dict[str, Any] = {}
+        pool: list[tuple[Any, int]] = []
         for c in plan.chains:
             for i in range(c.parallelism):
-                actor, size = live.pop() if live else (cls.options(
-                    num_cpus=0, max_concurrency=threads, scheduling_strategy="SPREAD").remote(), threads)
+                if live:
+                    actor, size = live.pop()
+                else:  # round robin over the nodes (soft: another node if that one is gone)
+                    node = nodes[len(pool) % len(nodes)] if nodes else None
+                    where = NodeAffinitySchedulingStrategy(node, soft=True) if node is not None else "SPREAD"
+                    actor, size = cls.options(num_cpus=0, max_concurrency=threads,
+                                              scheduling_strategy=where).remote(), threads
                 actors[f"{c.index}/{i}"] = actor
                 pool.append((actor, size))
         for actor, _ in live:
