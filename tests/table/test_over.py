@@ -27,6 +27,7 @@ from fastops.core.aggregates import SumOverflowError
 from fastops.core.messages import MAX_WATERMARK
 from fastops.core.partitioning import KeyGroups
 from fastops.operators.base import OperatorContext, Tagged
+from fastops.table import CURRENT_RANGE, CURRENT_ROW, UNBOUNDED_RANGE, UNBOUNDED_ROW, Over, col, lit, row_interval
 from fastops.table.over import AggSpec, Frame, OverOperator, range_reduce
 from fastops.table.sql import SqlError
 from support.sql_diff import BASE_MS, CUTS, ROWS, assert_same_rows, batches_of, chunked, duck, make_table
@@ -378,8 +379,6 @@ TABLE_FRAMES = {  # PyFlink preceding(...) -> the SQL frame
 @given(rows=ROWS, cuts=CUTS, preceding=st.sampled_from(sorted(TABLE_FRAMES)), mode=st.sampled_from(["batch",
        "streaming"]), partitioned=st.booleans())
 def test_table_api_over_window_is_the_sql_one(rows, cuts, preceding, mode, partitioned):
-    from fastops.table import CURRENT_RANGE, CURRENT_ROW, UNBOUNDED_RANGE, UNBOUNDED_ROW, Over, col, lit, row_interval
-
     bound = {"UNBOUNDED_RANGE": UNBOUNDED_RANGE, "UNBOUNDED_ROW": UNBOUNDED_ROW,
              "row_interval(2)": row_interval(2), "lit(3).seconds": lit(3).seconds}[preceding]
     t_env = _env(mode, chunked(make_table(rows), cuts), watermark="61 s")
@@ -398,8 +397,6 @@ def test_table_api_over_window_is_the_sql_one(rows, cuts, preceding, mode, parti
 
 
 def test_table_api_over_window_errors():
-    from fastops.table import Over, col
-
     t_env = _env("streaming", make_table([(1, "a", 1.0, 1, 1)]))
     t = t_env.from_path("t")
     with pytest.raises(fo.table.PlanError, match="needs .alias"):

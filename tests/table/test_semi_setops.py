@@ -14,12 +14,17 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fastops as fo
+from fastops.core.partitioning import KeyGroups
+from fastops.table import col
+from fastops.table.expressions import Call, Col
+from fastops.table.setops import SemiJoinOperator, SetOpOperator
 from fastops.table.sql import SqlError
 from support.sql_diff import CUTS, ROWS, assert_same_rows, chunked, duck, make_table
 
@@ -212,3 +217,76 @@ def test_explain_names_the_joins():
     assert "NullAwareAntiJoin" in t_env.sql_query("SELECT id FROM t WHERE id NOT IN (SELECT id FROM t)").explain()
     assert "Intersect(all=[true])" in t_env.sql_query("SELECT id FROM t INTERSECT ALL SELECT id FROM t").explain()
     assert pa is not None
+
+
+# ---------------------------------------------------------------- the Table API
+
+@SETTINGS
+@given(left=ROWS, right=ROWS, mode=st.sampled_from(["batch", "streaming"]))
+def test_table_api_set_operations_and_in(left, right, mode):
+    t_env = _env(mode, {"t": make_table(left), "u": make_table(right)})
+    t, u = t_env.from_path("t"), t_env.from_path("u")
+    a, b = t.select(col("k"), col("s")), u.select(col("k"), col("s"))
+    for method, op in (("intersect", "INTERSECT"), ("intersect_all", "INTERSECT ALL"), ("minus", "EXCEPT"),
+                       ("minus_all", "EXCEPT ALL")):
+        q = f"SELECT k, s FROM t {op} SELECT k, s FROM u"
+        assert_same_rows(getattr(a, method)(b).to_arrow(), t_env.sql_query(q).to_arrow(), method)
+    got = t.where(col("k").in_(u.select(col("k"))) & (col("y") > 0)).select(col("id")).to_arrow()
+    want = t_env.sql_query("SELECT id FROM t WHERE k IN (SELECT k FROM u) AND y > 0").to_arrow()
+    assert_same_rows(got, want, "in_")
+    got = t.where(~(col("y") % 3).in_(u.select(col("y") % 3))).select(col("id")).to_arrow()
+    want = t_env.sql_query("SELECT id FROM t WHERE y % 3 NOT IN (SELECT y % 3 FROM u)").to_arrow()
+    assert_same_rows(got, want, "not in_")
+
+
+# ---------------------------------------------------------------- operator state
+
+def _feed(op, events):
+    out = []
+    for side, batch in events:
+        for b in op.process_input(side, batch):
+            out += [(r.pop("__op", 0), tuple(r.values())) for r in b.to_pylist()]
+    return out
+
+
+def _restored(make, events, cut, split_keys):
+    """The output of ``events`` with a snapshot / restore after ``cut`` of them (and
+    at parallelism 2, each task restoring its key groups), as the uninterrupted run's."""
+    whole = _feed(make(), events)
+    first = make()
+    head = _feed(first, events[:cut])
+    state = first.snapshot()
+    second = make()
+    second.restore(state)
+    assert head + _feed(second, events[cut:]) == whole
+    split = []
+    for part in range(2):
+        groups = KeyGroups(np.arange(128) % 2 == part)
+        op = make()
+        op.restore_groups([state], groups)
+        mine = [(s, b.filter(pa.array(groups.mask(b, split_keys[s])))) for s, b in events[cut:]]
+        split += _feed(op, mine)
+    assert sorted(head + split, key=str) == sorted(whole, key=str)
+
+
+@settings(max_examples=30, deadline=None)
+@given(sides=st.lists(st.tuples(st.integers(0, 1), st.integers(0, 3)), max_size=20), cut=st.integers(0, 20),
+       kind=st.sampled_from(["intersect", "except"]), keep_all=st.booleans())
+def test_set_operation_state_survives_restore(sides, cut, kind, keep_all):
+    schema = pa.schema([("k", pa.int64())])
+    events = [(s, pa.record_batch([pa.array([k], pa.int64())], schema=schema)) for s, k in sides]
+    _restored(lambda: SetOpOperator(kind, keep_all, schema, True, True), events, min(cut, len(events)),
+              (["k"], ["k"]))
+
+
+@settings(max_examples=30, deadline=None)
+@given(sides=st.lists(st.tuples(st.integers(0, 1), st.integers(0, 3), st.integers(0, 9)), max_size=20),
+       cut=st.integers(0, 20), anti=st.booleans(), with_condition=st.booleans())
+def test_semi_join_state_survives_restore(sides, cut, anti, with_condition):
+    ls = pa.schema([("k", pa.int64()), ("v", pa.int64())])
+    rs = pa.schema([("k2", pa.int64()), ("w", pa.int64())])
+    cond = Call("greater", [Col("w"), Col("v")]) if with_condition else None
+    events = [(s, pa.record_batch([pa.array([k], pa.int64()), pa.array([v], pa.int64())], schema=(ls, rs)[s]))
+              for s, k, v in sides]
+    _restored(lambda: SemiJoinOperator(["k"], ["k2"], anti, False, ls, rs, cond, True, True), events,
+              min(cut, len(events)), (["k"], ["k2"]))

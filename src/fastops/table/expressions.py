@@ -150,6 +150,9 @@ class Expr:
         return Cast(self, to_arrow(t))
 
     def is_in(self, *values: Any) -> Expr:
+        """``col("a").in_(1, 2)``; ``col("a").in_(table)``: a value of ``table``'s one column (a semi join)."""
+        if len(values) == 1 and hasattr(values[0], "_node"):  # a Table
+            return InTable(self, values[0])
         vals = list(values[0]) if len(values) == 1 and isinstance(values[0], (list, tuple, set)) else list(values)
         return InList(self, vals)
 
@@ -454,6 +457,26 @@ class InList(Expr):
 
     def __repr__(self):
         return f"{self.expr!r} IN ({', '.join(repr(v) for v in self.values)})"
+
+
+class InTable(Expr):
+    """``col("a").in_(table)``: planned as a semi join by ``Table.where``."""
+
+    def __init__(self, expr: Expr, table: Any):
+        self.expr = expr
+        self.table = table
+
+    def children(self):
+        return [self.expr]
+
+    def with_children(self, kids):
+        return InTable(kids[0], self.table)
+
+    def eval(self, batch):
+        raise ExpressionError(f"{self!r}: IN of a table is a condition of where() / filter() (joined by &)")
+
+    def __repr__(self):
+        return f"{self.expr!r} IN ({self.table!r})"
 
 
 class Cast(Expr):

@@ -25,10 +25,12 @@ from fastops.table.changelog import OP_COLUMN, ROW_KINDS, materialize
 from fastops.table.expressions import (
     AggCall,
     Alias,
+    Call,
     Cast,
     Col,
     Expr,
     ExpressionError,
+    InTable,
     Interval,
     WindowProp,
     as_column_expr,
@@ -47,6 +49,7 @@ from fastops.table.plan import (
     Sort,
     Union,
     WindowDef,
+    _conjuncts,
     compile_plan,
     explain_plan,
     infer_type,
@@ -56,6 +59,7 @@ from fastops.table.plan import (
     window_time_expr,
 )
 from fastops.table.printing import render
+from fastops.table.setops import SemiJoin, SetOp
 from fastops.table.types import to_sql
 
 __all__ = [
@@ -589,7 +593,21 @@ class Table:
         return self._new(Project(self._node, items))
 
     def where(self, predicate: Any) -> Table:
-        return self._new(Filter(self._node, as_expr(predicate)))
+        """Rows where ``predicate`` holds; a term ``col("a").in_(table)`` (or its
+        negation ``~``), AND-ed with the rest, is a semi (anti) join."""
+        node = self._node
+        rest: list[Expr] = []
+        for term in _conjuncts(as_expr(predicate)):
+            inner, negated = term, False
+            if isinstance(term, Call) and term.fn == "invert" and isinstance(term.args[0], InTable):
+                inner, negated = term.args[0], True
+            if isinstance(inner, InTable):
+                node = _in_table(node, inner, negated, self._streaming)
+            else:
+                rest.append(term)
+        for term in rest:
+            node = Filter(node, term)
+        return self._new(node)
 
     filter = where
 
@@ -693,6 +711,22 @@ class Table:
     def union_all(self, other: Table) -> Table:
         return self._new(_union([self._node, other._node]))
 
+    def intersect(self, right: Table) -> Table:
+        """The distinct rows found in both tables (SQL's INTERSECT)."""
+        return self._new(SetOp(self._node, right._node, "intersect", False, self._streaming))
+
+    def intersect_all(self, right: Table) -> Table:
+        """Rows found in both tables, as many times as in both (INTERSECT ALL)."""
+        return self._new(SetOp(self._node, right._node, "intersect", True, self._streaming))
+
+    def minus(self, right: Table) -> Table:
+        """The distinct rows of this table not in ``right`` (SQL's EXCEPT)."""
+        return self._new(SetOp(self._node, right._node, "except", False, self._streaming))
+
+    def minus_all(self, right: Table) -> Table:
+        """This table's rows less as many copies as ``right`` has (EXCEPT ALL)."""
+        return self._new(SetOp(self._node, right._node, "except", True, self._streaming))
+
     def union(self, other: Table) -> Table:
         return self.union_all(other).distinct()
 
@@ -753,6 +787,24 @@ class Table:
 
     def __repr__(self) -> str:
         return f"Table({', '.join(f'{f.name} {to_sql(f.type)}' for f in self.schema)})"
+
+
+def _in_table(node: PlanNode, term: InTable, negated: bool, streaming: bool) -> PlanNode:
+    """``expr IN (table)`` (``NOT IN`` if ``negated``) as a semi (null-aware anti) join."""
+    right = term.table._node
+    if len(right.schema) != 1:
+        raise PlanError(f"in_(table) needs a table of one column, got {right.schema.names}")
+    taken = set(node.schema.names)
+    name = right.schema.names[0]
+    new = name
+    while new in taken:
+        new = "_" + new
+    right = Project(right, [(new, Col(name))])
+    if isinstance(term.expr, Col):
+        return SemiJoin(node, right, [term.expr.col], [new], negated, None, negated, streaming)
+    pre = Project(node, [(n, Col(n)) for n in node.schema.names] + [("__in", term.expr)])
+    out = SemiJoin(pre, right, ["__in"], [new], negated, None, negated, streaming)
+    return Project(out, [(n, Col(n)) for n in node.schema.names])
 
 
 def _union(nodes: list[PlanNode]) -> PlanNode:
