@@ -32,7 +32,7 @@ from fastops.table.over import AggSpec, Frame, OverOperator, range_reduce
 from fastops.table.sql import SqlError
 from support.sql_diff import BASE_MS, CUTS, ROWS, assert_same_rows, batches_of, chunked, duck, make_table
 
-SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # (fastops frame, DuckDB frame, frame for the model)
 FRAMES = [

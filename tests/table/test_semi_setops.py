@@ -28,7 +28,7 @@ from fastops.table.setops import SemiJoinOperator, SetOpOperator
 from fastops.table.sql import SqlError
 from support.sql_diff import CUTS, ROWS, assert_same_rows, chunked, duck, make_table
 
-SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _env(mode: str, tables: dict, parallelism: int = 1) -> fo.TableEnvironment:

@@ -32,7 +32,7 @@ from fastops.table.changelog import OP_COLUMN, ROW_KINDS
 from fastops.table.topn import RankOperator
 from support.sql_diff import CUTS, ROWS, assert_same_rows, chunked, duck, make_table
 
-SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # (fastops ORDER BY, DuckDB ORDER BY: Flink's null order made explicit, ties by arrival)
 ORDERS = [

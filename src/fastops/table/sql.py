@@ -487,7 +487,8 @@ class Scope:
         if len(hits) == 1:
             return hits[0].physical
         full = f"{qualifier}.{name}" if qualifier else name
-        if not hits and self.outer is not None:
+        own_table = qualifier is not None and any((c.qualifier or "").lower() == qualifier.lower() for c in self.cols)
+        if not hits and self.outer is not None and not own_table:
             return _OUTER + self.outer.resolve(name, qualifier, node)
         if not hits:
             known = ", ".join(sorted({(c.qualifier + "." if c.qualifier else "") + c.name for c in self.cols}))
