@@ -49,7 +49,7 @@ from fastops.core.watermarks import to_ms
 from fastops.operators.base import Operator, Tagged
 from fastops.table.changelog import OP_COLUMN, _pack_parts, _unpack_parts, materialize
 from fastops.table.expressions import Call, Col, Expr, Lit
-from fastops.table.join_index import JoinSide
+from fastops.table.join_index import JoinSide, _Column
 from fastops.table.plan import (
     Aggregate,
     Filter,
@@ -177,7 +177,8 @@ class RankOperator(Operator):
     def _reset(self) -> None:
         self.partitions = self.r.new_keys()
         self.values = KeyTable(self.r.names) if self.updating_input else None
-        self.held = JoinSide()  # ids: partition, matched: arrival number, ts: value id
+        self.held = JoinSide()  # ids: partition, matched: arrival number
+        self.vids = _Column(np.int64)  # per held row (as numbered in ``held``): its value's id
         self.seq = 0
         self.buffer: list[pa.RecordBatch] = []
 
@@ -225,7 +226,7 @@ class RankOperator(Operator):
         alive_after = np.concatenate([np.ones(nh, bool), inserts])
         vid = None
         if self.values is not None:
-            vid = np.concatenate([self.held.ts.values[held_rows], self.values.lookup_or_insert(
+            vid = np.concatenate([self.vids.values[held_rows], self.values.lookup_or_insert(
                 [data.column(c) for c in r.names])])
             if not inserts.all():
                 alive_after = _retract(vid, seq, alive_after, np.concatenate([np.zeros(nh, bool), ~inserts]))
@@ -247,9 +248,10 @@ class RankOperator(Operator):
         fresh = np.sort(kept[kept >= nh]) - nh
         if len(fresh):
             at = pa.array(fresh)
-            self.held.add(data.take(at), pid_new[fresh], seq_new[fresh],
-                          None if vid is None else vid[nh + fresh])
+            self._hold(data.take(at), pid_new[fresh], seq_new[fresh], None if vid is None else vid[nh + fresh])
         if self.held.needs_compaction():
+            if self.values is not None:
+                self.vids.reset(self.vids.values[np.flatnonzero(self.held.alive.values)])
             self.held.compact()
         return out
 
@@ -343,7 +345,12 @@ class RankOperator(Operator):
             data = as_batch(t.select(self.r.names))
             vid = None if self.values is None else self.values.lookup_or_insert(
                 [data.column(c) for c in self.r.names])
-            self.held.add(data, self.r.pids(self.partitions, data), t.column("__seq").to_numpy(), vid)
+            self._hold(data, self.r.pids(self.partitions, data), t.column("__seq").to_numpy(), vid)
+
+    def _hold(self, rows: pa.RecordBatch, pids: np.ndarray, seqs: np.ndarray, vids: np.ndarray | None) -> None:
+        self.held.add(rows, pids, seqs)
+        if vids is not None:
+            self.vids.extend(vids)
 
 
 def _retract(vid: np.ndarray, seq: np.ndarray, alive: np.ndarray, retracting: np.ndarray) -> np.ndarray:
