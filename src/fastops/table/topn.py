@@ -269,23 +269,30 @@ class RankOperator(Operator):
             ops = np.concatenate([np.full(len(left), 3, np.int8), np.zeros(len(entered), np.int8)])
             ranks = np.concatenate([old_rank[left], new_rank[entered]])
             return r.output(cand, idx, ranks, ops)
-        # per (partition, rank): the row there before and after
-        _, local = np.unique(ps, return_inverse=True)
-        width = int(max(int(new_rank[in_new].max()) if in_new.any() else 0,
-                        int(old_rank[in_old].max()) if in_old.any() else 0)) - r.start + 1
-        if width <= 0:
-            return []
-        npart = int(local.max()) + 1 if len(local) else 0
-        old_at = np.full(npart * width, -1, np.int64)
-        new_at = np.full(npart * width, -1, np.int64)
+        # per (partition, rank): the row there before and after, found by sorting both lists of slots
         o, nw = np.flatnonzero(in_old), np.flatnonzero(in_new)
-        old_at[local[o] * width + old_rank[o] - r.start] = order[o]
-        new_at[local[nw] * width + new_rank[nw] - r.start] = order[nw]
-        changed = np.flatnonzero(old_at != new_at)
+        part = np.concatenate([ps[o], ps[nw]])
+        at_rank = np.concatenate([old_rank[o], new_rank[nw]])
+        row = np.concatenate([order[o], order[nw]])
+        is_new = np.concatenate([np.zeros(len(o), np.int8), np.ones(len(nw), np.int8)])
+        srt = np.lexsort((is_new, at_rank, part))
+        part, at_rank, row, is_new = part[srt], at_rank[srt], row[srt], is_new[srt]
+        m = len(part)
+        if m == 0:
+            return []
+        pair = np.zeros(m, bool)  # this slot's old row, the next entry its new row
+        pair[:-1] = (part[1:] == part[:-1]) & (at_rank[1:] == at_rank[:-1])
+        first = np.ones(m, bool)
+        first[1:] = ~pair[:-1]
+        slot = np.flatnonzero(first)
+        paired = pair[slot]
+        old_row = np.where(paired | (is_new[slot] == 0), row[slot], -1)
+        new_row = np.where(paired, row[np.minimum(slot + 1, m - 1)], np.where(is_new[slot] == 1, row[slot], -1))
+        changed = np.flatnonzero(old_row != new_row)
         if len(changed) == 0:
             return []
-        a, b = old_at[changed], new_at[changed]
-        rank = changed % width + r.start
+        a, b = old_row[changed], new_row[changed]
+        rank = at_rank[slot][changed]
         both = (a >= 0) & (b >= 0)
         # per changed rank, in order: [-U old, +U new] | [+I new] | [-D old]
         w = np.where(both, 2, 1)
