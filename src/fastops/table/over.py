@@ -448,9 +448,7 @@ class OverOperator(Operator):
         return self._fire(rows.filter(pa.array(ready)))
 
     def close(self) -> list:
-        if self.pending:
-            return self._flush() if not self.incremental else self._fire(pa.Table.from_batches(self.pending))
-        return []
+        return self._flush()
 
     def _flush(self) -> list:
         if not self.pending:
@@ -480,7 +478,7 @@ class OverOperator(Operator):
         else:
             nh = 0
             kid_all, ts_all, seq_all = kid, ts, seq
-        order, peer_new, rvals, rnull = self._sort(rows, kid_all, ts_all, seq_all, nh)
+        order, peer_new, rvals, rnull = self._sort(rows, kid_all, ts_all, seq_all)
         seg = kid_all[order]
         seg_new = np.ones(len(seg), bool)
         seg_new[1:] = seg[1:] != seg[:-1]
@@ -506,8 +504,8 @@ class OverOperator(Operator):
             data = data.append_column(spec.name, res.take(pa.array(emit)))
         return [b for b in data.combine_chunks().to_batches() if b.num_rows]
 
-    def _sort(self, rows: pa.Table, kid: np.ndarray, ts: np.ndarray, seq: np.ndarray,
-              nh: int) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+    def _sort(self, rows: pa.Table, kid: np.ndarray, ts: np.ndarray,
+              seq: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray | None]:
         """The sort order of the elements, where peer groups start (RANGE), and
         the order values for a RANGE offset."""
         if self.incremental:
