@@ -239,7 +239,7 @@ class SetOp(PlanNode):
         incremental, emit_ops = compiler.streaming, self.changelog
         factory = lambda: SetOpOperator(kind, keep_all, schema, incremental, emit_ops)
         env = compiler.env
-        g = Node(self.label(), env.parallelism, factory=factory,
+        g = Node(f"{kind}{'_all' if keep_all else ''}", env.parallelism, factory=factory,
                  inputs=[left._edge("hash", keys, 0), right._edge("hash", keys, 1)])
         return DataStream(env, g)
 
@@ -536,11 +536,12 @@ class SemiJoin(PlanNode):
         incremental, emit_ops = compiler.streaming and self.incremental, self.changelog
         factory = lambda: SemiJoinOperator(lk, rk, anti, null_aware, ls, rs, cond, incremental, emit_ops)
         env = compiler.env
+        name = "null_aware_anti_join" if null_aware else ("anti_join" if anti else "semi_join")
         if lk and not null_aware:
-            g = Node(self.label(), env.parallelism, factory=factory,
+            g = Node(name, env.parallelism, factory=factory,
                      inputs=[left._edge("hash", tuple(lk), 0), right._edge("hash", tuple(rk), 1)])
         else:  # every left row may meet every right row: one task
-            g = Node(self.label(), 1, factory=factory,
+            g = Node(name, 1, factory=factory,
                      inputs=[left._edge("forward" if left.node.parallelism == 1 else "rebalance", (), 0),
                              right._edge("forward" if right.node.parallelism == 1 else "rebalance", (), 1)])
         return DataStream(env, g)

@@ -655,6 +655,8 @@ class QueryCompiler:
             e = to_pair(e)
             residual = e if residual is None else Call("and_kleene", [residual, e])
         left = node if not lpre else Project(node, [(n, Col(n)) for n in node.schema.names] + lpre)
+        needed = set(rkeys) | (residual.columns() if residual is not None else set())
+        ritems = [(n, e) for n, e in ritems if n in needed] or ritems[:1]  # the columns the join reads
         try:
             out: PlanNode = SemiJoin(left, Project(right, ritems), lkeys, rkeys, negate, residual, null_aware,
                                      self.streaming)
