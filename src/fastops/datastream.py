@@ -194,10 +194,12 @@ class StreamEnvironment:
         debugging); ``"ray"`` runs every task in a Ray actor (``pip install
         "fastops[ray]"``; see docs/ray.md). Default: threads unless
         ``parallelism == 1`` (and no ``qos``).
-    ray_address, ray_init_kwargs
+    ray_address, ray_init_kwargs, ray_actors
         For ``executor="ray"``: the cluster to run on (None: this machine's
-        Ray, started with a small footprint if none runs) and more
-        ``ray.init`` arguments.
+        Ray, started with a small footprint if none runs), more ``ray.init``
+        arguments, and ``"node"`` (one actor per node runs that node's tasks
+        in threads; exchanges between them stay in memory) or ``"task"``
+        (an actor per task; every exchange goes through Ray).
     threads
         The same choice as a flag: ``True`` for ``"threads"``, ``False`` for
         ``"single"``.
@@ -231,7 +233,8 @@ class StreamEnvironment:
                  mode: str = "exactly_once", restart_attempts: int = 0,
                  restart_delay: Any = 0, executor: str | None = None,
                  key_group_assignment: str = "contiguous", autoscaling: Autoscaling | None = None,
-                 qos: QoS | None = None, ray_address: str | None = None, ray_init_kwargs: dict | None = None):
+                 qos: QoS | None = None, ray_address: str | None = None, ray_init_kwargs: dict | None = None,
+                 ray_actors: str = "node"):
         self.parallelism = _check_parallelism(parallelism)
         self.max_parallelism = _check_parallelism(max_parallelism, "max_parallelism")
         if parallelism > max_parallelism:
@@ -247,8 +250,11 @@ class StreamEnvironment:
         if self.executor == "ray" and qos is not None:
             raise ValueError("a QoS sheds load in this process's tasks; executor='ray' does not shed yet: "
                              "use executor='threads'")
-        self.executor_options = {"address": ray_address, "init": dict(ray_init_kwargs or {})} \
-            if self.executor == "ray" else {}
+        if ray_actors not in ("node", "task"):
+            raise ValueError(f"ray_actors must be 'node' (one actor per node) or 'task' (one per task), "
+                             f"got {ray_actors!r}")
+        self.executor_options = {"address": ray_address, "init": dict(ray_init_kwargs or {}),
+                                 "actors": ray_actors} if self.executor == "ray" else {}
         self.chaining = chaining
         if mode not in ("exactly_once", "at_least_once"):
             raise ValueError(f"mode must be 'exactly_once' or 'at_least_once', got {mode!r}")

@@ -90,10 +90,12 @@ def canonical(table: pa.Table) -> pa.Table:
     return table.sort_by([(c, "ascending") for c in table.column_names])
 
 
-@pytest.mark.parametrize("job", list(JOBS))
-def test_a_job_gives_the_same_output_on_ray_as_on_threads(job):
+@pytest.mark.parametrize("job, actors", [(job, "node") for job in JOBS]
+                         + [("tumbling", "task"), ("window join", "task"), ("process with timers", "task")])
+def test_a_job_gives_the_same_output_on_ray_as_on_threads(job, actors):
+    # actors="node": this machine's tasks share one actor; "task": every exchange goes through Ray
     threads = JOBS[job](fo.StreamEnvironment(parallelism=2, executor="threads"))
-    env = fo.StreamEnvironment(parallelism=2, executor="ray")
+    env = fo.StreamEnvironment(parallelism=2, executor="ray", ray_actors=actors)
     on_ray = JOBS[job](env)
     assert threads.num_rows > 0
     assert canonical(on_ray).equals(canonical(threads))
@@ -145,7 +147,7 @@ def test_a_cancelled_job_leaves_no_actor():
     deadline = time.time() + 60
     while client.metrics()["job"]["rows_in"] == 0 and time.time() < deadline:
         time.sleep(0.1)
-    assert len(alive()) == 3
+    assert len(alive()) == 1  # one node: one actor runs its three tasks
     client.cancel()
     with pytest.raises(fo.JobCancelled):
         client.wait()
@@ -176,8 +178,8 @@ def test_a_killed_actor_is_recovered_from_the_last_checkpoint(tmp_path):
     env0 = fo.StreamEnvironment(parallelism=2, executor="threads")
     slow_job(env0, str(tmp_path / "expected"))
     env0.execute()
-    env = fo.StreamEnvironment(parallelism=2, executor="ray", checkpoint_dir=str(tmp_path / "cp"),
-                               checkpoint_interval="200ms", restart_attempts=2)
+    env = fo.StreamEnvironment(parallelism=2, executor="ray", ray_actors="task",  # one task's actor dies
+                               checkpoint_dir=str(tmp_path / "cp"), checkpoint_interval="200ms", restart_attempts=2)
     slow_job(env, str(tmp_path / "ray"))
     client = env.execute_async()
     _killing(client, 1.5, lambda: [v["Pid"] for v in actor_table().values() if v["State"] == "ALIVE"][:1])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import json
 import threading
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -224,17 +225,18 @@ class PhysicalPlan:
         return [f"Task {c.index + 1}: {c.name()} (parallelism {c.parallelism})" for c in self.chains]
 
     def instantiate(self, stop: threading.Event, channel_capacity: int | None,
-                    positions: dict | None = None, only: str | None = None,
+                    positions: dict | None = None, only: Collection[str] | None = None,
                     remote: Callable[[str, int, Any], Any] | None = None,
                     gate: Callable[[threading.Event], InputGate] = InputGate) -> list[Task]:
         """Create the tasks with their operators, gates, channels and writers;
         source readers start at ``positions[task key]`` when restoring. Setting
         ``stop`` ends every task (blocked sends and receives give up).
 
-        ``only``: create just the task of that key ("chain/task"), as a
-        process of its own runs it; ``remote(receiver key, channel index,
-        local channel)`` then gives the sending end of each of its output
-        channels (the channel index is the receiver's, numbered as here)."""
+        ``only``: create just the tasks of those keys ("chain/task"), as a
+        process of their own runs them; ``remote(receiver key, channel index,
+        local channel)`` then gives the sending end of each of their output
+        channels into a task not among them (the channel index is the
+        receiver's, numbered as here); ``gate`` makes the input gates."""
         tasks: dict[tuple[int, int], Task] = {}
         gates: dict[tuple[int, int], InputGate] = {}
         metrics: dict[tuple[int, int], TaskMetrics] = {}
@@ -260,9 +262,10 @@ class PhysicalPlan:
                     else:
                         chans = [gates[(c.index, j)].new_channel(channel_capacity, e.input_index)
                                  for j in range(c.parallelism)]
-                    if remote is not None and only == f"{up.index}/{i}":
+                    if remote is not None and only is not None and f"{up.index}/{i}" in only:
                         targets = [i] if how == "forward" else list(range(c.parallelism))
-                        chans = [remote(f"{c.index}/{j}", ch.index, ch) for j, ch in zip(targets, chans)]
+                        chans = [ch if f"{c.index}/{j}" in only else remote(f"{c.index}/{j}", ch.index, ch)
+                                 for j, ch in zip(targets, chans)]
                     w = OutputWriter(chans, how, e.keys, self.max_parallelism, metrics[(up.index, i)],
                                      self.owners.get(c.index))
                     writers.setdefault((up.index, i, pos, e.tag), []).append(w)
@@ -270,7 +273,7 @@ class PhysicalPlan:
         out: list[Task] = []
         for c in self.chains:
             for i in range(c.parallelism):
-                if only is not None and only != f"{c.index}/{i}":
+                if only is not None and f"{c.index}/{i}" not in only:
                     continue
                 offset = 1 if c.head.is_source else 0
                 ops = [_make_operator(n) for n in c.nodes[offset:]]

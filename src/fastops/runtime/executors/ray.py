@@ -1,14 +1,17 @@
-"""Ray: every task of the physical plan in a Ray actor of its own.
+"""Ray: the tasks of the physical plan in Ray actors.
 
-One actor per task: a task is the unit of parallelism and of state, and Ray
-places, restarts and kills actors one by one, so the plan's tasks spread
-over a cluster as they are (round robin over its nodes) (chains already fuse the operators that should
-share a thread). An actor builds its own task from the plan
-(``PhysicalPlan.instantiate(only=key, ...)``) and runs it in a thread; the
-driver keeps the checkpoint coordinator and talks to the actors:
+One actor per node (the default; ``actors="task"``: one per task). The
+tasks go round robin over the cluster's nodes, and an actor runs the tasks
+of its node, each in a thread of its own: exchanges between tasks of one
+node stay in memory, as with the threads executor, and only those between
+nodes go through Ray (as Quokka's one task manager per node). A node is
+also Ray's unit of failure: a dead node takes its tasks, whatever actor
+holds them. An actor builds its tasks from the plan
+(``PhysicalPlan.instantiate(only=keys, ...)``); the driver keeps the
+checkpoint coordinator and talks to the actors:
 
-- **Data**: a sending task's ``RayChannel`` pushes batches to the receiving
-  actor (``push``), coalescing small ones into blocks of about
+- **Data** between actors: a sending task's ``RayChannel`` pushes blocks
+  of batches and control items to the receiving actor (``push``), up to
   ``BLOCK_BYTES``; Ray moves them through its object store. A push returns
   once the receiving task has taken the block: at most ``capacity`` pushes
   per channel are outstanding, the same credits as a local channel, and a
@@ -26,7 +29,8 @@ driver keeps the checkpoint coordinator and talks to the actors:
   ``JobClient`` work as with local threads.
 - **Results**: a collect sink's committed rows come back to the driver.
 
-Every actor of an attempt is killed when it ends, fails or is cancelled.
+The actors of an attempt that failed run the tasks of the next one (a new
+process costs seconds); every actor is killed when the job ends.
 """
 from __future__ import annotations
 
@@ -141,7 +145,7 @@ class _Inbox(InputGate):
                 self.took.wait(WAIT_S)
 
     def _take(self, i: int) -> Any:
-        item = self.channels[i].queue.popleft()
+        item = super()._take(i)  # (a credit back to a sender in the same actor)
         if isinstance(item, pa.RecordBatch):
             self.taken[i] = self.taken.get(i, 0) + 1
             self.took.notify_all()
@@ -149,119 +153,118 @@ class _Inbox(InputGate):
 
 
 class TaskActor:
-    """Runs one task of the plan (see the module docs); created by ``RayExecutor``."""
+    """Runs a group of the plan's tasks, each in a thread of its own (see the
+    module docs); created by ``RayExecutor``. Channels between two tasks of
+    the group stay in memory; the others go through Ray."""
 
     def __init__(self) -> None:
         self._reset()
 
     def _reset(self) -> None:
-        """Ready for a task: an actor that ran one in an attempt that failed runs one of the next."""
-        self.task: Task | None = None
-        self.inbox: _Inbox | None = None
+        """Ready for tasks: an actor of an attempt that ended runs some of the next."""
+        self.tasks: dict[str, Task] = {}
+        self.inboxes: dict[str, _Inbox] = {}
+        self.outputs: dict[str, dict[int, Any]] = {}
         self.error: dict | None = None
         self.stop = threading.Event()
         self.acks = _Acks()
-        self._latencies_sent = 0
-        self._thread: threading.Thread | None = None
+        self._latencies_sent: dict[str, int] = {}
+        self._threads: list[threading.Thread] = []
 
     def node(self) -> str:
         return str(ray.get_runtime_context().get_node_id())
 
-    def setup(self, plan: PhysicalPlan, key: str, positions: dict | None, restore: Any,
-              peers: dict[str, Any], capacity: int, exactly_once: bool) -> list[int]:
-        """Build, open and restore (or start afresh) task ``key``; the
-        positions of its transactional sinks in its chain."""
-        self.cancel()  # the task of an earlier attempt, if any, ends first
-        if self._thread is not None:
-            self._thread.join()
+    def setup(self, plan: PhysicalPlan, keys: list[str], positions: dict | None, restore: Any,
+              peers: dict[str, Any], capacity: int, exactly_once: bool) -> dict[str, list[int]]:
+        """Build, open and restore (or start afresh) the tasks ``keys``; by
+        task, the positions of its transactional sinks in its chain."""
+        self.cancel()  # the tasks of an earlier attempt, if any, end first
+        for thread in self._threads:
+            thread.join()
         self._reset()
         stop = self.stop
 
         def remote(receiver: str, index: int, local: Any) -> RayChannel:
-            return RayChannel(peers[receiver], index, capacity, local.input_index, stop)
+            return RayChannel(peers[receiver], receiver, index, capacity, local.input_index, stop)
 
-        gates: list[_Inbox] = []
-
-        def gate(cancel: threading.Event) -> InputGate:
-            g = _Inbox(cancel)
-            gates.append(g)
-            return g
-
-        tasks = plan.instantiate(stop, None, positions, only=key, remote=remote, gate=gate)
-        task = self.task = tasks[0]
-        self.inbox = next((g for g in gates if g is getattr(task, "gate", None)), None)
-        task.coordinator = self.acks
-        task.exactly_once = exactly_once
-        task.metrics.started = time.perf_counter()
-        task.open()
-        if restore is not None:
-            chain_index, index = map(int, key.split("/"))
-            StateAssignment(plan, restore).restore(task, plan.chains[chain_index], index)
-            if restore.finished:
-                task.finished = True
-        else:
-            task.start_fresh()
-        self.outputs = {i: op.result for i, op in enumerate(task.chain.operators) if hasattr(op, "result")}
-        return [i for i, op in enumerate(task.chain.operators) if is_transactional(op)]
+        tasks = plan.instantiate(stop, capacity, positions, only=set(keys), remote=remote, gate=_Inbox)
+        out = {}
+        for task in tasks:
+            self.tasks[task.key] = task
+            gate = getattr(task, "gate", None)
+            if isinstance(gate, _Inbox):
+                self.inboxes[task.key] = gate
+            task.coordinator = self.acks
+            task.exactly_once = exactly_once
+            task.metrics.started = time.perf_counter()
+            task.open()
+            if restore is not None:
+                chain_index, index = map(int, task.key.split("/"))
+                StateAssignment(plan, restore).restore(task, plan.chains[chain_index], index)
+            else:
+                task.start_fresh()
+            ops = task.chain.operators
+            self.outputs[task.key] = {i: op.result for i, op in enumerate(ops) if hasattr(op, "result")}
+            out[task.key] = [i for i, op in enumerate(ops) if is_transactional(op)]
+        return out
 
     def start(self) -> None:
-        """Run the task in a thread of its own."""
-        assert self.task is not None
-        self._thread = threading.Thread(target=self._run, name=self.task.name, daemon=True)
-        self._thread.start()
+        """Run every task in a thread of its own."""
+        self._threads = [threading.Thread(target=self._run, args=(t,), name=t.name, daemon=True)
+                         for t in self.tasks.values()]
+        for thread in self._threads:
+            thread.start()
 
-    def _run(self) -> None:
-        task = self.task
-        assert task is not None
+    def _run(self, task: Task) -> None:
         c0 = time.thread_time()
         task.metrics.started = time.perf_counter()
         try:
             task.run()
         except Cancelled:
             pass
-        except BaseException as exc:  # reported to the driver at its next poll
-            self.error = describe_failure(task, exc)
+        except BaseException as exc:  # reported to the driver at its next poll; the other tasks stop
+            if self.error is None:
+                self.error = describe_failure(task, exc)
+            self.cancel()
         finally:
             task.metrics.cpu_s += time.thread_time() - c0
             if isinstance(task, SourceTask):
                 task.close_reader()
 
-    def push(self, index: int, seq: int, items: list) -> None:
-        """Block ``seq`` of input channel ``index`` (batches and control items,
-        in order); returns once the task took its batches."""
-        assert self.inbox is not None
-        self.inbox.put(index, seq, items)
+    def push(self, key: str, index: int, seq: int, items: list) -> None:
+        """Block ``seq`` of input channel ``index`` of task ``key`` (batches and
+        control items, in order); returns once the task took its batches."""
+        inbox = self.inboxes[key]
+        inbox.put(index, seq, items)
         if any(isinstance(it, pa.RecordBatch) for it in items):
-            self.inbox.wait_taken(index, seq)
+            inbox.wait_taken(index, seq)
 
-    def trigger(self, checkpoint_id: int, stop: bool) -> None:
-        assert isinstance(self.task, SourceTask)
-        self.task.trigger(checkpoint_id, stop)
+    def trigger(self, key: str, checkpoint_id: int, stop: bool) -> None:
+        task = self.tasks[key]
+        assert isinstance(task, SourceTask)
+        task.trigger(checkpoint_id, stop)
 
-    def commit(self, op_index: int, checkpoint_id: int) -> None:
-        assert self.task is not None
-        self.task.chain.operators[op_index].commit(checkpoint_id)  # type: ignore[attr-defined]
+    def commit(self, key: str, op_index: int, checkpoint_id: int) -> None:
+        self.tasks[key].chain.operators[op_index].commit(checkpoint_id)  # type: ignore[attr-defined]
 
-    def finished(self, op_index: int) -> None:
-        assert self.task is not None
-        self.task.chain.operators[op_index].finished()  # type: ignore[attr-defined]
+    def finished(self, key: str, op_index: int) -> None:
+        self.tasks[key].chain.operators[op_index].finished()  # type: ignore[attr-defined]
 
     def poll(self) -> dict:
-        """What happened since the last poll: acknowledgements, the task's
+        """What happened since the last poll: acknowledgements, the tasks'
         counters, committed collect rows, and a failure if there was one."""
-        task = self.task
-        assert task is not None
-        done = self._thread is not None and not self._thread.is_alive()
-        outputs = {}
-        for i, result in self.outputs.items():
-            with result._lock:
-                committed, result.committed = result.committed, []
-            if committed:
-                outputs[i] = committed
-        return {"acks": self.acks.take(), "error": self.error, "done": done,
-                "metrics": self._metrics(task.metrics), "outputs": outputs}
+        done = bool(self._threads) and not any(t.is_alive() for t in self._threads)
+        outputs: dict[str, dict] = {}
+        for key, results in self.outputs.items():
+            for i, result in results.items():
+                with result._lock:
+                    committed, result.committed = result.committed, []
+                if committed:
+                    outputs.setdefault(key, {})[i] = committed
+        return {"acks": self.acks.take(), "error": self.error, "done": done, "outputs": outputs,
+                "metrics": {key: self._metrics(key, t.metrics) for key, t in self.tasks.items()}}
 
-    def _metrics(self, m: TaskMetrics) -> dict:
+    def _metrics(self, key: str, m: TaskMetrics) -> dict:
         now = time.perf_counter()
         skip = {"backlog", "latencies", "started", "finished", "idle_since", "backpressured_since", "operator_rows"}
         out = {k: v for k, v in vars(m).items() if k not in skip}
@@ -272,18 +275,18 @@ class TaskActor:
         out["backpressured_for"] = now - m.backpressured_since if m.backpressured_since else 0.0
         out["backlog_now"] = m.backlog() if m.backlog is not None else None
         latencies = list(m.latencies)
-        new = len(latencies) - min(self._latencies_sent, len(latencies))
-        out["latencies"] = latencies[len(latencies) - new:] if new else []
-        self._latencies_sent = len(latencies)
+        sent = min(self._latencies_sent.get(key, 0), len(latencies))
+        out["latencies"] = latencies[sent:]
+        self._latencies_sent[key] = len(latencies)
         return out
 
     def cancel(self) -> None:
-        """End the task: its blocked waits and the pushes waiting on it give up."""
+        """End the tasks: their blocked waits and the pushes waiting on them give up."""
         self.stop.set()
-        if self.inbox is not None:
-            self.inbox.wake()
-            with self.inbox.lock:
-                self.inbox.took.notify_all()
+        for inbox in self.inboxes.values():
+            inbox.wake()
+            with inbox.lock:
+                inbox.took.notify_all()
 
 
 def describe_failure(task: Task, exc: BaseException) -> dict:
@@ -304,8 +307,10 @@ class RayChannel:
     batches, at a barrier or the end of the stream, and whenever the sending
     task runs out of input (``flush``); a block takes one credit."""
 
-    def __init__(self, actor: Any, index: int, capacity: int, input_index: int, cancel: threading.Event):
+    def __init__(self, actor: Any, receiver: str, index: int, capacity: int, input_index: int,
+                 cancel: threading.Event):
         self.actor = actor
+        self.receiver = receiver  # the receiving task's key
         self.index = index
         self.capacity = capacity
         self.input_index = input_index
@@ -334,7 +339,7 @@ class RayChannel:
         if not self.pending:
             return 0.0
         waited = self._credit(True) or 0.0
-        self.inflight.append(self.actor.push.remote(self.index, self.seq, self.pending))
+        self.inflight.append(self.actor.push.remote(self.receiver, self.index, self.seq, self.pending))
         self.seq += 1
         self.pending, self.pending_bytes = [], 0
         return waited
@@ -369,23 +374,25 @@ class RayChannel:
 # -- in the driver -----------------------------------------------------------------------------
 
 class _RemoteSource:
-    def __init__(self, actor: Any):
+    def __init__(self, actor: Any, key: str):
         self.actor = actor
+        self.key = key
 
     def trigger(self, checkpoint_id: int, stop: bool) -> None:
-        self.actor.trigger.remote(checkpoint_id, stop)
+        self.actor.trigger.remote(self.key, checkpoint_id, stop)
 
 
 class _RemoteSink:
-    def __init__(self, actor: Any, op_index: int):
+    def __init__(self, actor: Any, key: str, op_index: int):
         self.actor = actor
+        self.key = key
         self.op_index = op_index
 
     def commit(self, checkpoint_id: int) -> None:
-        ray.get(self.actor.commit.remote(self.op_index, checkpoint_id))
+        ray.get(self.actor.commit.remote(self.key, self.op_index, checkpoint_id))
 
     def finished(self) -> None:
-        ray.get(self.actor.finished.remote(self.op_index))
+        ray.get(self.actor.finished.remote(self.key, self.op_index))
 
 
 def _mirror(m: TaskMetrics, d: dict) -> None:
@@ -409,18 +416,23 @@ def _mirror(m: TaskMetrics, d: dict) -> None:
 class RayExecutor:
     """Runs attempts on Ray actors (see the module docs); ``address``: of a
     running Ray cluster (None: this machine's, started if none runs);
-    ``init``: more ``ray.init`` arguments."""
+    ``init``: more ``ray.init`` arguments; ``actors``: one per node (its
+    tasks share it, in threads) or one per task."""
 
     name = "ray"
 
-    def __init__(self, channel_capacity: int = 8, address: str | None = None, init: dict | None = None):
+    def __init__(self, channel_capacity: int = 8, address: str | None = None, init: dict | None = None,
+                 actors: str = "node"):
         require_ray()
+        if actors not in ("node", "task"):
+            raise ValueError(f"ray actors must be 'node' (one per node) or 'task' (one per task), got {actors!r}")
+        self.actors = actors
         self.channel_capacity = channel_capacity
         self.address = address
         self.init = dict(init or {})
         self._metrics: list[TaskMetrics] = []
         self._coordinator: Coordinator | None = None
-        self._actors: dict[str, Any] = {}
+        self._actors: list[Any] = []
         self._pool: list[tuple[Any, int]] = []  # the last attempt's actors (and their threads), for the next
         self._cancelled = False
         self.placement: dict[str, str] = {}  # task name -> Ray node id of its actor
@@ -435,7 +447,7 @@ class RayExecutor:
 
     def cancel(self) -> None:
         self._cancelled = True
-        for actor in list(self._actors.values()):
+        for actor in list(self._actors):
             actor.cancel.remote()
 
     def _connect(self) -> None:
@@ -450,39 +462,46 @@ class RayExecutor:
         options.update(self.init)
         ray.init(**options)
 
-    def _start_actors(self, plan: PhysicalPlan) -> dict[str, Any]:
-        """An actor per task: the live ones of the last attempt first (a new
-        process per task costs seconds), new ones for the rest. A push waits
-        in a thread of the receiving actor until its block is taken, so an
-        actor needs a thread per credit of each input channel."""
+    def _groups(self, plan: PhysicalPlan) -> list[list[str]]:
+        """The task keys of each actor: round robin over the cluster's nodes,
+        one actor per node (``actors="node"``) or per task."""
+        keys = [f"{c.index}/{i}" for c in plan.chains for i in range(c.parallelism)]
+        if self.actors == "task":
+            return [[k] for k in keys]
+        nodes = max(1, sum(1 for n in ray.nodes() if n.get("Alive")))
+        return [g for g in ([k for j, k in enumerate(keys) if j % nodes == n] for n in range(nodes)) if g]
+
+    def _start_actors(self, plan: PhysicalPlan, groups: list[list[str]]) -> list[Any]:
+        """An actor per group: the live ones of the last attempt first (a new
+        process costs seconds), new ones for the rest, round robin over the
+        nodes. A push waits in a thread of the receiving actor until its
+        block is taken, so an actor needs a thread per credit of each input
+        channel of its tasks."""
         cls = ray.remote(TaskActor)
-        inputs = max((sum(plan.chain_of[e.upstream.id].parallelism for e in c.head.inputs) for c in plan.chains),
-                      default=1)
-        threads = self.channel_capacity * max(inputs, 1) + 16
+        chain = {f"{c.index}/{i}": c for c in plan.chains for i in range(c.parallelism)}
+        needed = [self.channel_capacity * sum(plan.chain_of[e.upstream.id].parallelism
+                                              for k in g for e in chain[k].head.inputs) + 16 for g in groups]
         live = []
         for actor, size in self._pool:
-            if size >= threads and self._alive(actor):
+            if size >= max(needed) and self._alive(actor):
                 live.append((actor, size))
             else:
                 ray.kill(actor, no_restart=True)
         nodes = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
-        actors: dict[str, Any] = {}
         pool: list[tuple[Any, int]] = []
-        for c in plan.chains:
-            for i in range(c.parallelism):
-                if live:
-                    actor, size = live.pop()
-                else:  # round robin over the nodes (soft: another node if that one is gone)
-                    node = nodes[len(pool) % len(nodes)] if nodes else None
-                    where = NodeAffinitySchedulingStrategy(node, soft=True) if node is not None else "SPREAD"
-                    actor, size = cls.options(num_cpus=0, max_concurrency=threads,
-                                              scheduling_strategy=where).remote(), threads
-                actors[f"{c.index}/{i}"] = actor
-                pool.append((actor, size))
+        for _ in groups:
+            if live:
+                actor, size = live.pop()
+            else:  # on that node (alive now; a soft affinity let Ray put every actor on one node)
+                node = nodes[len(pool) % len(nodes)] if nodes else None
+                where = NodeAffinitySchedulingStrategy(node, soft=False) if node is not None else "SPREAD"
+                size = max(needed)
+                actor = cls.options(num_cpus=0, max_concurrency=size, scheduling_strategy=where).remote()
+            pool.append((actor, size))
         for actor, _ in live:
             ray.kill(actor, no_restart=True)
         self._pool = pool
-        return actors
+        return [actor for actor, _ in pool]
 
     @staticmethod
     def _alive(actor: Any) -> bool:
@@ -506,45 +525,47 @@ class RayExecutor:
         assignment = StateAssignment(plan, restore) if restore is not None else None
         positions = assignment.positions() if assignment is not None else None
         self._metrics = []  # the driver's mirror of every task's counters
-        keys = []
         for c in plan.chains:
             for i in range(c.parallelism):
-                keys.append(f"{c.index}/{i}")
                 self._metrics.append(TaskMetrics(
                     task=f"{c.name()}[{i + 1}/{c.parallelism}]", vertex=c.index, subtask=i,
                     parallelism=c.parallelism, operators=tuple(n.name for n in c.nodes),
                     is_source=c.head.is_source,
                     operator_rows=[0] * (len(c.nodes) - (1 if c.head.is_source else 0) + 1)))
-        actors = self._actors = self._start_actors(plan)
+        groups = self._groups(plan)
+        actors = self._actors = self._start_actors(plan, groups)
         try:
-            result = self._run(attempt, plan, restore, storage, positions, assignment, keys, actors, tick,
+            result = self._run(attempt, plan, restore, storage, positions, assignment, groups, actors, tick,
                                t_restore)
         except BaseException:
-            for actor in actors.values():  # their tasks end; the actors may serve the next attempt
+            for actor in actors:  # their tasks end; the actors may serve the next attempt
                 actor.cancel.remote()
             raise
         finally:
-            self._actors = {}
+            self._actors = []
         return result
 
     def _run(self, attempt: Attempt, plan: PhysicalPlan, restore: Any, storage: Any, positions: Any,
-             assignment: Any, keys: list[str], actors: dict[str, Any], tick: Callable[[], None],
+             assignment: Any, groups: list[list[str]], actors: list[Any], tick: Callable[[], None],
              t_restore: float) -> AttemptResult:
+        keys = [f"{c.index}/{i}" for c in plan.chains for i in range(c.parallelism)]
         by_key = dict(zip(keys, self._metrics))
-        names = {k: m.task for k, m in by_key.items()}
+        where = {k: actor for g, actor in zip(groups, actors) for k in g}
         try:
             shared = ray.put(plan)  # serialised once for every actor
-            transactional = ray.get([actors[k].setup.remote(shared, k, positions, restore, actors,
-                                                            self.channel_capacity, attempt.exactly_once)
-                                     for k in keys])
-            nodes = ray.get([actors[k].node.remote() for k in keys])
+            transactional: dict[str, list[int]] = {}
+            for found in ray.get([a.setup.remote(shared, g, positions, restore, where, self.channel_capacity,
+                                                 attempt.exactly_once) for g, a in zip(groups, actors)]):
+                transactional.update(found)
+            nodes = ray.get([a.node.remote() for a in actors])
         except Exception as exc:
             raise self._failure(exc, None) from None
-        self.placement = {names[k]: n for k, n in zip(keys, nodes)}
-        for k, node in zip(keys, nodes):
-            by_key[k].location = node
-        sources = [_RemoteSource(actors[k]) for k, m in by_key.items() if m.is_source]
-        sinks = [_RemoteSink(actors[k], i) for k, found in zip(keys, transactional) for i in found]
+        for g, node in zip(groups, nodes):
+            for k in g:
+                by_key[k].location = node
+        self.placement = {by_key[k].task: by_key[k].location for k in keys}
+        sources = [_RemoteSource(where[k], k) for k, m in by_key.items() if m.is_source]
+        sinks = [_RemoteSink(where[k], k, i) for k, found in transactional.items() for i in found]
         first_id = max(storage.last_id() if storage else 0, restore.checkpoint_id if restore else 0) + 1
         coordinator = Coordinator(storage, attempt.interval_s, plan.checkpoint_meta(), first_id, sinks, sources,
                                   set(keys))
@@ -560,30 +581,32 @@ class RayExecutor:
         if attempt.on_running is not None:
             attempt.on_running(rescaled)
         t0 = time.perf_counter()
-        ray.get([actors[k].start.remote() for k in keys])
-        done: set[str] = set()
-        while len(done) < len(keys):
+        ray.get([a.start.remote() for a in actors])
+        done: set[int] = set()
+        while len(done) < len(actors):
             time.sleep(POLL_S)
             try:
-                replies = ray.get([actors[k].poll.remote() for k in keys])
+                replies = ray.get([a.poll.remote() for a in actors])
             except Exception as exc:
                 if self._cancelled:
                     raise JobCancelled(attempt.job_name) from None
                 raise self._failure(exc, None) from None
-            for k, r in zip(keys, replies):
-                _mirror(by_key[k], r["metrics"])
+            for n, r in enumerate(replies):
+                for k, counters in r["metrics"].items():
+                    _mirror(by_key[k], counters)
                 for item in r["acks"]:
                     if item[0] == "ack":
                         coordinator.ack(item[1], item[2], item[3])
                     else:
                         coordinator.task_finished(item[1], item[2])
-                _gather(outputs[k], r["outputs"])
+                for k, found in r["outputs"].items():
+                    _gather(outputs[k], found)
                 if r["error"] is not None:
                     if self._cancelled:
                         raise JobCancelled(attempt.job_name)
                     raise self._failure(None, r["error"])
                 if r["done"]:
-                    done.add(k)
+                    done.add(n)
             if self._cancelled:
                 raise JobCancelled(attempt.job_name)
             coordinator.maybe_trigger()
@@ -592,18 +615,19 @@ class RayExecutor:
                 break
             tick()
         if coordinator.stopped is not None:
-            self._drain(actors, keys, outputs)
+            self._drain(actors, outputs)
             return AttemptResult(self._metrics, time.perf_counter() - t0, coordinator.stats, restore_s,
                                  stopped=coordinator.stopped, rescaled=rescaled)
         coordinator.finish()
-        self._drain(actors, keys, outputs)
+        self._drain(actors, outputs)
         return AttemptResult(self._metrics, time.perf_counter() - t0, coordinator.stats, restore_s,
                              rescaled=rescaled)
 
-    def _drain(self, actors: dict[str, Any], keys: list[str], outputs: dict[str, list]) -> None:
+    def _drain(self, actors: list[Any], outputs: dict[str, list]) -> None:
         """The collect rows committed last."""
-        for k, r in zip(keys, ray.get([actors[k].poll.remote() for k in keys])):
-            _gather(outputs[k], r["outputs"])
+        for r in ray.get([a.poll.remote() for a in actors]):
+            for k, found in r["outputs"].items():
+                _gather(outputs[k], found)
 
     def _failure(self, exc: BaseException | None, remote: dict | None) -> JobFailed:
         if remote is not None:
