@@ -54,7 +54,7 @@ from fastops.operators.base import Operator, Tagged
 from fastops.table.changelog import _pack_parts, _unpack_parts
 from fastops.table.expressions import AggCall, Cast, Col, Expr, ExpressionError, Interval, OverRef
 from fastops.table.plan import PlanError, PlanNode, Project, infer_type, insert_only_of
-from fastops.table.topn import plan_rank
+from fastops.table.topn import check_over_columns, plan_rank
 from fastops.table.types import to_sql
 
 __all__ = [
@@ -737,14 +737,8 @@ class OverAggregate(PlanNode):
         if child.changelog:
             raise PlanError("OVER aggregation of an updating (changelog) table is not supported")
         names = child.schema.names
-        for k in keys:
-            if k not in names:
-                raise PlanError(f"PARTITION BY column {k!r} not found (columns: {names})")
-        for c, _, _ in order:
-            if c not in names:
-                raise PlanError(f"ORDER BY column {c!r} of the OVER window not found (columns: {names})")
-        if not order:
-            raise PlanError("an OVER window needs ORDER BY (Flink's OVER windows are ordered)")
+        check_over_columns(names, keys, order, "the OVER window",
+                           "an OVER window needs ORDER BY (Flink's OVER windows are ordered)")
         if streaming:
             tc = child.time_col
             if tc is None or len(order) != 1 or order[0][0] != tc or not order[0][1]:

@@ -92,6 +92,20 @@ def _rank_in_partition(pid_sorted: np.ndarray, alive: np.ndarray) -> np.ndarray:
     return c - before
 
 
+
+def check_over_columns(names: Sequence[str], keys: Sequence[str], order: Sequence[tuple], what: str,
+                       no_order: str) -> None:
+    """The PARTITION BY and ORDER BY columns of an OVER clause exist and it
+    has an ORDER BY (``what`` names the clause; ``no_order`` is the error without one)."""
+    for k in keys:
+        if k not in names:
+            raise PlanError(f"PARTITION BY column {k!r} not found (columns: {list(names)})")
+    for c, *_ in order:
+        if c not in names:
+            raise PlanError(f"ORDER BY column {c!r} of {what} not found (columns: {list(names)})")
+    if not order:
+        raise PlanError(no_order)
+
 class _Ranker:
     """What both rank operators share: partition ids and the sort."""
 
@@ -478,15 +492,8 @@ class Rank(PlanNode):
                  rank_col: str, rank_range: tuple[int, int] | None = None, output_rank: bool = True,
                  streaming: bool = False):
         super().__init__()
-        names = child.schema.names
-        for k in keys:
-            if k not in names:
-                raise PlanError(f"PARTITION BY column {k!r} not found (columns: {names})")
-        for c, _, _ in order:
-            if c not in names:
-                raise PlanError(f"ORDER BY column {c!r} of ROW_NUMBER() not found (columns: {names})")
-        if not order:
-            raise PlanError("ROW_NUMBER() OVER (...) needs ORDER BY")
+        check_over_columns(child.schema.names, keys, order, "ROW_NUMBER()",
+                           "ROW_NUMBER() OVER (...) needs ORDER BY")
         self.window = streaming and "window_start" in keys and "window_end" in keys and _windowed(child)
         if self.window or not streaming:
             child = insert_only_of(child)
