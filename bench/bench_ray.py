@@ -153,7 +153,7 @@ def recovery(seconds: float, directory: str) -> dict[str, Any]:
 def main() -> None:
     args = parse_args(__doc__.splitlines()[0])
     rows = 1_000_000 if args.quick else 10_000_000
-    repeats = args.repeats or (1 if args.quick else 3)
+    repeats = args.repeats or (1 if args.quick else 5)
     import ray
     ray.init(include_dashboard=False, object_store_memory=256 * 1024 * 1024, configure_logging=False,
              log_to_driver=False)
@@ -161,7 +161,10 @@ def main() -> None:
         path = w1_input(rows, directory)
         w1("ray", path)  # the actors' worker processes warm up once
         kinds = ("threads", "ray", "ray-task")
-        runs = {ex: [w1(ex, path) for _ in range(repeats)] for ex in kinds}
+        runs: dict[str, list] = {ex: [] for ex in kinds}
+        for _ in range(repeats):  # interleaved rounds: the machine's noise falls on every executor alike
+            for ex in kinds:
+                runs[ex].append(w1(ex, path))
         batches = 50 if args.quick else 300
         hops = {ex: statistics.median(hop(ex, batches) for _ in range(repeats)) for ex in kinds}
         rec = recovery(12.0 if args.quick else 20.0, directory)

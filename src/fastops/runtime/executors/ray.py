@@ -60,7 +60,7 @@ except ImportError:  # pragma: no cover - reported when the executor is created
     ray = None  # type: ignore[assignment]  # no Ray: require_ray() says how to get it
 
 BLOCK_BYTES = 4 << 20  # a pushed block: large enough that a call's cost is small beside it
-POLL_S = 0.05  # how often the driver polls the actors, checks checkpoints and ticks
+POLL_S = 0.1  # how often the driver polls the actors, checks checkpoints and ticks
 WAIT_S = 0.1  # a blocked wait checks for a stop this often
 LOCAL_OBJECT_STORE = 256 * 1024 * 1024  # bytes: the object store of a Ray the executor starts itself
 
