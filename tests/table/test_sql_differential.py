@@ -7,71 +7,14 @@ SESSION), so DuckDB is an independent reference for the window assignment too.
 """
 from __future__ import annotations
 
-import datetime as dt
-import decimal
-import math
-
 import duckdb
-import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fastops as fo
+from support.sql_diff import ROWS, assert_same_rows, make_table
 
-BASE_MS = 1_700_000_000_000
-KEYS = st.one_of(st.none(), st.integers(0, 4))
-STRS = st.one_of(st.none(), st.sampled_from(["a", "ab", "b", "ba", "c"]))
-FLOATS = st.one_of(st.none(), st.floats(-100, 100, allow_nan=False).map(lambda v: round(v, 3)))
-INTS = st.integers(-50, 50)
-TIMES = st.integers(0, 60_000)  # ms after BASE_MS
-
-ROW = st.tuples(KEYS, STRS, FLOATS, INTS, TIMES)
-ROWS = st.lists(ROW, min_size=0, max_size=40)
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def make_table(rows: list) -> pa.Table:
-    cols = list(zip(*rows)) if rows else [[], [], [], [], []]
-    tms = [BASE_MS + t for t in cols[4]]
-    return pa.table({
-        "id": pa.array(range(len(rows)), pa.int64()),
-        "k": pa.array(cols[0], pa.int64()),
-        "s": pa.array(cols[1], pa.string()),
-        "x": pa.array(cols[2], pa.float64()),
-        "y": pa.array(cols[3], pa.int64()),
-        "tms": pa.array(tms, pa.int64()),
-        "ts": pa.array(tms, pa.int64()).cast(pa.timestamp("ms")),
-    })
-
-
-def _norm(v):
-    if isinstance(v, decimal.Decimal):
-        return float(v)
-    if isinstance(v, dt.datetime) and v.tzinfo is not None:
-        return v.replace(tzinfo=None)
-    return v
-
-
-def _key(row):
-    return tuple((0, "") if v is None else (1, round(v, 6) if isinstance(v, float) else v) for v in row)
-
-
-def _rows(table: pa.Table) -> list[tuple]:
-    cols = [c.to_pylist() for c in table.columns]
-    return sorted((tuple(_norm(v) for v in r) for r in zip(*cols)), key=_key) if cols else []
-
-
-def assert_same_rows(got: pa.Table, want: pa.Table, query: str) -> None:
-    g, w = _rows(got), _rows(want)
-    assert len(g) == len(w), f"{query}\nfastops {len(g)} rows, DuckDB {len(w)} rows\n{g}\n{w}"
-    for a, b in zip(g, w):
-        assert len(a) == len(b), query
-        for u, v in zip(a, b):
-            if isinstance(u, float) or isinstance(v, float):
-                assert u is not None and v is not None, f"{query}\n{a}\n{b}"
-                assert math.isclose(u, v, rel_tol=1e-9, abs_tol=1e-9), f"{query}\n{a}\n{b}"
-            else:
-                assert u == v, f"{query}\n{a}\n{b}"
 
 
 _CON = duckdb.connect()
