@@ -84,4 +84,7 @@ def test_a_job_spreads_over_two_nodes_and_survives_losing_one_nodes_workers(clus
     assert result.restarts == 1
     got = ds.dataset(str(tmp_path / "ray")).to_table()
     assert canonical(got).equals(canonical(ds.dataset(str(tmp_path / "expected")).to_table()))
+    deadline = time.time() + 10  # killing is asynchronous: give the actor table a moment
+    while any(v["State"] == "ALIVE" for v in actor_table().values()) and time.time() < deadline:
+        time.sleep(0.1)
     assert [k for k, v in actor_table().items() if v["State"] == "ALIVE"] == []
