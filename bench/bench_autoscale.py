@@ -187,7 +187,7 @@ def per_step(r: dict[str, Any]) -> list[dict[str, Any]]:
 
 def main() -> None:
     args = parse_args(__doc__.splitlines()[0])
-    step_s = 6.0 if args.quick else 40.0  # quick: a smoke test (too short to settle)
+    step_s = 4.0 if args.quick else 40.0  # quick: a smoke test (too short to settle)
     if args.repeats:  # a short run for a look (the schedule in seconds per step)
         step_s = float(args.repeats)
     print(f"service cost {COST_S * 1000:g} ms/row, base {BASE} rows/s, steps {STEPS}, {step_s:g} s each, "

@@ -167,7 +167,7 @@ def main() -> None:
                 runs[ex].append(w1(ex, path))
         batches = 50 if args.quick else 300
         hops = {ex: statistics.median(hop(ex, batches) for _ in range(repeats)) for ex in kinds}
-        rec = recovery(12.0 if args.quick else 20.0, directory)
+        rec = recovery(8.0 if args.quick else 20.0, directory)
         memory = rss_mb(os.getpid()) + sum(rss_mb(p) for p in ray_pids())
     ray.shutdown()
     rate = {ex: statistics.median(r[0] for r in runs[ex]) for ex in runs}
