@@ -537,6 +537,12 @@ class RayExecutor:
         try:
             result = self._run(attempt, plan, restore, storage, positions, assignment, groups, actors, tick,
                                t_restore)
+        except ray.exceptions.RayError as exc:  # an actor died mid-commit or mid-drain: restart the attempt
+            for actor in actors:
+                actor.cancel.remote()
+            if self._cancelled:
+                raise JobCancelled(attempt.job_name) from None
+            raise self._failure(exc, None) from None
         except BaseException:
             for actor in actors:  # their tasks end; the actors may serve the next attempt
                 actor.cancel.remote()
