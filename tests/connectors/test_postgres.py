@@ -24,6 +24,8 @@ from fastops.connectors.postgres import OP_COLUMN, PostgresSink, prepare_target
 from fastops.operators.base import OperatorContext
 from fastops.table.changelog import OP_COLUMN as TABLE_OP_COLUMN
 
+pytestmark = pytest.mark.xdist_group("servers")  # one test worker starts the servers
+
 psycopg = pytest.importorskip("psycopg", reason="the connector tests need pip install 'fastops[connectors]'")
 redis = pytest.importorskip("redis", reason="the connector tests need pip install 'fastops[connectors]'")
 

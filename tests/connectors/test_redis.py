@@ -22,6 +22,8 @@ from fastops.connectors.redis import RedisStreamSource
 from fastops.operators.base import OperatorContext, Tagged
 from fastops.windows import Tumbling
 
+pytestmark = pytest.mark.xdist_group("servers")  # one test worker starts the servers
+
 redis = pytest.importorskip("redis", reason="the connector tests need pip install 'fastops[connectors]'")
 
 SCHEMA = {"user": pa.int64(), "v": pa.float64(), "name": pa.string()}

@@ -13,21 +13,26 @@ import pytest
 
 import fastops as fo
 from fastops.core.window.assigners import Tumbling
+from fastops.runtime.checkpoint import CheckpointStorage
 from support.events import output_rows
 
 
 class FailAt:
     """A pacing map (a short sleep per batch, so checkpoints fall between
-    batches) that raises at batch number ``at`` (never for ``at < 0``)."""
+    batches) that raises at batch number ``at`` (never for ``at < 0``), or at
+    the first batch after it once ``checkpoints`` holds a completed
+    checkpoint, so that a slow machine still fails a job it can resume."""
 
-    def __init__(self, at: int = -1):
+    def __init__(self, at: int = -1, checkpoints: str | None = None):
         self.at = at
         self.seen = 0
+        self.storage = CheckpointStorage(checkpoints) if checkpoints is not None else None
 
     def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         self.seen += 1
         time.sleep(0.003)
-        if self.seen == self.at:
+        if 0 <= self.at <= self.seen and (self.storage is None or self.storage.latest() is not None):
+            self.at = -1
             raise RuntimeError("injected failure")
         return batch
 
@@ -52,7 +57,7 @@ def run_twice(job, tmp_path, fail_at: int, before: int = 2, after: int = 2) -> t
     out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
     env = fo.StreamEnvironment(parallelism=before, threads=True, max_parallelism=16, checkpoint_dir=ck,
                                checkpoint_interval="10ms")
-    job(env, out, FailAt(fail_at))
+    job(env, out, FailAt(fail_at, ck))
     with pytest.raises(fo.JobFailed, match="injected failure"):
         env.execute()
     env = fo.StreamEnvironment(parallelism=after, threads=True, max_parallelism=16, checkpoint_dir=ck,

@@ -21,7 +21,7 @@ from fastops import agg
 ray = pytest.importorskip("ray")
 from ray._private.state import actors as actor_table  # noqa: E402  (Ray's GCS actor table)
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.xdist_group("ray")]  # one test worker holds the Ray tests
 
 
 @pytest.fixture(scope="module", autouse=True)

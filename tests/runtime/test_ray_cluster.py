@@ -21,7 +21,7 @@ ray = pytest.importorskip("ray")
 from ray._private.state import actors as actor_table  # noqa: E402  (Ray's GCS actor table)
 from ray.cluster_utils import Cluster  # noqa: E402
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 
 @pytest.fixture(scope="module")
