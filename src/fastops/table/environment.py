@@ -237,7 +237,8 @@ class TableEnvironment:
                 raise PlanError(f"table {ct.name!r}: no files in {path!r}")
         elif not os.path.exists(path):
             raise PlanError(f"table {ct.name!r}: path {path!r} does not exist")
-        return Table(self, Scan(fmt, path, ct.schema, ct.time_col, ct.watermark_ms, ct.name, self.batch_size))
+        return Table(self, Scan(fmt, path, ct.schema, ct.time_col, ct.watermark_ms, ct.name, self.batch_size,
+                                ct.primary_key))
 
     # -- catalog -------------------------------------------------------------------
     def create_temporary_view(self, view_path: str, table: Any, *fields: Any) -> None:

@@ -130,9 +130,11 @@ class Scan(PlanNode):
     """A catalog table: an Arrow table, files, or a DataStream."""
 
     def __init__(self, kind: str, payload: Any, schema: pa.Schema, time_col: str | None = None,
-                 watermark_ms: int | None = None, name: str = "table", batch_size: int = 65536):
+                 watermark_ms: int | None = None, name: str = "table", batch_size: int = 65536,
+                 primary_key: Sequence[str] = ()):
         super().__init__()
         self.kind = kind  # "arrow" | "parquet" | "csv" | "stream" | "redis-stream"
+        self.primary_key = list(primary_key)  # PRIMARY KEY ... NOT ENFORCED (a versioned table's key)
         self.payload = payload
         self.schema = schema
         self.time_col = time_col

@@ -25,8 +25,8 @@ and deduplication with ``ROW_NUMBER()`` (``topn``),
 
 Refused by name, with what to use instead (``check_supported``), rather than
 run with a part ignored: OVER functions other than COUNT / SUM / AVG / MIN /
-MAX / ROW_NUMBER, QUALIFY, MATCH_RECOGNIZE, recursive WITH, UNNEST, temporal
-joins (FOR SYSTEM_TIME AS OF), GROUPING SETS / ROLLUP / CUBE, MINUS,
+MAX / ROW_NUMBER, QUALIFY, MATCH_RECOGNIZE, recursive WITH, UNNEST, time
+travel (FOR SYSTEM_TIME AS OF outside a temporal join), GROUPING SETS / ROLLUP / CUBE, MINUS,
 subqueries inside expressions, cross / natural / semi / anti join syntax,
 connectors other than filesystem, print, blackhole, redis-stream and jdbc,
 and the statements fastops has no use for (SET, STATEMENT SET, ALTER, ...).
@@ -71,6 +71,7 @@ from fastops.table.plan import (
 )
 from fastops.table.setops import SemiJoin, SetOp, values_table
 from fastops.table.table import _union, build_aggregate, distinct_of
+from fastops.table.temporal import temporal_join_of
 from fastops.table.topn import drop_unused_rank, rank_filter
 from fastops.table.types import to_arrow
 
@@ -279,9 +280,9 @@ _UNSUPPORTED_NODES: dict[type, tuple[str, str]] = {
                          "DataStream API"),
     exp.Unnest: ("UNNEST", "expand arrays with a table function: LATERAL TABLE(my_udtf(col)) "
                  "(fastops.udtf)"),
-    exp.Version: ("FOR SYSTEM_TIME AS OF (temporal table joins and time travel)",
-                  "a JOIN ... ON would match every version of the versioned table; look up the "
-                  "version valid at a row's time with a KeyedProcessFunction in the DataStream API"),
+    exp.Version: ("FOR SYSTEM_TIME AS OF outside a join (time travel)",
+                  "a temporal join reads a versioned table's version at each row's time: "
+                  "FROM t JOIN v FOR SYSTEM_TIME AS OF t.ts ON t.k = v.k"),
     exp.GroupingSets: ("GROUPING SETS", _GROUPINGS_INSTEAD),
     exp.Rollup: ("ROLLUP", _GROUPINGS_INSTEAD),
     exp.Cube: ("CUBE", _GROUPINGS_INSTEAD),
@@ -308,6 +309,9 @@ _FILE_FORMATS = ("parquet", "csv")
 def check_supported(tree: Any) -> None:
     """Raise SqlError naming the first construct of ``tree`` fastops does not run."""
     for node in tree.walk():
+        if isinstance(node, exp.Version) and isinstance(node.parent, exp.Table) and \
+                isinstance(node.parent.parent, exp.Join):
+            continue  # a temporal join (JOIN t FOR SYSTEM_TIME AS OF ...): planned by QueryCompiler.join
         named = _UNSUPPORTED_NODES.get(type(node))
         if named is not None:
             raise _unsupported(named[0], node, named[1])
@@ -845,11 +849,26 @@ class QueryCompiler:
             raise _unsupported("a join without ON (CROSS JOIN, FROM a, b)", j,
                                "join ON at least one equality between the two sides")
         cond = self.expr(on, scope)
+        version = item.args.get("version") if isinstance(item, exp.Table) else None
+        if version is not None:
+            return self.temporal_join(left, lscope, right, cond, how, version, item), scope
         try:
             node = join_of(left, right, cond, how, self.streaming)
         except PlanError as exc:
             raise SqlError(f"{exc}{_pos(on)}") from None
         return node, scope
+
+    def temporal_join(self, left: PlanNode, lscope: Scope, right: PlanNode, cond: Expr, how: str,
+                      version: exp.Version, item: exp.Table) -> PlanNode:
+        """``JOIN item FOR SYSTEM_TIME AS OF left.col ON cond`` (``temporal``)."""
+        if str(version.args.get("kind") or "").upper() != "AS OF":
+            raise _unsupported(f"FOR SYSTEM_TIME {version.args.get('kind')}", version,
+                               "a temporal join reads the version AS OF a column of the probe side")
+        as_of = self.expr(version.expression, lscope)
+        try:
+            return temporal_join_of(left, right, cond, how, as_of, self.streaming, item.name)
+        except PlanError as exc:
+            raise SqlError(f"{exc}{_pos(version)}") from None
 
     def lateral(self, left: PlanNode, lscope: Scope, item: Any, j: Any) -> tuple[PlanNode, Scope]:
         fn_call = item.this if isinstance(item, exp.Lateral) else item
