@@ -62,6 +62,7 @@ from fastops.table.operators import (
     StreamJoin,
     WindowAssign,
 )
+from fastops.table.retract import RETRACTING, RetractAggregate
 from fastops.table.types import to_sql
 
 __all__ = [
@@ -322,9 +323,15 @@ class Aggregate(PlanNode):
         self.streaming = streaming
         child = insert_only_of(child)
         self.inputs = [child]
-        if child.changelog:
-            raise PlanError("aggregating an updating (changelog) table is not supported; "
+        if child.changelog and window is not None:
+            raise PlanError("a window aggregation of an updating (changelog) table is not supported; "
                             "aggregate the insert-only input instead, or use batch mode")
+        if child.changelog:  # streaming GROUP BY of a changelog: aggregates that take retractions
+            bad = [c for _, c in self.aggs if c.fn not in RETRACTING or c.udaf is not None or c.distinct]
+            if bad:
+                raise PlanError(f"{bad[0]!r} over an updating (changelog) table is not supported; the "
+                                "aggregates that take retractions are COUNT, SUM, AVG, MIN, MAX, STDDEV_POP, "
+                                "STDDEV_SAMP, VAR_POP, VAR_SAMP")
         for k in self.keys:
             if k not in child.schema.names:
                 raise PlanError(f"GROUP BY column {k!r} not found (columns: {child.schema.names})")
@@ -703,7 +710,12 @@ class Compiler:
         if node.window is None:
             aggs_factory = node.make_aggs
             factory: Callable[[], Operator]
-            if self.streaming:
+            if self.streaming and child.changelog:
+                specs = [(n, c.fn, c.arg.col if isinstance(c.arg, Col) else None, t)
+                         for (n, c), t in zip(node.aggs, node.input_types)]
+                out_schema = node.schema
+                factory = lambda: RetractAggregate(keys, specs, out_schema)
+            elif self.streaming:
                 factory = lambda: ChangelogAggregate(keys, aggs_factory(), in_schema)
             else:
                 out_schema = node.schema

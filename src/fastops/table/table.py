@@ -60,6 +60,7 @@ from fastops.table.plan import (
 )
 from fastops.table.printing import render
 from fastops.table.setops import SemiJoin, SetOp
+from fastops.table.temporal import TemporalTableFunction, TemporalTableFunctionCall
 from fastops.table.types import to_sql
 
 __all__ = [
@@ -461,7 +462,7 @@ def _distinct_aggregate(child: PlanNode, key_exprs: Sequence[Expr], items: Seque
     assert arg is not None, "a DISTINCT aggregate has an argument (the parser allows no COUNT(DISTINCT *))"
     inner_items: list[tuple[str, Expr]] = [(k.col, Col(k.col)) for k in cols] + [("__distinct", arg)]
     if window is None:
-        inner: PlanNode = Distinct(Project(child, inner_items))
+        inner: PlanNode = distinct_of(Project(child, inner_items), streaming)  # a changelog: a GROUP BY
     else:
         inner_items = [("window_start", Col("window_start")), ("window_end", Col("window_end"))] + inner_items
         if window_alias is not None:
@@ -693,20 +694,31 @@ class Table:
         return self._join(right, join_predicate, "full outer")
 
     def join_lateral(self, table_function_call: Any, join_predicate: Any = None) -> Table:
+        if isinstance(table_function_call, TemporalTableFunctionCall):  # a temporal join
+            cond = as_expr(join_predicate) if join_predicate is not None else None
+            return self._new(table_function_call.join(self._node, cond, "inner", self._streaming))
         if join_predicate is not None:
             raise PlanError("join_lateral with a predicate is not supported; filter afterwards")
         return self._new(Lateral(self._node, table_function_call))
 
-    def left_outer_join_lateral(self, table_function_call: Any) -> Table:
+    def left_outer_join_lateral(self, table_function_call: Any, join_predicate: Any = None) -> Table:
+        if isinstance(table_function_call, TemporalTableFunctionCall):
+            cond = as_expr(join_predicate) if join_predicate is not None else None
+            return self._new(table_function_call.join(self._node, cond, "left outer", self._streaming))
         return self._new(Lateral(self._node, table_function_call, left_outer=True))
 
-    def create_temporal_table_function(self, time_attribute: Any, primary_key: Any) -> Any:
-        """Refused, as SQL's ``FOR SYSTEM_TIME AS OF``: temporal joins (each row
-        joined with the version of a versioned table valid at its time) are not
-        supported yet, and a regular join would match every version."""
-        raise PlanError("create_temporal_table_function (temporal table joins) is not supported yet by "
-                        "fastops; a regular join would match every version of the table: look up the version "
-                        "valid at a row's time with a KeyedProcessFunction in the DataStream API")
+    def create_temporal_table_function(self, time_attribute: Any, primary_key: Any) -> TemporalTableFunction:
+        """This table as a versioned table, a function of time (PyFlink's): join it
+        with ``probe.join_lateral(fn(col("o_time")), col("k") == col("r_k"))``, the
+        temporal join ``FOR SYSTEM_TIME AS OF o_time`` (``fastops.table.temporal``)."""
+        keys = primary_key if isinstance(primary_key, (list, tuple)) else [primary_key]
+        names = []
+        for c in [time_attribute, *keys]:
+            e = as_column_expr(c)
+            if not isinstance(e, Col):
+                raise PlanError(f"create_temporal_table_function takes columns, got {e!r}")
+            names.append(e.col)
+        return TemporalTableFunction(self, names[0], names[1:])
 
     def union_all(self, other: Table) -> Table:
         return self._new(_union([self._node, other._node]))
