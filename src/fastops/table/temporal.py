@@ -52,7 +52,7 @@ from fastops.datastream import DataStream
 from fastops.operators.base import Operator
 from fastops.runtime.graph import Node
 from fastops.table.changelog import OP_COLUMN, _pack_parts, _unpack_parts, materialize
-from fastops.table.expressions import Call, Col, Expr, Lit, broadcast
+from fastops.table.expressions import Call, Col, Expr, Lit, as_column_expr, broadcast
 from fastops.table.join_index import JoinKeys
 from fastops.table.plan import (
     Filter,
@@ -70,8 +70,8 @@ from fastops.table.setops import common_type
 from fastops.table.topn import Rank
 from fastops.table.types import to_sql
 
-__all__ = ["LookupJoin", "LookupJoinOperator", "TemporalJoin", "TemporalJoinOperator", "Versioned",
-           "temporal_join_of", "versioned"]
+__all__ = ["LookupJoin", "LookupJoinOperator", "TemporalJoin", "TemporalJoinOperator", "TemporalTableFunction",
+           "TemporalTableFunctionCall", "Versioned", "temporal_join_of", "versioned"]
 
 
 # ---------------------------------------------------------------- versioned tables
@@ -169,11 +169,15 @@ def _key_columns(node: PlanNode, exprs: Sequence[Expr], prefix: str) -> tuple[Pl
 
 
 def temporal_join_of(left: PlanNode, right: PlanNode, condition: Expr | None, how: str, as_of: Expr,
-                     streaming: bool, right_name: str = "the versioned table") -> PlanNode:
+                     streaming: bool, right_name: str = "the versioned table",
+                     primary_key: Sequence[str] | None = None, version_time: str | None = None) -> PlanNode:
     """``left [LEFT] JOIN right FOR SYSTEM_TIME AS OF as_of ON condition``: an
     event-time temporal join when ``as_of`` is ``left``'s time attribute and
     ``right`` a versioned table with an event-time attribute, else a lookup
-    join against the current rows of ``right`` (read whole)."""
+    join against the current rows of ``right`` (read whole). ``primary_key``
+    and ``version_time`` (a temporal table function's) override the table's
+    own key and time attribute (a ``version_time`` that is not its event-time
+    attribute makes it a lookup join)."""
     if how not in ("inner", "left outer"):
         raise PlanError(f"a temporal join is INNER or LEFT, not {how.upper()}")
     if not isinstance(as_of, Col):
@@ -187,6 +191,8 @@ def temporal_join_of(left: PlanNode, right: PlanNode, condition: Expr | None, ho
     if not pairs:
         raise PlanError(f"a temporal join needs an equality between the two sides in ON; got {condition!r}")
     v = versioned(right)
+    if primary_key is not None:
+        v = Versioned(v.node, v.time_col if version_time == v.time_col else None, list(primary_key), v.dedup)
     event_time = as_of.col == left.time_col and v.time_col is not None
     if event_time and not v.primary_key:
         raise PlanError(f"an event-time temporal join needs a primary key on {right_name} (PRIMARY KEY (k) NOT "
@@ -215,6 +221,43 @@ def temporal_join_of(left: PlanNode, right: PlanNode, condition: Expr | None, ho
     if list(node.schema.names) != keep:
         node = Project(node, [(n, Col(n)) for n in keep])
     return node
+
+
+class TemporalTableFunction:
+    """A versioned table as a function of time (PyFlink's
+    ``Table.create_temporal_table_function(time_attribute, primary_key)``):
+    ``probe.join_lateral(rates(col("o_time")), col("currency") == col("r_currency"))``
+    is the temporal join ``JOIN rates FOR SYSTEM_TIME AS OF o_time``."""
+
+    kind = "temporal"
+
+    def __init__(self, table: Any, time_attribute: str, primary_key: Sequence[str]):
+        for c in [time_attribute, *primary_key]:
+            if c not in table.schema.names:
+                raise PlanError(f"create_temporal_table_function: no column {c!r} (columns: {table.schema.names})")
+        self.table = table
+        self.time_attribute = time_attribute
+        self.primary_key = list(primary_key)
+
+    def __call__(self, *args: Any) -> TemporalTableFunctionCall:
+        if len(args) != 1:
+            raise PlanError(f"a temporal table function takes one time argument, got {len(args)}")
+        return TemporalTableFunctionCall(self, args[0])
+
+
+class TemporalTableFunctionCall:
+    def __init__(self, fn: TemporalTableFunction, as_of: Any):
+        self.fn = fn
+        self.as_of = as_of
+
+    def join(self, left: PlanNode, condition: Expr | None, how: str, streaming: bool) -> PlanNode:
+        """The temporal join of ``left`` with this call's versioned table."""
+        if condition is None:
+            raise PlanError("join_lateral with a temporal table function needs a join predicate comparing the key, "
+                            "e.g. col('currency') == col('r_currency')")
+        fn = self.fn
+        return temporal_join_of(left, fn.table._node, condition, how, as_column_expr(self.as_of), streaming,
+                                "the temporal table function's table", fn.primary_key, fn.time_attribute)
 
 
 def _check_condition(condition: Expr | None, left: PlanNode, right: PlanNode) -> None:
