@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import fastops as fo
 from fastops.core.messages import MAX_WATERMARK
 from fastops.core.partitioning import KeyGroups
-from fastops.table import SqlError
+from fastops.table import PlanError, SqlError, call, col
 from fastops.table.temporal import TemporalJoinOperator
 
 T0 = dt.datetime(2024, 1, 1, 12, 0, 0)
@@ -348,3 +348,26 @@ def test_versions_no_probe_can_need_are_dropped():
     op.process_input(0, pa.record_batch([pa.array([1], pa.int64()), pa.array([36], pa.int64()),
                                          pa.array([7], pa.int64())], schema=LS))
     assert op.on_watermark(36)[0].column("val").to_pylist() == [2]
+
+
+def test_table_api_temporal_table_function(t_env):
+    """PyFlink's create_temporal_table_function / join_lateral: the same rows as SQL's
+    FOR SYSTEM_TIME AS OF (the RatesHistory example, its documented input)."""
+    orders = t_env.from_elements([(T0 + dt.timedelta(minutes=m), a, c) for m, a, c in
+                                  [(15, 2, "Euro"), (30, 1, "US Dollar"), (32, 50, "Yen"), (52, 3, "Euro"),
+                                   (64, 5, "US Dollar"), (1, 7, "Pounds")]],
+                                 ["o_time", "amount", "currency"], rowtime="o_time", watermark="0s")
+    history = t_env.from_elements([(T0 + dt.timedelta(minutes=m), c, r) for m, c, r in
+                                   [(0, "US Dollar", 102), (0, "Euro", 114), (0, "Yen", 1), (45, "Euro", 116),
+                                    (75, "Euro", 119), (109, "Pounds", 108)]],
+                                  ["r_time", "r_currency", "rate"], rowtime="r_time", watermark="0s")
+    rates = history.create_temporal_table_function(col("r_time"), col("r_currency"))
+    t_env.create_temporary_system_function("rates", rates)
+    inner = orders.join_lateral(rates(col("o_time")), col("currency") == col("r_currency")) \
+        .select(col("amount") * col("rate"))
+    assert sorted(r[0] for r in inner.execute().collect()) == [50, 102, 228, 348, 510]
+    left = orders.left_outer_join_lateral(call(rates, col("o_time")),
+                                          col("currency") == col("r_currency"))
+    assert sorted((r[2], r[4]) for r in left.execute().collect() if r[2] == "Pounds") == [("Pounds", None)]
+    with pytest.raises(PlanError, match="no column 'nope'"):
+        history.create_temporal_table_function(col("r_time"), col("nope"))
