@@ -86,6 +86,7 @@ __all__ = [
     "NexmarkSource",
     "generate",
     "generate_range",
+    "nexmark_source",
 ]
 
 PERSON, AUCTION, BID = 0, 1, 2
@@ -752,3 +753,23 @@ class NexmarkSource(Source):
             for pos in out:
                 pos["wall"] = min(walls)
         return out
+
+
+def nexmark_source(table: str, options: dict, schema: pa.Schema) -> NexmarkSource:
+    """The source of ``CREATE TABLE table (...) WITH ('connector' = 'nexmark', ...)``:
+    ``options`` are the WITH options, ``schema`` the declared physical columns,
+    each one of ``SCHEMA``'s with its type (ROW types field for field);
+    ValueError naming the table otherwise."""
+    for f in schema:
+        if f.name not in SCHEMA.names:
+            raise ValueError(f"table {table!r}: the nexmark connector has no column {f.name!r} "
+                             f"(its columns: {', '.join(SCHEMA.names)})")
+        want = SCHEMA.field(f.name).type
+        if f.type != want:
+            raise ValueError(f"table {table!r}: column {f.name!r} of the nexmark connector is {want}, "
+                             f"declared {f.type}")
+    try:
+        cfg = NexmarkConfig.from_options(options)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"table {table!r}: {exc}") from None
+    return NexmarkSource(cfg, columns=schema.names, name=table)

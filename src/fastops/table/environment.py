@@ -22,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from fastops.connectors.nexmark import nexmark_source
 from fastops.connectors.postgres import with_credentials
 from fastops.connectors.redis import redis_stream_options
 from fastops.core import arrow as _arrow
@@ -71,6 +72,7 @@ class ConnectorTable:
     time_col: str | None = None
     watermark_ms: int | None = None
     primary_key: list = field(default_factory=list)
+    computed: list = field(default_factory=list)  # (name, Expr): columns computed from the physical ones
 
 
 def _schema_of(schema: Any, n_cols: int | None = None) -> tuple[list[str] | None, pa.Schema | None]:
@@ -222,10 +224,13 @@ class TableEnvironment:
         connector = opts.get("connector")
         if connector == "redis-stream":
             return Table(self, Scan("redis-stream", redis_stream_options(ct.name, opts), ct.schema, ct.time_col,
-                                    ct.watermark_ms, ct.name, self.batch_size))
+                                    ct.watermark_ms, ct.name, self.batch_size, computed=ct.computed))
+        if connector == "nexmark":
+            return Table(self, Scan("source", nexmark_source(ct.name, opts, ct.schema), ct.schema, ct.time_col,
+                                    ct.watermark_ms, ct.name, self.batch_size, computed=ct.computed))
         if connector != "filesystem":
             raise PlanError(f"table {ct.name!r} (connector {connector!r}) cannot be read; "
-                            "only 'filesystem' and 'redis-stream' tables are sources")
+                            "only 'filesystem', 'redis-stream' and 'nexmark' tables are sources")
         fmt = opts.get("format", "parquet")
         path = opts.get("path")
         if fmt not in ("parquet", "csv"):
@@ -239,7 +244,7 @@ class TableEnvironment:
         elif not os.path.exists(path):
             raise PlanError(f"table {ct.name!r}: path {path!r} does not exist")
         return Table(self, Scan(fmt, path, ct.schema, ct.time_col, ct.watermark_ms, ct.name, self.batch_size,
-                                ct.primary_key))
+                                ct.primary_key, computed=ct.computed))
 
     # -- catalog -------------------------------------------------------------------
     def create_temporary_view(self, view_path: str, table: Any, *fields: Any) -> None:
@@ -422,7 +427,7 @@ class TableEnvironment:
         # deferred: the SQL face needs sqlglot, an optional dependency
         from sqlglot import exp
 
-        from fastops.table.sql import SqlError, compile_query, watermark_delay
+        from fastops.table.sql import QueryCompiler, Scope, ScopeCol, SqlError, compile_query, watermark_delay
 
         kind = (tree.args.get("kind") or "").upper()
         if kind == "VIEW":
@@ -451,11 +456,17 @@ class TableEnvironment:
             raise SqlError(f"table {name!r} exists already")
         fields = []
         pk: list = []
+        computed_defs = []  # name AS expr, compiled over the physical columns below
         for c in schema_node.expressions:
             if isinstance(c, exp.ColumnDef):
                 kind_t = c.args.get("kind")
+                as_expr = [k.kind.this for k in c.args.get("constraints") or []
+                           if isinstance(k.kind, exp.ComputedColumnConstraint)]
+                if kind_t is None and as_expr:
+                    computed_defs.append((c.name, as_expr[0]))
+                    continue
                 if kind_t is None:
-                    raise SqlError(f"column {c.name!r} needs a type (computed columns are not supported)")
+                    raise SqlError(f"column {c.name!r} needs a type (or AS expression: a computed column)")
                 try:
                     fields.append(pa.field(c.name, to_arrow(kind_t.sql())))
                 except ValueError as exc:
@@ -465,6 +476,9 @@ class TableEnvironment:
             else:
                 raise SqlError(f"unsupported CREATE TABLE element {c.sql()!r}")
         schema = pa.schema(fields)
+        scope = Scope([ScopeCol(None, f.name, f.name) for f in schema])
+        computed = [(n, QueryCompiler(self, prep).expr(e, scope)) for n, e in computed_defs]
+        names = schema.names + [n for n, _ in computed]
         opts = {}
         props = tree.args.get("properties")
         for p in (props.expressions if props is not None else []):
@@ -476,12 +490,12 @@ class TableEnvironment:
         wm = None
         if prep.watermarks:
             time_col, text = prep.watermarks[0]
-            if time_col not in schema.names:
-                raise SqlError(f"WATERMARK FOR {time_col!r}: no such column in {name!r} ({schema.names})")
+            if time_col not in names:
+                raise SqlError(f"WATERMARK FOR {time_col!r}: no such column in {name!r} ({names})")
             wm = watermark_delay(text, time_col)
         if "connector" not in opts:
             raise SqlError(f"CREATE TABLE {name!r} needs WITH ('connector' = ...)")
-        self._tables[name] = ConnectorTable(name, schema, opts, time_col, wm, pk)
+        self._tables[name] = ConnectorTable(name, schema, opts, time_col, wm, pk, computed)
         return ok_result()
 
     def _describe(self, name: str) -> TableResult:

@@ -380,6 +380,7 @@ _FUNCS: dict[str, Callable[..., Any]] = {
     "power": pc.power, "log10": pc.log10,
     "concat": lambda *a: pc.binary_join_element_wise(*a, ""),
     "coalesce": pc.coalesce,
+    "struct_field": lambda s, name: pc.struct_field(s, [name.as_py()]),  # ROW column . field
 }
 
 _SYMBOL = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/", "mod": "%", "equal": "=",

@@ -132,12 +132,15 @@ class Scan(PlanNode):
 
     def __init__(self, kind: str, payload: Any, schema: pa.Schema, time_col: str | None = None,
                  watermark_ms: int | None = None, name: str = "table", batch_size: int = 65536,
-                 primary_key: Sequence[str] = ()):
+                 primary_key: Sequence[str] = (), computed: Sequence[tuple[str, Expr]] = ()):
         super().__init__()
-        self.kind = kind  # "arrow" | "parquet" | "csv" | "stream" | "redis-stream"
+        self.kind = kind  # "arrow" | "parquet" | "csv" | "stream" | "redis-stream" | "source" (a Source)
         self.primary_key = list(primary_key)  # PRIMARY KEY ... NOT ENFORCED (a versioned table's key)
         self.payload = payload
-        self.schema = schema
+        # a DDL's computed columns (name AS expr) follow the physical ones, evaluated on each batch read
+        self.physical_schema = schema
+        self.computed = list(computed)
+        self.schema = pa.schema(list(schema) + [pa.field(n, infer_type(e, schema)) for n, e in self.computed])
         self.time_col = time_col
         self.watermark_ms = watermark_ms
         self.name = name
@@ -658,10 +661,12 @@ class Compiler:
         elif node.kind == "parquet":
             s = env.from_parquet(node.payload, batch_size=node.batch_size)
         elif node.kind == "csv":
-            s = env.from_source(CsvTableSource(node.payload, node.schema, node.batch_size))
+            s = env.from_source(CsvTableSource(node.payload, node.physical_schema, node.batch_size))
         elif node.kind == "redis-stream":  # the declared columns; _stream, _id, _ts filled from the entry
-            s = env.from_redis_stream(schema=node.schema, metadata=False, batch_size=node.batch_size,
+            s = env.from_redis_stream(schema=node.physical_schema, metadata=False, batch_size=node.batch_size,
                                       **node.payload)
+        elif node.kind == "source":
+            s = env.from_source(node.payload)
         elif node.kind == "stream":
             s = node.payload
             if s.env is not env:
@@ -669,6 +674,10 @@ class Compiler:
             return s
         else:  # pragma: no cover
             raise PlanError(f"unknown source kind {node.kind!r}")
+        if node.computed:
+            items = [(n, Col(n)) for n in node.physical_schema.names] + node.computed
+            schema = node.schema
+            s = s.transform("computed_columns", lambda: EvalOperator(items, None, schema, "computed_columns"))
         if self.streaming and node.watermark_ms is not None and node.time_col is not None:
             s = s.with_watermark(node.time_col, max_out_of_orderness=node.watermark_ms)
         elif node.time_col is not None:

@@ -50,6 +50,7 @@ try:
     from sqlglot.dialects.dialect import Dialect
     from sqlglot.errors import ParseError, TokenError
     from sqlglot.parser import Parser
+    from sqlglot.tokens import TokenType
 except ImportError as _exc:  # SQL is optional; the Table API works without it
     raise ImportError("fastops' SQL face needs sqlglot: pip install 'fastops[table]' "
                       f"(or pip install sqlglot) ({_exc})") from _exc
@@ -209,6 +210,13 @@ def _dialect(udf_names: frozenset) -> Any:
         class _Parser(Parser):
             FUNCTIONS = {k: v for k, v in Parser.FUNCTIONS.items() if k not in udf_names}
 
+            def _parse_types(self, *args: Any, **kwargs: Any) -> Any:
+                # Flink's ROW<name type, ...> is sqlglot's STRUCT<...>
+                if self._curr is not None and self._curr.token_type == TokenType.ROW and \
+                        self._next is not None and self._next.token_type == TokenType.LT:
+                    self._curr.token_type = TokenType.STRUCT
+                return super()._parse_types(*args, **kwargs)
+
         d = type(f"_FastopsSQL{len(_DIALECTS)}", (Dialect,), {"Parser": _Parser})()
         _DIALECTS[udf_names] = d
     return d
@@ -302,7 +310,8 @@ _STATEMENTS = {getattr(exp, cls): name for cls, name in [
 # CREATE TABLE connectors the catalog can read or write (environment.py's _connector_scan and
 # _insert_into), and the filesystem connector's formats.
 _CONNECTORS = {"filesystem": "Parquet or CSV files, source and sink", "print": "sink",
-               "blackhole": "sink", "redis-stream": "Redis Streams, source", "jdbc": "PostgreSQL, sink"}
+               "blackhole": "sink", "redis-stream": "Redis Streams, source", "jdbc": "PostgreSQL, sink",
+               "nexmark": "the Nexmark benchmark's events, source"}
 _FILE_FORMATS = ("parquet", "csv")
 
 
@@ -1113,6 +1122,13 @@ class QueryCompiler:
             except SqlError:
                 if aliases is not None and not e.table and e.name in aliases:
                     return aliases[e.name]
+                if e.table:  # row.field: a field of a ROW column (person.id, t.person.id)
+                    try:
+                        row = scope.resolve(e.table, e.db or None, e)
+                    except SqlError:
+                        row = None
+                    if row is not None:
+                        return Call("struct_field", [Col(row), Lit(e.name)])
                 raise
         if isinstance(e, exp.Literal):
             if e.is_string:

@@ -16,6 +16,7 @@ DATE                      date32
 TIME(p)                   time32[ms] / time64[us|ns]
 TIMESTAMP(p)              timestamp[s|ms|us|ns] (p 0 / 1-3 / 4-6 / 7-9; default 6)
 TIMESTAMP_LTZ(p)          timestamp with tz UTC
+ROW<name type, ...>       struct (also ROW(...), STRUCT<...>; names may be quoted)
 ========================  =======================
 
 ``DataTypes`` mirrors PyFlink's factory (``DataTypes.BIGINT()``); its methods
@@ -64,6 +65,9 @@ def to_arrow(t: Any) -> pa.DataType:
         if callable(sql):
             return to_arrow(sql())
         raise TypeError(f"a type must be a SQL type name or a pyarrow DataType, got {t!r}")
+    row = _ROW_RE.match(t)
+    if row is not None:
+        return pa.struct(_row_fields(row.group(2), t))
     m = _TYPE_RE.match(t)
     if m is None:
         raise ValueError(f"unknown SQL type {t!r}")
@@ -84,6 +88,30 @@ def to_arrow(t: Any) -> pa.DataType:
         return _SIMPLE[name]
     known = ", ".join(sorted(set(_SIMPLE) | {"TIMESTAMP", "TIMESTAMP_LTZ", "TIME"}))
     raise ValueError(f"unknown SQL type {t!r} (known: {known})")
+
+
+_ROW_RE = re.compile(r"^\s*(ROW|STRUCT)\s*[<(](.*)[>)]\s*(NOT\s+NULL)?\s*$", re.IGNORECASE | re.DOTALL)
+
+
+def _row_fields(body: str, whole: str) -> list[pa.Field]:
+    """The fields of a ROW type's ``name type, ...`` (commas inside nested types kept)."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(body):
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(body[start:i])
+            start = i + 1
+    parts.append(body[start:])
+    fields = []
+    for part in parts:
+        m = re.match(r"\s*(`[^`]+`|\"[^\"]+\"|[A-Za-z_][A-Za-z_0-9$]*)\s+(.+?)\s*$", part, re.DOTALL)
+        if m is None:
+            raise ValueError(f"cannot read the field {part.strip()!r} of the type {whole!r} (expected name type)")
+        fields.append(pa.field(m.group(1).strip('`"'), to_arrow(m.group(2))))
+    return fields
 
 
 def timestamp_precision(t: pa.DataType) -> int:
@@ -123,6 +151,8 @@ def to_sql(t: pa.DataType) -> str:
         return f"TIME({timestamp_precision(t)})"
     if pat.is_null(t):
         return "NULL"
+    if pat.is_struct(t):
+        return "ROW<" + ", ".join(f"`{f.name}` {to_sql(f.type)}" for f in t) + ">"
     return str(t).upper()
 
 
