@@ -22,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from fastops.connectors.datagen import datagen_source
 from fastops.connectors.nexmark import nexmark_source
 from fastops.connectors.postgres import with_credentials
 from fastops.connectors.redis import redis_stream_options
@@ -228,9 +229,16 @@ class TableEnvironment:
         if connector == "nexmark":
             return Table(self, Scan("source", nexmark_source(ct.name, opts, ct.schema), ct.schema, ct.time_col,
                                     ct.watermark_ms, ct.name, self.batch_size, computed=ct.computed))
+        if connector == "datagen":
+            try:
+                source = datagen_source(ct.name, opts, ct.schema, self.batch_size)
+            except ValueError as exc:
+                raise PlanError(str(exc)) from None
+            return Table(self, Scan("source", source, ct.schema, ct.time_col, ct.watermark_ms, ct.name,
+                                    self.batch_size, computed=ct.computed))
         if connector != "filesystem":
             raise PlanError(f"table {ct.name!r} (connector {connector!r}) cannot be read; "
-                            "only 'filesystem', 'redis-stream' and 'nexmark' tables are sources")
+                            "only 'filesystem', 'redis-stream', 'nexmark' and 'datagen' tables are sources")
         fmt = opts.get("format", "parquet")
         path = opts.get("path")
         if fmt not in ("parquet", "csv"):

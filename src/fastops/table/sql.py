@@ -311,7 +311,7 @@ _STATEMENTS = {getattr(exp, cls): name for cls, name in [
 # _insert_into), and the filesystem connector's formats.
 _CONNECTORS = {"filesystem": "Parquet or CSV files, source and sink", "print": "sink",
                "blackhole": "sink", "redis-stream": "Redis Streams, source", "jdbc": "PostgreSQL, sink",
-               "nexmark": "the Nexmark benchmark's events, source"}
+               "nexmark": "the Nexmark benchmark's events, source", "datagen": "generated rows, source"}
 _FILE_FORMATS = ("parquet", "csv")
 
 
