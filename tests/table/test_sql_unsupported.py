@@ -52,10 +52,6 @@ UNSUPPORTED = {
     "time_travel": ("SELECT * FROM rates FOR SYSTEM_TIME AS OF TIMESTAMP '2024-01-01 00:00:00'",
                     "FOR SYSTEM_TIME AS OF"),
     # grouping
-    "grouping_sets": ("SELECT user_id, cur, SUM(amount) FROM orders GROUP BY GROUPING SETS "
-                      "((user_id), (cur), ())", "GROUPING SETS"),
-    "rollup": ("SELECT user_id, cur, SUM(amount) FROM orders GROUP BY ROLLUP (user_id, cur)", "ROLLUP"),
-    "cube": ("SELECT user_id, cur, SUM(amount) FROM orders GROUP BY CUBE (user_id, cur)", "CUBE"),
     "group_by_all": ("SELECT user_id, SUM(amount) FROM orders GROUP BY ALL", "GROUP BY ALL"),
     "legacy_group_window": ("SELECT user_id, SUM(amount) FROM orders GROUP BY user_id, "
                             "TUMBLE(ts, INTERVAL '1' MINUTE)", "group window function TUMBLE()"),

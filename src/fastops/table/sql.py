@@ -20,13 +20,14 @@ LIKE, IS [NOT] NULL, string and math functions, UDF / UDAF calls, LATERAL
 TABLE(udtf(...)), the window TVFs ``TUMBLE``, ``HOP``, ``CUMULATE``,
 ``SESSION`` (positional or named arguments) with ``GROUP BY window_start,
 window_end, ...``, OVER aggregates and the WINDOW clause (``over``), Top-N
-and deduplication with ``ROW_NUMBER()`` (``topn``),
+and deduplication with ``ROW_NUMBER()`` (``topn``), GROUPING SETS / ROLLUP / CUBE
+with GROUPING() (``grouping``),
 ``APPROX_COUNT_DISTINCT``, ``PERCENTILE_APPROX``.
 
 Refused by name, with what to use instead (``check_supported``), rather than
 run with a part ignored: OVER functions other than COUNT / SUM / AVG / MIN /
 MAX / ROW_NUMBER, QUALIFY, MATCH_RECOGNIZE, recursive WITH, UNNEST, time
-travel (FOR SYSTEM_TIME AS OF outside a temporal join), GROUPING SETS / ROLLUP / CUBE, MINUS,
+travel (FOR SYSTEM_TIME AS OF outside a temporal join), MINUS,
 subqueries inside expressions, cross / natural / semi / anti join syntax,
 connectors other than filesystem, print, blackhole, redis-stream and jdbc,
 and the statements fastops has no use for (SET, STATEMENT SET, ALTER, ...).
@@ -57,6 +58,7 @@ except ImportError as _exc:  # SQL is optional; the Table API works without it
 
 from fastops.core.durations import parse_duration
 from fastops.table.expressions import AggCall, Call, Case, Cast, Col, Expr, InList, Interval, Lit, UdfCall
+from fastops.table.grouping import has_grouping, plan_grouping_sets
 from fastops.table.over import Frame, OverCall, OverWindow, over_calls, plan_over
 from fastops.table.plan import (
     Filter,
@@ -276,7 +278,6 @@ _OVER_INSTEAD = ("the OVER functions are COUNT, SUM, AVG, MIN, MAX (frames ROWS 
                  "KeyedProcessFunction in the DataStream API")
 _QUALIFY_INSTEAD = ("filter in an outer query, as Flink's Top-N: SELECT * FROM (SELECT ..., ROW_NUMBER() OVER "
                     "(...) AS rn FROM t) WHERE rn <= N")
-_GROUPINGS_INSTEAD = "run one GROUP BY per grouping and combine them with UNION ALL"
 _SUBQUERY_INSTEAD = ("IN / EXISTS subqueries are conditions of WHERE joined by AND; otherwise join the "
                      "subquery's result (JOIN ... ON)")
 _EXCEPT_INSTEAD = "write EXCEPT [ALL]"
@@ -291,9 +292,6 @@ _UNSUPPORTED_NODES: dict[type, tuple[str, str]] = {
     exp.Version: ("FOR SYSTEM_TIME AS OF outside a join (time travel)",
                   "a temporal join reads a versioned table's version at each row's time: "
                   "FROM t JOIN v FOR SYSTEM_TIME AS OF t.ts ON t.k = v.k"),
-    exp.GroupingSets: ("GROUPING SETS", _GROUPINGS_INSTEAD),
-    exp.Rollup: ("ROLLUP", _GROUPINGS_INSTEAD),
-    exp.Cube: ("CUBE", _GROUPINGS_INSTEAD),
     exp.Pivot: ("PIVOT / UNPIVOT", "write one aggregate per output column, e.g. "
                 "SUM(CASE WHEN k = 'a' THEN v END) AS a"),
     exp.TableSample: ("TABLESAMPLE", "filter on a hash or random value in WHERE"),
@@ -955,6 +953,14 @@ class QueryCompiler:
                 node = rank_filter(node, cond)  # a Top-N when it bounds a ROW_NUMBER()
             for c in subqueries:
                 node = self.semi_join(node, scope, c)
+        if has_grouping(q):  # GROUPING SETS / ROLLUP / CUBE, GROUPING()
+            try:
+                grouped = plan_grouping_sets(self, q, node, scope)
+            except SqlError:
+                raise
+            except PlanError as exc:
+                raise SqlError(f"{exc}{_pos(q.args.get('group') or q)}") from None
+            return self.order_limit(q, grouped, None, [])
         items: list[tuple[str, Expr]] = []
         for i, p in enumerate(q.expressions):
             if isinstance(p, exp.Star) or (isinstance(p, exp.Column) and isinstance(p.this, exp.Star)):
