@@ -112,11 +112,8 @@ UNSUPPORTED = {
     "insert_partition": ("INSERT INTO sink PARTITION (id = 1) SELECT id, amount FROM orders",
                          "INSERT ... PARTITION"),
     "statement_set": ("BEGIN STATEMENT SET", "STATEMENT SET"),
-    "execute_statement_set": ("EXECUTE STATEMENT SET BEGIN INSERT INTO sink SELECT id, amount FROM orders; "
-                              "END", "STATEMENT SET"),
     "set": ("SET 'table.exec.state.ttl' = '1 h'", "SET"),
     "reset": ("RESET 'table.exec.state.ttl'", "RESET"),
-    "create_function": ("CREATE TEMPORARY FUNCTION f AS 'mymod.f' LANGUAGE PYTHON", "CREATE FUNCTION"),
     "create_catalog": ("CREATE CATALOG c WITH ('type' = 'hive')", "CREATE CATALOG"),
     "create_database": ("CREATE DATABASE db", "CREATE DATABASE"),
     "load_module": ("LOAD MODULE hive", "LOAD MODULE"),

@@ -300,6 +300,13 @@ class TableEnvironment:
 
     create_temporary_system_function = create_temporary_function
 
+    def create_statement_set(self) -> Any:
+        """INSERTs run as one job: ``add_insert_sql(...)`` / ``add_insert(...)``,
+        then ``execute()`` (``fastops.table.statements.StatementSet``)."""
+        from fastops.table.statements import StatementSet  # deferred: it reads SQL with sqlglot
+
+        return StatementSet(self)
+
     def drop_temporary_function(self, path: str) -> bool:
         return self._functions.pop(path.lower(), None) is not None
 
@@ -404,6 +411,12 @@ class TableEnvironment:
             return message_result([(text,)], ["result"], [pa.string()], raw=True)
         if head[0] == "USE":
             return ok_result()
+        if head[0] in ("CREATE", "DROP", "EXECUTE"):  # CREATE / DROP FUNCTION, EXECUTE STATEMENT SET
+            from fastops.table.statements import run_statement  # deferred: it reads SQL with sqlglot
+
+            done = run_statement(self, s)
+            if done is not None:
+                return done
         tree, prep = parse(s, self._function_names())
         if isinstance(tree, (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Values, exp.Subquery)):
             return Table(self, compile_query(self, tree, prep)).execute()
@@ -526,7 +539,10 @@ class TableEnvironment:
         return message_result(rows, ["name", "type", "null", "key", "extras", "watermark"],
                               [pa.string(), pa.string(), pa.bool_(), pa.string(), pa.string(), pa.string()])
 
-    def _insert_into(self, name: str, table: Table, overwrite: bool = False) -> TableResult:
+    def _insert_into(self, name: str, table: Table, overwrite: bool = False,
+                     result: TableResult | None = None) -> TableResult:
+        """Write ``table`` into the sink table ``name`` (``result``: its rows, when
+        a statement set computed them already)."""
         entry = self._tables.get(name)
         if entry is None and name in self._views:
             raise PlanError(f"INSERT INTO the view {name!r} is not supported; insert into a table created "
@@ -538,7 +554,7 @@ class TableEnvironment:
         if len(table.schema) != len(entry.schema):
             raise PlanError(f"INSERT INTO {name}: the query has {len(table.schema)} columns, "
                             f"the table {len(entry.schema)} ({entry.schema.names})")
-        result = table.execute()
+        result = table.execute() if result is None else result
         data = result.to_arrow()
         data = self._cast(data.rename_columns(entry.schema.names), entry.schema)
         connector = entry.options.get("connector")
