@@ -74,6 +74,7 @@ class ConnectorTable:
     watermark_ms: int | None = None
     primary_key: list = field(default_factory=list)
     computed: list = field(default_factory=list)  # (name, Expr): columns computed from the physical ones
+    scan: Any = None  # the plan node reading the table, when shared by the queries that name it
 
 
 def _schema_of(schema: Any, n_cols: int | None = None) -> tuple[list[str] | None, pa.Schema | None]:
@@ -226,9 +227,11 @@ class TableEnvironment:
         if connector == "redis-stream":
             return Table(self, Scan("redis-stream", redis_stream_options(ct.name, opts), ct.schema, ct.time_col,
                                     ct.watermark_ms, ct.name, self.batch_size, computed=ct.computed))
-        if connector == "nexmark":
-            return Table(self, Scan("source", nexmark_source(ct.name, opts, ct.schema), ct.schema, ct.time_col,
-                                    ct.watermark_ms, ct.name, self.batch_size, computed=ct.computed))
+        if connector == "nexmark":  # one scan however often a query names the table: read once (Flink reuses sources)
+            if ct.scan is None:
+                ct.scan = Scan("source", nexmark_source(ct.name, opts, ct.schema), ct.schema, ct.time_col,
+                               ct.watermark_ms, ct.name, self.batch_size, computed=ct.computed)
+            return Table(self, ct.scan)
         if connector == "datagen":
             try:
                 source = datagen_source(ct.name, opts, ct.schema, self.batch_size)
