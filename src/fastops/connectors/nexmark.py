@@ -397,8 +397,9 @@ class _World:
         suffix = pa.array(np.where(with_id, ids.to_numpy(zero_copy_only=False), ""))
         self.channel_urls = pc.binary_join_element_wise(cached, suffix, "")
         self.channel_names = pa.array([f"channel-{k}" for k in range(_CHANNELS_NUMBER)])
-        self.hot_urls = hot
-        self.hot_channels = pa.array(_HOT_CHANNELS)
+        # the four hot channels first, then the 10 000 others: a bid takes one of these
+        self.channels = pa.concat_arrays([pa.array(_HOT_CHANNELS), self.channel_names])
+        self.urls = pa.concat_arrays([hot, self.channel_urls.cast(pa.string())])
 
     @staticmethod
     def _base_urls(seed: int, count: int) -> pa.Array:
@@ -532,12 +533,10 @@ def _bids(cfg: NexmarkConfig, n: np.ndarray, ts: np.ndarray, world: _World) -> p
     price = _price(d, 4)
     hot = d.below(5, 2) > 0
     pick = np.where(hot, d.below(6, len(_HOT_CHANNELS)), d.below(7, _CHANNELS_NUMBER) + len(_HOT_CHANNELS))
-    channels = pa.concat_arrays([world.hot_channels, world.channel_names])
-    urls = pa.concat_arrays([world.hot_urls, world.channel_urls.cast(pa.string())])
     idx = pa.array(pick)
     extra = _extra(d, 8, world, np.full(k, 32), cfg.avg_bid_size)
     return pa.StructArray.from_arrays(
-        [pa.array(auction), pa.array(bidder), pa.array(price), channels.take(idx), urls.take(idx),
+        [pa.array(auction), pa.array(bidder), pa.array(price), world.channels.take(idx), world.urls.take(idx),
          pa.array(ts, _TS), extra], fields=list(BID_TYPE))
 
 
