@@ -10,12 +10,14 @@ number, which identifies the events read by several readers.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections import Counter
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -245,3 +247,43 @@ def test_options_of_nexmarks_connector():
     with pytest.raises(ValueError, match="first-event.rate"):
         NexmarkConfig.from_options({"first-event.rate": "fast"})
     assert NexmarkConfig.from_options({"events.num": "100", "stop-at": "40"}).events == 40
+
+
+class _Gate:
+    """A pass-through map that signals once ``at`` batches passed, then slows
+    down (the job is still running when the test stops it)."""
+
+    def __init__(self, at: int):
+        self.at, self.seen = at, 0
+        self.lock = threading.Lock()
+        self.reached = threading.Event()
+
+    def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        with self.lock:
+            self.seen += 1
+            if self.seen >= self.at:
+                self.reached.set()
+        if self.seen >= self.at:
+            time.sleep(0.01)
+        return pa.RecordBatch.from_arrays([batch.column("event_type"), batch.column("dateTime").cast(pa.int64())],
+                                          names=["kind", "ms"])
+
+
+@pytest.mark.parametrize("before,after", [(2, 3), (3, 1)])
+def test_savepoint_resumed_at_another_parallelism_reads_every_event_once(tmp_path, before, after):
+    cfg = _config(events=3000, batch_size=100)
+    out, sp = str(tmp_path / "out"), str(tmp_path / "sp")
+    env = StreamEnvironment(parallelism=before)
+    gate = _Gate(8)
+    env.from_source(NexmarkSource(cfg)).map(gate).sink_to_parquet(out)
+    client = env.execute_async()
+    assert gate.reached.wait(60)
+    client.stop_with_savepoint(sp)
+    first = client.wait()
+    assert first.rows_in < 3000
+    env = StreamEnvironment(parallelism=after)
+    env.from_source(NexmarkSource(cfg)).map(_Gate(10**9)).sink_to_parquet(out)
+    second = env.execute(restore=sp)
+    assert first.rows_in + second.rows_in == 3000  # nothing read twice, nothing skipped
+    got = pq.read_table(out).column("ms").to_pylist()
+    assert Counter(t - BASE_TIME_MS for t in got) == Counter(range(3000))
