@@ -145,6 +145,7 @@ def test_views_over_the_datagen_table(db):
         assert rows(got) == rows(want)
     described = {r["name"]: r["type"] for r in t_env.execute_sql("DESCRIBE datagen").to_arrow().to_pylist()}
     assert described["bid"].startswith("ROW<`auction` BIGINT, `bidder` BIGINT")
+    assert described["dateTime"] == "TIMESTAMP(3) *ROWTIME*"  # the computed column, the time attribute
 
 
 @pytest.mark.parametrize("q", ["q3", "q5", "q8", "q18"])

@@ -524,9 +524,13 @@ class TableEnvironment:
 
     def _describe(self, name: str) -> TableResult:
         entry = self._tables.get(name)
+        extras: dict[str, str] = {}
         if isinstance(entry, ConnectorTable):
             schema, tc, wm = entry.schema, entry.time_col, entry.watermark_ms
             pk = entry.primary_key
+            if entry.computed:  # computed columns follow the physical ones, "AS expr" in extras
+                schema = Scan("arrow", None, schema, computed=entry.computed).schema
+                extras = {n: f"AS {e!r}" for n, e in entry.computed}
         else:
             try:
                 t = self._lookup(name)
@@ -538,7 +542,7 @@ class TableEnvironment:
             sql_type = to_sql(f.type) + (" *ROWTIME*" if f.name == tc else "")
             key = f"PRI({', '.join(pk)})" if f.name in pk else ""
             wexpr = f"`{tc}` - INTERVAL '{wm / 1000:g}' SECOND" if f.name == tc and wm is not None else ""
-            rows.append((f.name, sql_type, f.name not in pk and f.nullable, key, "", wexpr))
+            rows.append((f.name, sql_type, f.name not in pk and f.nullable, key, extras.get(f.name, ""), wexpr))
         return message_result(rows, ["name", "type", "null", "key", "extras", "watermark"],
                               [pa.string(), pa.string(), pa.bool_(), pa.string(), pa.string(), pa.string()])
 
