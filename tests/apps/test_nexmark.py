@@ -70,7 +70,7 @@ MISSING = {
     "q10": "DATE_FORMAT",
     "q11": "legacy GROUP BY SESSION(...) windows with SESSION_START / SESSION_END",
     "q12": "PROCTIME() and processing-time windows",
-    "q13": "the legacy 'connector.type' = 'filesystem' options and processing-time lookup joins",
+    "q13": "PROCTIME() and processing-time lookup joins (FOR SYSTEM_TIME AS OF p_time)",
     "q14": "HOUR",
     "q15": "COUNT(*) FILTER (WHERE ...) and DATE_FORMAT",
     "q16": "COUNT(*) FILTER (WHERE ...) and DATE_FORMAT",
@@ -152,3 +152,13 @@ def test_views_over_the_datagen_table(db):
 def test_query_at_parallelism_two(db, q):
     got = run_query(q, events=EVENTS, rate=RATE, parallelism=2, batch_size=1000)
     assert rows(got) == rows(duck(db, REFERENCE[q]))
+
+
+def test_q13_side_input_reads_with_flinks_legacy_options(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "side_input.txt").write_text("".join(f"{i},{i}\n" for i in range(50)))
+    create = next(s for s in query_statements(query_text("q13")) if "side_input" in s.split("(")[0])
+    t_env = TableEnvironment(mode="batch")
+    t_env.execute_sql(create.replace("${FLINK_HOME}", str(tmp_path)))
+    got = t_env.sql_query("SELECT key, `value` FROM side_input").to_arrow().to_pylist()
+    assert sorted((r["key"], r["value"]) for r in got) == [(i, str(i)) for i in range(50)]

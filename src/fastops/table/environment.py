@@ -517,6 +517,8 @@ class TableEnvironment:
             if time_col not in names:
                 raise SqlError(f"WATERMARK FOR {time_col!r}: no such column in {name!r} ({names})")
             wm = watermark_delay(text, time_col)
+        if "connector" not in opts and "connector.type" in opts:
+            opts = _legacy_options(opts)
         if "connector" not in opts:
             raise SqlError(f"CREATE TABLE {name!r} needs WITH ('connector' = ...)")
         self._tables[name] = ConnectorTable(name, schema, opts, time_col, wm, pk, computed)
@@ -611,6 +613,20 @@ class TableEnvironment:
 
     def explain_sql(self, query: str) -> str:
         return self.sql_query(query).explain()
+
+
+_LEGACY_KEYS = {"connector.type": "connector", "connector.path": "path", "format.type": "format"}
+
+
+def _legacy_options(opts: dict) -> dict:
+    """Flink's legacy connector options ('connector.type' = 'filesystem',
+    'connector.path', 'format.type', as nexmark's q13 declares its side input)
+    as today's ('connector', 'path', 'format'); a file:// path as a local path."""
+    out = {_LEGACY_KEYS.get(k, k): v for k, v in opts.items()}
+    path = out.get("path")
+    if isinstance(path, str) and path.startswith("file://"):
+        out["path"] = path[len("file://"):]
+    return out
 
 
 def _probe(node: Any, batch: pa.RecordBatch) -> pa.Schema | None:
