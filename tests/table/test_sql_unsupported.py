@@ -53,11 +53,8 @@ UNSUPPORTED = {
                     "FOR SYSTEM_TIME AS OF"),
     # grouping
     "group_by_all": ("SELECT user_id, SUM(amount) FROM orders GROUP BY ALL", "GROUP BY ALL"),
-    "legacy_group_window": ("SELECT user_id, SUM(amount) FROM orders GROUP BY user_id, "
-                            "TUMBLE(ts, INTERVAL '1' MINUTE)", "group window function TUMBLE()"),
-    "legacy_window_start": ("SELECT TUMBLE_START(ts, INTERVAL '1' MINUTE), SUM(amount) FROM orders "
-                            "GROUP BY TUMBLE(ts, INTERVAL '1' MINUTE)",
-                            "group window function TUMBLE_START()"),
+    "legacy_window_start": ("SELECT TUMBLE_START(ts, INTERVAL '1' MINUTE), SUM(amount) FROM orders",
+                            "group window function TUMBLE_START() outside GROUP BY"),
     "agg_filter": ("SELECT user_id, COUNT(*) FILTER (WHERE amount > 5) FROM orders GROUP BY user_id",
                    "FILTER (WHERE ...)"),
     "pivot": ("SELECT * FROM orders PIVOT (SUM(amount) FOR cur IN ('a', 'b'))", "PIVOT"),

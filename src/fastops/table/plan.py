@@ -63,6 +63,7 @@ from fastops.table.operators import (
     WindowAssign,
 )
 from fastops.table.retract import RETRACTING, RetractAggregate
+from fastops.table.session_tvf import SessionAssign
 from fastops.table.types import to_sql
 
 __all__ = [
@@ -703,9 +704,15 @@ class Compiler:
 
     def _windowtvf(self, node: WindowTVF) -> Any:
         w = node.window
-        if w.kind == "session":
-            raise PlanError("a SESSION window TVF can only be used with GROUP BY window_start, window_end, ...")
         s = self.build(node.inputs[0])
+        if w.kind == "session":  # rows once their session closes, per PARTITION BY key
+            schema, part = node.inputs[0].schema, list(w.partition)
+            factory = lambda: SessionAssign(w.time_col, w.gap, part, schema)
+            if part:
+                s = s.key_by(*part).transform("window_tvf(session)", factory)
+            else:
+                s = s._then("window_tvf(session)", factory, 1, "forward" if s.node.parallelism == 1 else "rebalance")
+            return DataStream(s.env, s.node, s.tag, time_column="window_time")
         size = w.size
         s = s.transform(f"window_tvf({w.kind})",
                         lambda: WindowAssign(w.kind, w.time_col, size, w.slide, w.offset))

@@ -58,6 +58,7 @@ except ImportError as _exc:  # SQL is optional; the Table API works without it
 
 from fastops.core.durations import parse_duration
 from fastops.table.expressions import AggCall, Call, Case, Cast, Col, Expr, InList, Interval, Lit, UdfCall
+from fastops.table.group_windows import legacy_group_window
 from fastops.table.grouping import has_grouping, plan_grouping_sets
 from fastops.table.over import Frame, OverCall, OverWindow, over_calls, plan_over
 from fastops.table.plan import (
@@ -953,6 +954,10 @@ class QueryCompiler:
                 node = rank_filter(node, cond)  # a Top-N when it bounds a ROW_NUMBER()
             for c in subqueries:
                 node = self.semi_join(node, scope, c)
+        legacy = legacy_group_window(self, q, node, scope, interval_ms)  # GROUP BY TUMBLE(ts, ...)
+        if legacy is not None:
+            q, node = legacy
+            scope = Scope(scope.cols + [ScopeCol(None, n, n) for n in ("window_start", "window_end", "window_time")])
         if has_grouping(q):  # GROUPING SETS / ROLLUP / CUBE, GROUPING()
             try:
                 grouped = plan_grouping_sets(self, q, node, scope)
@@ -1003,9 +1008,6 @@ class QueryCompiler:
                 keys.append(self.expr(g, scope))
             hv = self.expr(having.this, scope, aliases) if having is not None else None
             window, src = self.window_source(node, keys)
-            tvf = _through_filters(node)
-            if window is None and isinstance(tvf, WindowTVF) and tvf.window.kind == "session":
-                raise SqlError("a SESSION window TVF needs GROUP BY window_start, window_end")
             plan = build_aggregate(src, keys, items, hv, window, self.streaming)
             if q.args.get("distinct"):
                 plan = distinct_of(plan, self.streaming)
@@ -1252,9 +1254,10 @@ class QueryCompiler:
                 return self._percentile(e, args)
             if up in _GROUP_WINDOW_FUNCTIONS:
                 raise _unsupported(f"the group window function {'SESSION' if up == 'SESSWIN' else up}() "
-                                   "(Flink's legacy GROUP BY TUMBLE(...) windows)", e,
-                                   "use a window TVF: FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), "
-                                   "INTERVAL '1' MINUTE)) GROUP BY window_start, window_end")
+                                   "outside GROUP BY TUMBLE(...) / HOP(...) / SESSION(...)", e,
+                                   "group by the window: GROUP BY TUMBLE(ts, INTERVAL '1' MINUTE), or use a "
+                                   "window TVF: FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' MINUTE)) "
+                                   "GROUP BY window_start, window_end")
             raise SqlError(f"unknown function {name!r}{_pos(e)}")
         raise _unsupported(f"the expression {_short(e)!r} ({type(e).__name__})", e)
 
