@@ -65,8 +65,6 @@ def fastops(name: str) -> pa.Table:
 
 # what each query needs that fastops does not have yet (the test is xfail, strict, until it lands)
 MISSING = {
-    "q4": "comma joins (FROM a, b WHERE a.k = b.k)",
-    "q9": "comma joins (FROM a, b WHERE a.k = b.k)",
     "q10": "DATE_FORMAT",
     "q11": "legacy GROUP BY SESSION(...) windows with SESSION_START / SESSION_END",
     "q12": "PROCTIME() and processing-time windows",

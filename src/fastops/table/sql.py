@@ -13,7 +13,8 @@ Supported: SELECT with expressions, ``*``, WHERE, GROUP BY, HAVING, ORDER BY,
 LIMIT / OFFSET (or FETCH FIRST n ROWS ONLY), DISTINCT,
 [INNER | LEFT | RIGHT | FULL] JOIN ... ON at least one equality between the
 sides plus any other condition (interval joins when it bounds the time
-attributes' difference), subqueries in FROM, ``[NOT] IN`` / ``[NOT] EXISTS``
+attributes' difference), comma joins (``FROM a, b WHERE a.k = b.k``: the WHERE's
+conditions between the two sides are the join's), subqueries in FROM, ``[NOT] IN`` / ``[NOT] EXISTS``
 subqueries as conditions of WHERE (semi and anti joins, ``setops``),
 WITH, UNION / INTERSECT / EXCEPT [ALL], VALUES, CAST, CASE, IN, BETWEEN,
 LIKE, IS [NOT] NULL, string and math functions, UDF / UDAF calls, LATERAL
@@ -816,11 +817,35 @@ class QueryCompiler:
         if frm is None:
             return None, Scope([])
         node, scope = self.from_item(frm.this)
+        where = select.args.get("where")
         for j in select.args.get("joins") or []:
-            node, scope = self.join(node, scope, j)
+            node, scope = self.join(node, scope, j, where.this if where is not None else None)
         return node, scope
 
-    def join(self, left: PlanNode, lscope: Scope, j: exp.Join) -> tuple[PlanNode, Scope]:
+    def _comma_join_condition(self, where: Any, scope: Scope, left: PlanNode) -> Any:
+        """``FROM a, b WHERE ...``: the WHERE's conjuncts that compare the two
+        sides, as the join's ON (the whole WHERE still filters the result);
+        None when there is none."""
+        parts, todo = [], [where] if where is not None else []
+        while todo:
+            c = todo.pop()
+            if isinstance(c, exp.And):
+                todo += [c.expression, c.this]
+            elif isinstance(c, exp.Paren) and isinstance(c.this, exp.And):
+                todo.append(c.this)
+            else:
+                parts.append(c)
+        ons = []
+        for c in parts:
+            try:
+                cols = self.expr(c, scope).columns()
+            except PlanError:  # a column of a table joined later, or a subquery: stays in WHERE
+                continue
+            if cols & set(left.schema.names) and cols - set(left.schema.names):
+                ons.append(c)
+        return exp.and_(*ons) if ons else None
+
+    def join(self, left: PlanNode, lscope: Scope, j: exp.Join, where: Any = None) -> tuple[PlanNode, Scope]:
         item = j.this
         if isinstance(item, exp.Lateral):
             return self.lateral(left, lscope, item, j)
@@ -851,6 +876,8 @@ class QueryCompiler:
         kind = (j.args.get("kind") or "").upper()
         how = {"LEFT": "left outer", "RIGHT": "right outer", "FULL": "full outer"}.get(side, "inner")
         on = j.args.get("on")
+        if on is None and kind != "CROSS" and not j.args.get("using"):  # FROM a, b WHERE a.k = b.k
+            on = self._comma_join_condition(where, scope, left)
         if kind == "CROSS" or on is None:
             if j.args.get("using"):
                 raise _unsupported("JOIN ... USING", j, "join with ON a.k = b.k")
