@@ -66,7 +66,6 @@ def fastops(name: str) -> pa.Table:
 # what each query needs that fastops does not have yet (the test is xfail, strict, until it lands)
 MISSING = {
     "q10": "DATE_FORMAT",
-    "q11": "legacy GROUP BY SESSION(...) windows with SESSION_START / SESSION_END",
     "q12": "PROCTIME() and processing-time windows",
     "q13": "PROCTIME() and processing-time lookup joins (FOR SYSTEM_TIME AS OF p_time)",
     "q14": "HOUR",
