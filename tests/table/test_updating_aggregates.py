@@ -1,7 +1,7 @@
 """GROUP BY over an updating (changelog) table in streaming mode: aggregates
 that take retractions (COUNT, SUM, AVG, MIN / MAX with their multiset of
 values, STDDEV / VAR), COUNT DISTINCT, DISTINCT and HAVING over updating
-inputs, and aggregation of Top-N and EXCEPT results.
+inputs, and aggregation of Top-N, EXCEPT and outer join results.
 
 - Random tables cut into random batches, parallelism 1 and 2: the streaming
   changelog is valid (every ``-U`` / ``-D`` retracts a row emitted before and
@@ -67,6 +67,10 @@ QUERIES = [
     "SELECT k, COUNT(*) AS n, MAX(y) AS hi, SUM(y) AS sy FROM (SELECT * FROM (SELECT k, y, ROW_NUMBER() "
     "OVER (PARTITION BY k ORDER BY y DESC) AS rn FROM t) WHERE rn <= 2) GROUP BY k",
     "SELECT k, COUNT(*) AS n, MIN(s) AS lo FROM (SELECT k, s FROM t EXCEPT SELECT k, s FROM u) GROUP BY k",
+    # a streaming outer join's changelog (+I with NULLs, retracted by -D when a match arrives)
+    "SELECT t.k, COUNT(*) AS n, COUNT(u.y) AS ny, MAX(u.y) AS hi, SUM(t.y) AS sy FROM t LEFT JOIN u "
+    "ON t.k = u.k GROUP BY t.k",
+    "SELECT u.s, COUNT(t.id) AS n, MIN(t.s) AS lo FROM t FULL JOIN u ON t.k = u.k AND t.s = u.s GROUP BY u.s",
 ]
 
 

@@ -325,7 +325,8 @@ class Aggregate(PlanNode):
         self.aggs = list(aggs)
         self.window = window
         self.streaming = streaming
-        child = insert_only_of(child)
+        if window is not None:  # a streaming GROUP BY takes the changelog of an outer join as it comes
+            child = insert_only_of(child)
         self.inputs = [child]
         if child.changelog and window is not None:
             raise PlanError("a window aggregation of an updating (changelog) table is not supported; "
