@@ -203,8 +203,7 @@ class _Extreme:
     def _pick(self, groups: np.ndarray, cands: np.ndarray) -> None:
         """Set the extreme of ``groups`` to the least / greatest live entry among ``cands``."""
         self.ext[groups] = -1
-        cands = np.unique(cands)
-        cands = cands[self.count[cands] > 0]
+        cands = cands[self.count[cands] > 0]  # repeats are harmless: the first per group wins
         if len(cands) == 0:
             return
         vals = self.entries.keys(cands)[1]
