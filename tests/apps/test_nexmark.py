@@ -145,9 +145,13 @@ def test_views_over_the_datagen_table(db):
     assert described["dateTime"] == "TIMESTAMP(3) *ROWTIME*"  # the computed column, the time attribute
 
 
-@pytest.mark.parametrize("q", ["q3", "q5", "q8", "q18"])
+@pytest.mark.parametrize("q", ["q3", "q4", "q5", "q8", "q9", "q11", "q18"])
 def test_query_at_parallelism_two(db, q):
     got = run_query(q, events=EVENTS, rate=RATE, parallelism=2, batch_size=1000)
+    if q == "q4":  # as in test_query_matches_duckdb: an average, maybe truncated
+        g, w = dict(rows(got)), dict(rows(duck(db, REFERENCE[q])))
+        assert g.keys() == w.keys() and all(abs(g[k] - w[k]) < 1 for k in w)
+        return
     assert rows(got) == rows(duck(db, REFERENCE[q]))
 
 
