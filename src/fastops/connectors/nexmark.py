@@ -129,6 +129,7 @@ _HOT_BIDDER_RATIO = 100
 _CHANNELS_NUMBER = 10_000
 _EXTRA_POOL = 1 << 20  # nexmark's REUSABLE_EXTRA_STRING: one random MiB, padding is cut from it
 _SINE_STEPS = 10
+_RUN = 1024  # events whose bids' padding is one slice of the pool (see _bid_extra)
 
 
 # ---------------------------------------------------------------- configuration
@@ -429,16 +430,45 @@ def _reverse32(i: int) -> int:
 def _extra(d: _Draws, slot: int, world: _World, current: np.ndarray, average: int) -> pa.Array:
     """nexmark's nextExtra: padding so that ``current + len`` is ``average`` on
     average (none when ``current`` exceeds it), cut from the padding pool."""
-    desired = np.maximum(average - current, 0)
-    delta = np.floor(desired * 0.2 + 0.5).astype(np.int64)  # Math.round
-    size = desired - delta + np.where(delta > 0, d.below(slot, np.maximum(2 * delta, 1)), 0)
-    size = np.where(current > average, 0, size)
+    size = _extra_sizes(d, slot, current, average)
     width = int(size.max()) if len(size) else 0
     if width == 0:
         return _strings(np.zeros(0, np.uint8), size)
     start = d.below(slot + 1, _EXTRA_POOL - _max_extra(average))  # a bound of the config, not the batch
     rows = np.lib.stride_tricks.sliding_window_view(world.pool, width)[start]  # (k, width), row copies
     return _strings(rows[np.arange(width)[None, :] < size[:, None]], size)
+
+
+def _extra_sizes(d: _Draws, slot: int, current: Any, average: int) -> np.ndarray:
+    """nexmark's nextExtra lengths: ``average - current`` give or take 20 %."""
+    desired = np.maximum(average - np.asarray(current), 0)
+    delta = np.floor(desired * 0.2 + 0.5).astype(np.int64)  # Math.round
+    size = desired - delta + np.where(delta > 0, d.below(slot, np.maximum(2 * delta, 1)), 0)
+    return np.where(np.asarray(current) > average, 0, size).astype(np.int64)
+
+
+def _bid_extra(cfg: NexmarkConfig, n: np.ndarray, world: _World) -> pa.Array:
+    """The bids' padding (their other fields count 32 bytes, so its lengths are
+    known without generating them): the bids of each run of ``_RUN`` events
+    take consecutive bytes of the pool from a point drawn per run, so a
+    batch's padding is one slice of the pool per run it touches. The bytes of
+    a bid depend on its run, not on the batch."""
+    if len(n) == 0 or _RUN * _max_extra(cfg.avg_bid_size) * 2 > _EXTRA_POOL:
+        return _extra(_Draws(cfg.seed, n), 8, world, np.full(len(n), 32), cfg.avg_bid_size)
+    first_run, last_run = int(n[0]) // _RUN, int(n[-1]) // _RUN
+    m = np.arange(first_run * _RUN, (last_run + 1) * _RUN, dtype=np.int64)
+    m = m[m % cfg.total_proportion >= cfg.person_proportion + cfg.auction_proportion]  # the runs' bids
+    size = _extra_sizes(_Draws(cfg.seed, m), 8, 32, cfg.avg_bid_size)
+    run = m // _RUN - first_run
+    starts = np.cumsum(size) - size
+    in_run = starts - starts[np.searchsorted(run, run)]  # bytes before it in its run
+    base = _Draws(cfg.seed ^ 0x45585452, np.arange(first_run, last_run + 1, dtype=np.int64)).below(
+        0, _EXTRA_POOL - _RUN * _max_extra(cfg.avg_bid_size))
+    a = int(np.searchsorted(m, n[0]))
+    pos, size, run = base[run[a:a + len(n)]] + in_run[a:a + len(n)], size[a:a + len(n)], run[a:a + len(n)]
+    cuts = [0, *(np.flatnonzero(np.diff(run)) + 1).tolist(), len(n)]
+    pieces = [world.pool[pos[i]:pos[j - 1] + size[j - 1]] for i, j in zip(cuts, cuts[1:])]  # one per run
+    return _strings(np.concatenate(pieces), size)
 
 
 def _max_extra(average: int) -> int:
@@ -522,7 +552,6 @@ def _auctions(cfg: NexmarkConfig, n: np.ndarray, ts: np.ndarray, world: _World) 
 
 
 def _bids(cfg: NexmarkConfig, n: np.ndarray, ts: np.ndarray, world: _World) -> pa.StructArray:
-    k = len(n)
     d = _Draws(cfg.seed, n)
     hot_auction = d.below(0, cfg.hot_auction_ratio) > 0
     auction = np.where(hot_auction, (_last_auction(cfg, n) // _HOT_AUCTION_RATIO) * _HOT_AUCTION_RATIO,
@@ -534,7 +563,7 @@ def _bids(cfg: NexmarkConfig, n: np.ndarray, ts: np.ndarray, world: _World) -> p
     hot = d.below(5, 2) > 0
     pick = np.where(hot, d.below(6, len(_HOT_CHANNELS)), d.below(7, _CHANNELS_NUMBER) + len(_HOT_CHANNELS))
     idx = pa.array(pick)
-    extra = _extra(d, 8, world, np.full(k, 32), cfg.avg_bid_size)
+    extra = _bid_extra(cfg, n, world)
     return pa.StructArray.from_arrays(
         [pa.array(auction), pa.array(bidder), pa.array(price), world.channels.take(idx), world.urls.take(idx),
          pa.array(ts, _TS), extra], fields=list(BID_TYPE))
