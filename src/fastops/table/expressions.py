@@ -27,6 +27,8 @@ import pyarrow.types as pat
 
 from fastops.core.arrow import as_batch
 from fastops.operators.basic import evaluate
+from fastops.table.builtins import FUNCTIONS as _BUILTINS
+from fastops.table.builtins import NEEDS_ROWS, FunctionError
 from fastops.table.types import to_arrow, to_sql
 
 __all__ = [
@@ -38,8 +40,14 @@ __all__ = [
     "coalesce",
     "col",
     "concat",
+    "concat_ws",
+    "current_timestamp",
+    "date_format",
+    "from_unixtime",
     "if_then_else",
     "lit",
+    "timestamp_diff",
+    "unix_timestamp",
 ]
 
 
@@ -198,6 +206,108 @@ class Expr:
 
     def round(self, digits: int = 0) -> Expr:
         return Call("round", [self, as_expr(digits)])
+
+    # -- Flink's built-in functions, PyFlink's names (fastops.table.builtins) --
+    def _fn(self, fn: str, *args: Any) -> Expr:
+        return Call(fn, [self] + [as_expr(a) for a in args])
+
+    def regexp(self, regex: str) -> Expr:
+        return self._fn("regexp", regex)
+
+    def regexp_replace(self, regex: str, replacement: str) -> Expr:
+        return self._fn("regexp_replace", regex, replacement)
+
+    def regexp_extract(self, regex: str, extract_index: int | None = None) -> Expr:
+        return self._fn("regexp_extract", regex, *([] if extract_index is None else [extract_index]))
+
+    def split_index(self, separator: str, index: Any) -> Expr:
+        return self._fn("split_index", separator, index)
+
+    def lpad(self, length: int, pad: str) -> Expr:
+        return self._fn("lpad", length, pad)
+
+    def rpad(self, length: int, pad: str) -> Expr:
+        return self._fn("rpad", length, pad)
+
+    def instr(self, s: Any) -> Expr:
+        return self._fn("instr", s)
+
+    def locate(self, s: Any, pos: int | None = None) -> Expr:
+        """PyFlink's ``s1.locate(s2)``: where ``s1`` occurs in ``s2``."""
+        return Call("locate", [self, as_expr(s)] + ([] if pos is None else [as_expr(pos)]))
+
+    def left(self, length: int) -> Expr:
+        return self._fn("left", length)
+
+    def right(self, length: int) -> Expr:
+        return self._fn("right", length)
+
+    def repeat(self, n: Any) -> Expr:
+        return self._fn("repeat", n)
+
+    def replace(self, search: str, replacement: str) -> Expr:
+        return self._fn("replace", search, replacement)
+
+    def substr(self, begin_index: Any, length: Any = None) -> Expr:
+        return self.substring(begin_index, length)
+
+    def sha2(self, hash_length: int) -> Expr:
+        return self._fn("sha2", hash_length)
+
+    def truncate(self, n: int = 0) -> Expr:
+        return self._fn("truncate", n)
+
+    def log(self, base: Any = None) -> Expr:
+        """``x.log()``: ln(x); ``x.log(b)``: the logarithm of x to base ``b``."""
+        return self._fn("log") if base is None else Call("log", [as_expr(base), self])
+
+    def power(self, other: Any) -> Expr:
+        return self._fn("power", other)
+
+    def if_null(self, null_replacement: Any) -> Expr:
+        return Call("coalesce", [self, as_expr(null_replacement)])
+
+    def json_value(self, path: str) -> Expr:
+        return self._fn("json_value", path)
+
+    def json_exists(self, path: str) -> Expr:
+        return self._fn("json_exists", path)
+
+    def json_query(self, path: str) -> Expr:
+        return self._fn("json_query", path)
+
+    def date_format(self, fmt: str) -> Expr:
+        return self._fn("date_format", fmt)
+
+    def extract(self, time_interval_unit: Any) -> Expr:
+        """``col("ts").extract("HOUR")`` (a unit name or an enum member such as TimeIntervalUnit.HOUR)."""
+        unit = getattr(time_interval_unit, "name", time_interval_unit)
+        return Call("extract", [Lit(str(unit).upper()), self])
+
+    md5 = property(lambda self: self._fn("md5"))
+    sha1 = property(lambda self: self._fn("sha1"))
+    sha224 = property(lambda self: self._fn("sha224"))
+    sha256 = property(lambda self: self._fn("sha256"))
+    sha384 = property(lambda self: self._fn("sha384"))
+    sha512 = property(lambda self: self._fn("sha512"))
+    reverse = property(lambda self: self._fn("reverse"))
+    init_cap = property(lambda self: self._fn("initcap"))
+    ltrim = property(lambda self: self._fn("trim_leading"))
+    rtrim = property(lambda self: self._fn("trim_trailing"))
+    to_base64 = property(lambda self: self._fn("to_base64"))
+    from_base64 = property(lambda self: self._fn("from_base64"))
+    ascii = property(lambda self: self._fn("ascii"))
+    chr = property(lambda self: self._fn("chr"))
+    bin = property(lambda self: self._fn("bin"))
+    hex = property(lambda self: self._fn("hex"))
+    sign = property(lambda self: self._fn("sign"))
+    sqrt = property(lambda self: self._fn("sqrt"))
+    ln = property(lambda self: self._fn("ln"))
+    exp = property(lambda self: self._fn("exp"))
+    log2 = property(lambda self: self._fn("log2"))
+    log10 = property(lambda self: self._fn("log10"))
+    to_date = property(lambda self: self._fn("to_date"))
+    to_timestamp = property(lambda self: self._fn("to_timestamp"))
 
     # -- intervals (lit(10).minutes) ------------------------------------------
     def _interval(self, ms: int) -> Expr:
@@ -382,6 +492,7 @@ _FUNCS: dict[str, Callable[..., Any]] = {
     "coalesce": pc.coalesce,
     "struct_field": lambda s, name: pc.struct_field(s, [name.as_py()]),  # ROW column . field
 }
+_FUNCS.update(_BUILTINS)  # Flink's built-in functions (fastops.table.builtins)
 
 _SYMBOL = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/", "mod": "%", "equal": "=",
            "not_equal": "<>", "less": "<", "less_equal": "<=", "greater": ">", "greater_equal": ">=",
@@ -417,7 +528,9 @@ class Call(Expr):
             n = _len(batch)
             vals = [broadcast(v, n) if isinstance(v, pa.Scalar) and self.fn != "concat" else v for v in vals]
         try:
-            out = fn(*vals)
+            out = fn(_len(batch), *vals) if self.fn in NEEDS_ROWS else fn(*vals)
+        except FunctionError as exc:
+            raise ExpressionError(f"{self!r}: {exc}") from None
         except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid) as exc:
             raise ExpressionError(f"{self!r}: cannot apply {self.fn} to "
                                   f"{', '.join(_describe(v) for v in vals)} ({exc})") from None
@@ -691,6 +804,34 @@ def call(fn: Any, *args: Any) -> Expr:
 
 def if_then_else(cond: Any, a: Any, b: Any) -> Expr:
     return Case([(as_expr(cond), as_expr(a))], as_expr(b))
+
+
+def date_format(timestamp: Any, fmt: str) -> Expr:
+    """``DATE_FORMAT(timestamp, 'yyyy-MM-dd HH:mm')`` (a Java date pattern)."""
+    return Call("date_format", [as_expr(timestamp), as_expr(fmt)])
+
+
+def timestamp_diff(time_point_unit: Any, time_point1: Any, time_point2: Any) -> Expr:
+    """``TIMESTAMPDIFF(unit, t1, t2)``: whole units from ``t1`` to ``t2``."""
+    unit = str(getattr(time_point_unit, "name", time_point_unit)).upper()
+    return Call("timestampdiff", [Lit(unit), as_expr(time_point1), as_expr(time_point2)])
+
+
+def from_unixtime(unix_time: Any, fmt: str | None = None) -> Expr:
+    return Call("from_unixtime", [as_expr(unix_time)] + ([] if fmt is None else [as_expr(fmt)]))
+
+
+def unix_timestamp(date_str: Any = None, fmt: str | None = None) -> Expr:
+    args = [] if date_str is None else [as_expr(date_str)] + ([] if fmt is None else [as_expr(fmt)])
+    return Call("unix_timestamp", args)
+
+
+def current_timestamp() -> Expr:
+    return Call("current_timestamp", [])
+
+
+def concat_ws(separator: Any, *strings: Any) -> Expr:
+    return Call("concat_ws", [as_expr(separator)] + [as_expr(s) for s in strings])
 
 
 def concat(*args: Any) -> Expr:

@@ -212,7 +212,8 @@ def _dialect(udf_names: frozenset) -> Any:
     d = _DIALECTS.get(udf_names)
     if d is None:
         class _Parser(Parser):
-            FUNCTIONS = {k: v for k, v in Parser.FUNCTIONS.items() if k not in udf_names}
+            FUNCTIONS = {k: v for k, v in Parser.FUNCTIONS.items()
+                         if k not in udf_names and k not in _PLAIN_CALLS}
 
             def _parse_types(self, *args: Any, **kwargs: Any) -> Any:
                 # Flink's ROW<name type, ...> is sqlglot's STRUCT<...>
@@ -529,6 +530,14 @@ _NAMED = {"UPPER": "upper", "LOWER": "lower", "CHAR_LENGTH": "char_length", "CHA
           "ABS": "abs", "FLOOR": "floor", "CEIL": "ceil", "CEILING": "ceil", "SQRT": "sqrt", "LN": "ln",
           "EXP": "exp", "POWER": "power", "LOG10": "log10", "LTRIM": "ltrim", "RTRIM": "rtrim",
           "CONCAT": "concat", "MOD": "mod"}
+# Flink's built-in functions (fastops.table.builtins) that sqlglot reads as plain calls
+_NAMED.update({n: n.lower() for n in (
+    "DATE_FORMAT", "TO_TIMESTAMP", "TO_DATE", "UNIX_TIMESTAMP", "FROM_UNIXTIME", "TO_TIMESTAMP_LTZ", "REGEXP",
+    "SPLIT_INDEX", "BIN", "E", "LOG", "LOG2", "LOG10", "RAND_INTEGER", "SHA224", "SHA256", "SHA384", "SHA512",
+    "JSON_VALUE", "JSON_EXISTS", "JSON_QUERY", "IS_DIGIT", "IS_ALPHA", "PROCTIME")})
+_NAMED.update({"NOW": "current_timestamp", "CURRENT_ROW_TIMESTAMP": "current_timestamp", "SHA1": "sha1"})
+# sqlglot function names left as plain calls, so that Flink's argument order holds (LOG(base, x))
+_PLAIN_CALLS = frozenset({"LOG", "LOG2", "LOG10", "TIMESTAMPDIFF", "TIMESTAMPADD"})
 
 
 def interval_ms(node: Any) -> int:
@@ -1242,6 +1251,9 @@ class QueryCompiler:
                         rec(e.args["false"]) if e.args.get("false") is not None else None)
         if isinstance(e, exp.Coalesce):
             return Call("coalesce", [rec(e.this)] + [rec(x) for x in e.expressions])
+        builtin = _builtin(e, rec)
+        if builtin is not None:
+            return builtin
         if isinstance(e, exp.Concat):
             return Call("concat", [rec(x) for x in e.expressions])
         if isinstance(e, exp.Substring):
@@ -1420,6 +1432,60 @@ def _through_filters(node: PlanNode) -> PlanNode:
     while isinstance(node, Filter):
         node = node.inputs[0]
     return node
+
+
+# sqlglot's nodes of Flink's built-in functions: (function of fastops.table.builtins, argument names)
+_BUILTIN_NODES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "RegexpExtract": ("regexp_extract", ("this", "expression", "position")),
+    "RegexpReplace": ("regexp_replace", ("this", "expression", "replacement")),
+    "RegexpLike": ("regexp", ("this", "expression")), "StrPosition": ("locate", ("substr", "this", "position")),
+    "Repeat": ("repeat", ("this", "times")), "Left": ("left", ("this", "expression")),
+    "Right": ("right", ("this", "expression")), "Replace": ("replace", ("this", "expression", "replacement")),
+    "ConcatWs": ("concat_ws", ("expressions",)), "Chr": ("chr", ("expressions",)),
+    "Nullif": ("nullif", ("this", "expression")), "Greatest": ("greatest", ("this", "expressions")),
+    "Least": ("least", ("this", "expressions")), "SHA2": ("sha2", ("this", "length")),
+    "Trunc": ("truncate", ("this", "decimals")), "Round": ("round", ("this", "decimals")),
+    "NullSafeNEQ": ("is_distinct_from", ("this", "expression")),
+    "NullSafeEQ": ("is_not_distinct_from", ("this", "expression")), "Atan2": ("atan2", ("this", "expression")),
+    "Rand": ("rand", ("this",)), "Uuid": ("uuid", ()), "Pi": ("pi", ()),
+    "CurrentTimestamp": ("current_timestamp", ()), "Localtimestamp": ("localtimestamp", ()),
+    "CurrentDate": ("current_date", ()),
+    **{c: (c.lower(), ("this",)) for c in ("Hour", "Minute", "Second", "Year", "Month", "Quarter", "Week",
+                                           "DayOfYear", "DayOfMonth", "DayOfWeek", "Reverse", "Initcap", "Ascii",
+                                           "MD5", "Sign", "Hex", "Sin", "Cos", "Tan",
+                                           "Cot", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Tanh", "Degrees",
+                                           "Radians")},
+    "SHA": ("sha1", ("this",)), "ToBase64": ("to_base64", ("this",)), "FromBase64": ("from_base64", ("this",)),
+}
+
+
+def _builtin(e: Any, rec: Any) -> Expr | None:
+    """A call of Flink's built-in functions that sqlglot parses into its own node (or
+    with a time unit for an argument), else None."""
+    name = type(e).__name__
+    if isinstance(e, exp.Anonymous) and e.name.upper() in ("TIMESTAMPADD", "TIMESTAMPDIFF"):
+        unit, *rest = e.expressions
+        return Call(e.name.lower(), [Lit(unit.name.upper())] + [rec(a) for a in rest])
+    if isinstance(e, exp.Extract):
+        return Call("extract", [Lit(e.this.name.upper()), rec(e.expression)])
+    if isinstance(e, (exp.Floor, exp.Ceil)) and e.args.get("to") is not None:
+        fn = "floor_time" if isinstance(e, exp.Floor) else "ceil_time"
+        return Call(fn, [rec(e.this), Lit(e.args["to"].name.upper())])
+    if isinstance(e, exp.Trim):
+        side = str(e.args.get("position") or "BOTH").lower()
+        chars = e.args.get("expression")
+        return Call(f"trim_{side}", [rec(e.this)] + ([rec(chars)] if chars is not None else []))
+    if isinstance(e, exp.Pad):
+        return Call("lpad" if e.args.get("is_left") else "rpad",
+                    [rec(e.this), rec(e.expression), rec(e.args["fill_pattern"])])
+    if name in _BUILTIN_NODES and type(e) is getattr(exp, name, None):
+        fn, keys = _BUILTIN_NODES[name]
+        args: list[Expr] = []
+        for k in keys:
+            v = e.args.get(k)
+            args.extend(rec(x) for x in (v if isinstance(v, list) else [v] if v is not None else []))
+        return Call(fn, args)
+    return None
 
 
 def _func_args(e: exp.Func) -> list:
