@@ -378,8 +378,9 @@ def test_json_functions(docs, path):
         f = walk(d)
         if len(f) != 1 or isinstance(f[0], (dict, list)) or f[0] is None:
             return None
-        return {True: "true", False: "false"}.get(f[0], str(f[0])) if isinstance(f[0], bool) or \
-            not isinstance(f[0], str) else f[0]
+        if isinstance(f[0], bool):
+            return "true" if f[0] else "false"
+        return f[0] if isinstance(f[0], str) else str(f[0])
 
     def query(d):
         f = walk(d)

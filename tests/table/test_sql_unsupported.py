@@ -55,8 +55,6 @@ UNSUPPORTED = {
     "group_by_all": ("SELECT user_id, SUM(amount) FROM orders GROUP BY ALL", "GROUP BY ALL"),
     "legacy_window_start": ("SELECT TUMBLE_START(ts, INTERVAL '1' MINUTE), SUM(amount) FROM orders",
                             "group window function TUMBLE_START() outside GROUP BY"),
-    "agg_filter": ("SELECT user_id, COUNT(*) FILTER (WHERE amount > 5) FROM orders GROUP BY user_id",
-                   "FILTER (WHERE ...)"),
     "pivot": ("SELECT * FROM orders PIVOT (SUM(amount) FOR cur IN ('a', 'b'))", "PIVOT"),
     "distinct_on": ("SELECT DISTINCT ON (user_id) user_id, amount FROM orders", "DISTINCT ON"),
     "tablesample": ("SELECT id FROM orders TABLESAMPLE (50 PERCENT)", "TABLESAMPLE"),

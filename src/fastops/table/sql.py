@@ -298,9 +298,6 @@ _UNSUPPORTED_NODES: dict[type, tuple[str, str]] = {
     exp.Pivot: ("PIVOT / UNPIVOT", "write one aggregate per output column, e.g. "
                 "SUM(CASE WHEN k = 'a' THEN v END) AS a"),
     exp.TableSample: ("TABLESAMPLE", "filter on a hash or random value in WHERE"),
-    exp.Filter: ("FILTER (WHERE ...) on an aggregate",
-                 "aggregate a CASE instead: COUNT(CASE WHEN cond THEN 1 END), "
-                 "SUM(CASE WHEN cond THEN x END)"),
 }
 
 # Statements that change stored data or catalogs (by class name: older sqlglot lacks some).
@@ -1377,8 +1374,24 @@ class QueryCompiler:
             raise SqlError(f"PERCENTILE_APPROX(column, q) needs a literal q{_pos(e)}")
         return AggCall("approx_percentile", args[0], (float(args[1].value),))
 
+    def _filtered(self, e: Any, scope: Scope, aliases: dict | None) -> Expr:
+        """``AGG(x) FILTER (WHERE cond)``: the aggregate over the rows where ``cond`` is
+        true, computed as ``AGG(CASE WHEN cond THEN x END)`` (aggregates skip NULLs;
+        ``COUNT(*)`` counts ``CASE WHEN cond THEN 1 END``)."""
+        inner = self._expr(e.this, scope, aliases)
+        if not isinstance(inner, AggCall):
+            raise SqlError(f"FILTER (WHERE ...) follows an aggregate call, not {_short(e.this)!r}{_pos(e)}")
+        if inner.udaf is not None:
+            raise _unsupported("FILTER (WHERE ...) on a user-defined aggregate", e,
+                               "filter the rows in a subquery, or pass the condition to the aggregate")
+        cond = self._expr(e.expression.this, scope, aliases)
+        arg = inner.arg if inner.arg is not None else Lit(1)
+        return AggCall(inner.fn, Case([(cond, arg)], None), inner.params, None, inner.distinct)
+
     def _agg(self, e: Any, scope: Scope, aliases: dict | None) -> Expr | None:
         rec = lambda a: self._expr(a, scope, aliases)
+        if isinstance(e, exp.Filter):
+            return self._filtered(e, scope, aliases)
         if isinstance(e, exp.Count):
             this = e.this
             if this is None or isinstance(this, exp.Star):
