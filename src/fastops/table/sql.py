@@ -1013,6 +1013,7 @@ class QueryCompiler:
                 e = self.expr(p, scope)
                 name = p.alias_or_name if isinstance(p, exp.Column) else f"EXPR${i}"
             items.append((name, e))
+        items = _uniquify(items)
         group = q.args.get("group")
         having = q.args.get("having")
         aliases = dict(items)
@@ -1499,6 +1500,20 @@ def _builtin(e: Any, rec: Any) -> Expr | None:
             args.extend(rec(x) for x in (v if isinstance(v, list) else [v] if v is not None else []))
         return Call(fn, args)
     return None
+
+
+def _uniquify(items: list[tuple[str, Expr]]) -> list[tuple[str, Expr]]:
+    """Select-list names made unique as Flink (Calcite's SqlValidatorUtil.uniquify): a
+    name already taken gets 0, 1, ... appended (``auction``, ``auction0``)."""
+    used: set[str] = set()
+    out = []
+    for name, e in items:
+        new, j = name, 0
+        while new in used:
+            new, j = f"{name}{j}", j + 1
+        used.add(new)
+        out.append((new, e))
+    return out
 
 
 def _func_args(e: exp.Func) -> list:
