@@ -30,7 +30,7 @@ from fastops.core import arrow as _arrow
 from fastops.core.durations import parse_duration
 from fastops.datastream import DataStream, StreamEnvironment
 from fastops.operators.base import OperatorContext
-from fastops.table.expressions import Col
+from fastops.table.expressions import Call, Col
 from fastops.table.formats import write_csv
 from fastops.table.functions import (
     UserDefinedAggregateFunction,
@@ -492,7 +492,7 @@ class TableEnvironment:
                 if kind_t is None:
                     raise SqlError(f"column {c.name!r} needs a type (or AS expression: a computed column)")
                 try:
-                    fields.append(pa.field(c.name, to_arrow(kind_t.sql())))
+                    fields.append(pa.field(c.name, to_arrow(kind_t.sql()), metadata=_declared(c, kind_t)))
                 except ValueError as exc:
                     raise SqlError(f"column {c.name!r}: {exc}") from None
             elif isinstance(c, exp.PrimaryKey):
@@ -540,11 +540,16 @@ class TableEnvironment:
                 raise KeyError(f"table {name!r} not found; known: {sorted(self.list_tables())}") from None
             schema, tc, wm, pk = t.schema, t._node.time_col, getattr(t._node, "watermark_ms", None), []
         rows = []
+        proctime = {n for n, e in (entry.computed if isinstance(entry, ConnectorTable) else [])
+                    if isinstance(e, Call) and e.fn == "proctime"}
         for f in schema:
-            sql_type = to_sql(f.type) + (" *ROWTIME*" if f.name == tc else "")
+            meta = f.metadata or {}
+            sql_type = meta.get(b"flink_type", b"").decode() or to_sql(f.type)
+            sql_type += " *ROWTIME*" if f.name == tc else " *PROCTIME*" if f.name in proctime else ""
             key = f"PRI({', '.join(pk)})" if f.name in pk else ""
             wexpr = f"`{tc}` - INTERVAL '{wm / 1000:g}' SECOND" if f.name == tc and wm is not None else ""
-            rows.append((f.name, sql_type, f.name not in pk and f.nullable, key, extras.get(f.name, ""), wexpr))
+            nullable = f.name not in pk and f.name not in proctime and b"not_null" not in meta and f.nullable
+            rows.append((f.name, sql_type, nullable, key, extras.get(f.name, ""), wexpr))
         return message_result(rows, ["name", "type", "null", "key", "extras", "watermark"],
                               [pa.string(), pa.string(), pa.bool_(), pa.string(), pa.string(), pa.string()])
 
@@ -616,6 +621,18 @@ class TableEnvironment:
 
 
 _LEGACY_KEYS = {"connector.type": "connector", "connector.path": "path", "format.type": "format"}
+
+
+def _declared(column: Any, kind: Any) -> dict | None:
+    """What DESCRIBE shows of a DDL column that its Arrow type loses: a declared
+    length (VARCHAR(32)) and NOT NULL, as field metadata."""
+    meta = {}
+    text = kind.sql()
+    if re.fullmatch(r"(VAR)?(CHAR|BINARY)\(\d+\)", text, re.IGNORECASE):
+        meta["flink_type"] = text.upper()
+    if any(type(k.kind).__name__ == "NotNullColumnConstraint" for k in column.args.get("constraints") or []):
+        meta["not_null"] = "1"
+    return meta or None
 
 
 def _legacy_options(opts: dict) -> dict:

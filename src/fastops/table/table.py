@@ -122,6 +122,7 @@ class TableResult:
         self._streaming = streaming
         self.job_result = job_result
         self._raw = raw  # EXPLAIN: print the text itself (Flink's raw-content style)
+        self._content_widths = False  # column widths from the content, not the types
 
     @property
     def schema(self) -> pa.Schema:
@@ -151,7 +152,8 @@ class TableResult:
             return "".join(f"{r[0]}\n" for r in self._rows())
         kinds = self._kinds() if self._streaming else None
         # widths by type in both modes, as PyFlink's TableResult.print()
-        return render(self._schema.names, self._schema.types, self._rows(), kinds, by_type=True)
+        return render(self._schema.names, self._schema.types, self._rows(), kinds,
+                      by_type=not self._content_widths)
 
     def print(self) -> None:
         """The PyFlink grid: column widths from the types, an ``op`` column in
@@ -185,7 +187,9 @@ def message_result(rows: Sequence[Sequence[Any]], names: Sequence[str], types: S
     """A small result of a statement (``OK``, ``SHOW TABLES``, ``DESCRIBE``, ``EXPLAIN``)."""
     arrays = [pa.array([r[i] for r in rows], t) for i, t in enumerate(types)]
     schema = pa.schema([pa.field(n, t) for n, t in zip(names, types)])
-    return TableResult(pa.Table.from_arrays(arrays, schema=schema), schema, streaming=False, raw=raw)
+    result = TableResult(pa.Table.from_arrays(arrays, schema=schema), schema, streaming=False, raw=raw)
+    result._content_widths = True  # Flink sizes a statement's grid (DESCRIBE, SHOW) by its content
+    return result
 
 
 def ok_result() -> TableResult:
