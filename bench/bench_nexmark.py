@@ -42,6 +42,10 @@ from fastops.connectors.nexmark import NexmarkConfig, NexmarkSource, generate
 RATE = 10_000_000  # nexmark's TPS (first-event.rate) in its published runs
 BATCH = 65_536
 QUICK_QUERIES = ("q0", "q2", "q5", "q8")
+# q12's processing-time windows depend on the wall clock: DuckDB counts the bids per bidder (what the
+# windows add up to) and the result rows are not compared
+PEER = {**REFERENCE, "q12": "SELECT bidder, count(*) FROM bid GROUP BY bidder"}
+UNCHECKED = {"q12"}
 
 
 def pyflink_status() -> str:
@@ -80,7 +84,7 @@ def main() -> None:
     repeats = args.repeats or (1 if args.quick else 3)
     pyflink = pyflink_status()
     status = runnable_queries()
-    queries = [q for q in QUERIES if status[q] is None and q in REFERENCE]
+    queries = [q for q in QUERIES if status[q] is None and q in PEER]
     if args.quick:
         queries = [q for q in queries if q in QUICK_QUERIES]
     data = generate(NexmarkConfig(events=events, first_event_rate=RATE, next_event_rate=RATE, batch_size=BATCH))
@@ -92,24 +96,24 @@ def main() -> None:
     results.append({"query": "source only", "fastops_events_per_s": events / t, "fastops_s": t,
                     "duckdb_events_per_s": float("nan"), "result_rows": n, "pyflink": pyflink})
     for q in queries:
-        want = con.sql(REFERENCE[q]).to_arrow_table().num_rows
+        want = con.sql(PEER[q]).to_arrow_table().num_rows
         got = run_query(q, events=events, rate=RATE, batch_size=BATCH).num_rows  # warm-up and check
-        if got != want:
+        if got != want and q not in UNCHECKED:
             raise AssertionError(f"{q}: fastops gave {got} result rows, DuckDB {want}")
         t_fo, _ = timed(lambda q=q: run_query(q, events=events, rate=RATE, batch_size=BATCH), repeats)
-        t_dk, _ = timed(lambda q=q: con.sql(REFERENCE[q]).to_arrow_table(), repeats)
+        t_dk, _ = timed(lambda q=q: con.sql(PEER[q]).to_arrow_table(), repeats)
         results.append({"query": q, "fastops_events_per_s": events / t_fo, "fastops_s": t_fo,
                         "duckdb_events_per_s": events / t_dk, "duckdb_s": t_dk,
-                        "fastops_over_duckdb": t_dk / t_fo, "result_rows": want, "pyflink": pyflink})
+                        "fastops_over_duckdb": t_dk / t_fo, "result_rows": got, "pyflink": pyflink})
     print_table(results, ["query", "fastops_events_per_s", "duckdb_events_per_s", "fastops_over_duckdb",
                           "result_rows", "pyflink"],
                 title=f"Nexmark, {events:,} events (rate {RATE:,}/s of event time), parallelism 1, "
                       f"median of {repeats}")
     skipped = {q: why for q, why in status.items() if why is not None}
     if skipped:
-        print("queries fastops does not run yet:")
+        print("queries fastops does not run (q6: nor does Flink):")
         for q, why in skipped.items():
-            print(f"  {q}: {why}")
+            print(f"  {q}: {why if len(why) < 160 else why[:157] + '...'}")
     write_results(args.json,
                   [measurement(f"nexmark {r['query']}", "fastops", r["fastops_events_per_s"])
                    for r in results] +
