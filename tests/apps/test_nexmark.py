@@ -65,8 +65,6 @@ def fastops(name: str) -> pa.Table:
 
 # what each query needs that fastops does not have yet (the test is xfail, strict, until it lands)
 MISSING = {
-    "q15": "COUNT(DISTINCT ...) over different arguments in one GROUP BY (here with FILTER)",
-    "q16": "COUNT(DISTINCT ...) over different arguments in one GROUP BY (here with FILTER)",
     "q20": "renaming duplicate output columns (dateTime0, extra0) as Flink does",
 }
 # compared on these columns only (ties: which of equal rows gets which rank is not defined)

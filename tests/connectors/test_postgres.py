@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fastops as fo
+from fastops.connectors.base import END, Reader, Source
 from fastops.connectors.postgres import OP_COLUMN, PostgresSink, prepare_target
 from fastops.operators.base import OperatorContext
 from fastops.table.changelog import OP_COLUMN as TABLE_OP_COLUMN
@@ -332,3 +333,59 @@ def test_the_connectors_page_runs_against_the_servers(redis_url, pg_dsn, tmp_pat
     for code in blocks:
         exec(compile(code, page, "exec"), namespace)
     namespace["r"].close()
+
+
+# -- a jdbc table read: a bounded scan, and the lookup source of a processing-time temporal join ----
+def _jdbc_dim(t_env, pg_dsn):
+    host = pg_dsn.split("@", 1)[1]
+    t_env.execute_sql(f"""CREATE TABLE dim (k BIGINT, v STRING, PRIMARY KEY (k) NOT ENFORCED)
+        WITH ('connector' = 'jdbc', 'url' = 'jdbc:postgresql://{host}', 'table-name' = 'dim',
+              'username' = 'fastops')""")
+
+
+def test_a_jdbc_table_is_read_as_a_bounded_source(pg_dsn):
+    execute(pg_dsn, "CREATE TABLE dim (k bigint PRIMARY KEY, v text)",
+            "INSERT INTO dim SELECT g, 'v' || g FROM generate_series(1, 50) AS g")
+    t_env = fo.TableEnvironment(batch_size=7)
+    _jdbc_dim(t_env, pg_dsn)
+    got = sorted(tuple(r) for r in t_env.execute_sql("SELECT k, v FROM dim WHERE k % 3 = 0").collect())
+    assert got == sorted(rows(pg_dsn, "SELECT k, v FROM dim WHERE k % 3 = 0"))
+
+
+def test_a_lookup_join_sees_the_table_as_it_is_when_each_batch_arrives(pg_dsn):
+    """Each probe batch queries the rows of its keys then: an update made
+    between two batches is seen by the second and not by the first."""
+    execute(pg_dsn, "CREATE TABLE dim (k bigint PRIMARY KEY, v text)",
+            "INSERT INTO dim VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+
+    class Probes(Reader):  # the second batch is read after the table changed
+        def __init__(self):
+            self.sent = 0
+
+        def read(self):
+            self.sent += 1
+            if self.sent == 2:
+                execute(pg_dsn, "UPDATE dim SET v = 'A' WHERE k = 1", "INSERT INTO dim VALUES (4, 'd')")
+            return [None, pa.record_batch({"id": [1, 2, 4, 1]}), pa.record_batch({"id": [1, 4, 5]}),
+                    END][self.sent]
+
+        def position(self):
+            return self.sent
+
+    class ProbeSource(Source):
+        name = "probes"
+
+        def schema(self):
+            return pa.schema([("id", pa.int64())])
+
+        def open(self, index, parallelism, position=None):
+            return Probes()
+
+    t_env = fo.TableEnvironment(mode="streaming")
+    _jdbc_dim(t_env, pg_dsn)
+    t_env.create_temporary_view("s", t_env.from_data_stream(fo.StreamEnvironment().from_source(ProbeSource())))
+    q = "SELECT id, v FROM (SELECT id, PROCTIME() AS pt FROM s) AS p LEFT JOIN dim FOR SYSTEM_TIME AS OF p.pt " \
+        "ON p.id = dim.k"
+    assert "LookupJoin(table=[dim]" in t_env.explain_sql(q)
+    got = [tuple(r) for r in t_env.execute_sql(q).collect()]
+    assert got == [(1, "a"), (2, "b"), (4, None), (1, "a"), (1, "A"), (4, "d"), (5, None)]

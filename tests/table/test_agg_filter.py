@@ -51,3 +51,21 @@ def test_filter_without_group_by():
     t_env.create_temporary_view("t", t_env.from_elements([(1, 2)], ["a", "b"]))
     assert t_env.execute_sql("SELECT COUNT(*) FILTER (WHERE a > 1) AS c, COUNT(*) FILTER (WHERE a = 1) AS d "
                              "FROM t").to_arrow().to_pylist() == [{"c": 0, "d": 1}]
+
+
+MIXED = st.sampled_from([
+    "COUNT(*) AS n, COUNT(*) FILTER (WHERE x < 0) AS r1, COUNT(DISTINCT s) AS ds, "
+    "COUNT(DISTINCT s) FILTER (WHERE x < 0) AS ds1, COUNT(DISTINCT y) AS dy",
+    "SUM(y) AS sy, AVG(x) AS ax, MIN(s) AS ms, COUNT(DISTINCT k) AS dk, SUM(DISTINCT y) AS sdy",
+    "MAX(x) FILTER (WHERE y > 0) AS mx, COUNT(DISTINCT s) AS ds, AVG(DISTINCT y) AS ady, COUNT(x) AS cx",
+])
+
+
+@SETTINGS
+@given(rows=ROWS, aggs=MIXED, mode=st.sampled_from(["batch", "streaming"]),
+       key=st.sampled_from(["k", "y % 3", "UPPER(s)"]))
+def test_several_distinct_arguments(rows, aggs, mode, key):
+    """Nexmark q15 / q16's shape: DISTINCT aggregates over different arguments and
+    filters beside plain ones, grouped by a column or an expression."""
+    q = f"SELECT {key} AS g, {aggs} FROM t GROUP BY {key}"
+    run(rows, q, q, mode)

@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 from fastops.connectors.datagen import datagen_source
 from fastops.connectors.nexmark import nexmark_source
 from fastops.connectors.postgres import with_credentials
+from fastops.connectors.postgres_lookup import PostgresTableSource
 from fastops.connectors.redis import redis_stream_options
 from fastops.core import arrow as _arrow
 from fastops.core.durations import parse_duration
@@ -239,9 +240,12 @@ class TableEnvironment:
                 raise PlanError(str(exc)) from None
             return Table(self, Scan("source", source, ct.schema, ct.time_col, ct.watermark_ms, ct.name,
                                     self.batch_size, computed=ct.computed))
+        if connector == "jdbc":  # read once (Flink's JDBC scan), or looked up by key in a lookup join
+            return Table(self, Scan("source", self._jdbc_source(ct), ct.schema, ct.time_col, ct.watermark_ms,
+                                    ct.name, self.batch_size, computed=ct.computed))
         if connector != "filesystem":
             raise PlanError(f"table {ct.name!r} (connector {connector!r}) cannot be read; "
-                            "only 'filesystem', 'redis-stream', 'nexmark' and 'datagen' tables are sources")
+                            "only 'filesystem', 'redis-stream', 'jdbc', 'nexmark' and 'datagen' tables are sources")
         fmt = opts.get("format", "parquet")
         path = opts.get("path")
         if fmt not in ("parquet", "csv"):
@@ -601,15 +605,22 @@ class TableEnvironment:
                             "(filesystem, print, blackhole, jdbc)")
         return message_result([(-1,)], ["default_catalog.default_database." + name], [pa.int64()])
 
+    def _jdbc_dsn(self, entry: ConnectorTable) -> str:
+        opts = entry.options
+        url = opts.get("url")
+        if not url:
+            raise PlanError(f"table {entry.name!r}: the jdbc connector needs a 'url' ('postgresql://host:port/db')")
+        return with_credentials(url, opts.get("username"), opts.get("password"))
+
+    def _jdbc_source(self, entry: ConnectorTable) -> PostgresTableSource:
+        return PostgresTableSource(self._jdbc_dsn(entry), entry.options.get("table-name", entry.name), entry.schema,
+                                   self.batch_size, name=entry.name)
+
     def _insert_jdbc(self, entry: ConnectorTable, data: pa.Table) -> None:
         """Flink's JDBC connector options, for PostgreSQL: upsert on the
         PRIMARY KEY when the table declares one, else append; exactly once
         (one transaction, prepared and committed)."""
-        opts = entry.options
-        url, target = opts.get("url"), opts.get("table-name", entry.name)
-        if not url:
-            raise PlanError(f"table {entry.name!r}: the jdbc connector needs a 'url' ('postgresql://host:port/db')")
-        dsn = with_credentials(url, opts.get("username"), opts.get("password"))
+        dsn, target = self._jdbc_dsn(entry), entry.options.get("table-name", entry.name)
         env = StreamEnvironment(parallelism=1)
         stream = env.from_arrow(data, batch_size=self.batch_size)
         stream.sink_to_postgres(dsn, target, mode="upsert" if entry.primary_key else "append",

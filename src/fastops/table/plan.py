@@ -789,6 +789,11 @@ class Compiler:
             if node.changelog and not c.changelog:  # every input of a changelog union carries row kinds
                 s = s.map(insert_only, name="insert_only")
             streams.append(s)
+        if node.changelog and len({s.node.parallelism for s in streams}) > 1:
+            # a changelog dealt round robin to more tasks would reorder a key's updates
+            # (its -U could reach the sink before its +I): gather it in one task instead
+            streams = [s if s.node.parallelism == 1 else
+                       s._then("gather", Operator, 1, "rebalance") for s in streams]
         return streams[0].union(*streams[1:])
 
     def _sort(self, node: Sort) -> Any:

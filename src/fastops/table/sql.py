@@ -308,7 +308,8 @@ _STATEMENTS = {getattr(exp, cls): name for cls, name in [
 # CREATE TABLE connectors the catalog can read or write (environment.py's _connector_scan and
 # _insert_into), and the filesystem connector's formats.
 _CONNECTORS = {"filesystem": "Parquet or CSV files, source and sink", "print": "sink",
-               "blackhole": "sink", "redis-stream": "Redis Streams, source", "jdbc": "PostgreSQL, sink",
+               "blackhole": "sink", "redis-stream": "Redis Streams, source",
+               "jdbc": "PostgreSQL, sink, source and lookup source",
                "nexmark": "the Nexmark benchmark's events, source", "datagen": "generated rows, source"}
 _FILE_FORMATS = ("parquet", "csv")
 

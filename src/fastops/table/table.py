@@ -22,6 +22,7 @@ import pyarrow as pa
 from fastops.core.durations import parse_duration
 from fastops.runtime.errors import JobFailed
 from fastops.table.changelog import OP_COLUMN, ROW_KINDS, materialize
+from fastops.table.distinct import expand_distinct
 from fastops.table.expressions import (
     AggCall,
     Alias,
@@ -439,6 +440,9 @@ def _distinct_aggregate(child: PlanNode, key_exprs: Sequence[Expr], items: Seque
     second step is a non-windowed aggregate, so its result is a changelog
     (final state as expected)."""
     arg_reprs = {repr(c.arg) for c in distinct}
+    if window is None and window_alias is None and (
+            len(arg_reprs) != 1 or _plain_beside(items, having) or not all(isinstance(k, Col) for k in key_exprs)):
+        return expand_distinct(child, key_exprs, items, having, streaming, build_aggregate, _union)
     if len(arg_reprs) != 1:
         raise PlanError(f"DISTINCT aggregates over different arguments ({sorted(arg_reprs)}) are not supported")
     arg = distinct[0].arg
@@ -492,6 +496,25 @@ def _distinct_aggregate(child: PlanNode, key_exprs: Sequence[Expr], items: Seque
         outer_keys = [Col("window_start"), Col("window_end")] + outer_keys
     return build_aggregate(inner, outer_keys, [(n, outer(e)) for n, e in items],
                            outer(having) if having is not None else None, None, streaming)
+
+
+def _plain_beside(items: Sequence[tuple[str, Expr]], having: Expr | None) -> bool:
+    """Whether a plain (not DISTINCT) aggregate other than MIN / MAX is among ``items`` / ``having``."""
+    found = False
+
+    def visit(e: Expr) -> None:
+        nonlocal found
+        if isinstance(e, AggCall):
+            found = found or (not e.distinct and e.fn not in ("min", "max"))
+            return
+        for c in e.children():
+            visit(c)
+
+    for _, e in items:
+        visit(e)
+    if having is not None:
+        visit(having)
+    return found
 
 
 def _expand(exprs: Sequence[Any], schema: pa.Schema) -> list[Expr]:

@@ -59,6 +59,7 @@ from fastops.table.plan import (
     PlanError,
     PlanNode,
     Project,
+    Scan,
     _conjuncts,
     compile_plan,
     infer_type,
@@ -325,7 +326,8 @@ class TemporalJoin(PlanNode):
 
 class LookupJoin(PlanNode):
     """Processing-time temporal join: ``left`` rows joined with the current
-    rows of ``side`` (read whole when the job starts); see the module docs."""
+    rows of ``side`` (read whole when the job starts, or, for a jdbc table,
+    queried by each batch's keys); see the module docs."""
 
     def __init__(self, left: PlanNode, side: PlanNode, left_keys: Sequence[str], right_keys: Sequence[str],
                  how: str, condition: Expr | None, primary_key: Sequence[str], version_time: str | None,
@@ -366,8 +368,29 @@ class LookupJoin(PlanNode):
         s = compiler.build(self.inputs[0])
         lk, rk, how, cond = self.left_keys, self.right_keys, self.how, self.condition
         ls, rs, load = self.inputs[0].schema, self.side.schema, self.current_rows
-        s = s.transform("lookup_join", lambda: LookupJoinOperator(lk, rk, how, ls, rs, load, cond))
+        lookup = _lookup_source(self.side, rk)
+        s = s.transform("lookup_join", lambda: LookupJoinOperator(lk, rk, how, ls, rs, load, cond, lookup))
         return DataStream(s.env, s.node, s.tag, time_column=self.time_col)
+
+
+def _lookup_source(side: PlanNode, keys: Sequence[str]) -> tuple[Any, list[str], dict[str, str]] | None:
+    """(source, its columns for ``keys``, side column -> source column) when
+    ``side`` is a table of a source that looks rows up by key (a jdbc table),
+    seen through projections that only pick and rename columns."""
+    chain = []
+    node = side
+    while isinstance(node, Project) and all(isinstance(e, Col) for _, e in node.items):
+        chain.append(node)
+        node = node.inputs[0]
+    if not (isinstance(node, Scan) and node.kind == "source" and hasattr(node.payload, "lookup")) or \
+            getattr(node, "computed", None):
+        return None
+    names = {n: n for n in node.schema.names}
+    for p in reversed(chain):
+        names = {n: names[e.col] for n, e in p.items if isinstance(e, Col)}
+    if not all(k in names for k in keys):
+        return None
+    return node.payload, [names[k] for k in keys], names
 
 
 def _latest_per_key(data: pa.Table, key: Sequence[str], time_col: str | None) -> pa.Table:
@@ -433,28 +456,52 @@ def _key_types(left_keys: Sequence[str], right_keys: Sequence[str], ls: pa.Schem
 
 class LookupJoinOperator(Operator):
     """Joins each row with the matching rows of a table loaded at ``open``
-    (``load()``); stateless (the table is loaded again after a restart)."""
+    (``load()``), or, given a lookup source ``lookup = (source, its key
+    columns, side column -> source column)``, with the rows it gives for
+    each batch's keys when the batch arrives. Stateless (the table is loaded
+    again, the source queried again, after a restart)."""
 
     def __init__(self, left_keys: Sequence[str], right_keys: Sequence[str], how: str, left_schema: pa.Schema,
-                 right_schema: pa.Schema, load: Any, condition: Expr | None = None):
+                 right_schema: pa.Schema, load: Any, condition: Expr | None = None, lookup: Any = None):
         self.keys = (list(left_keys), list(right_keys))
         self.types = _key_types(left_keys, right_keys, left_schema, right_schema)
         self.pairs = _Pairs(how, left_schema, right_schema, condition)
+        self.right_schema = right_schema
         self.load = load
+        self.lookup = lookup
+        self.conn: Any = None
         self.name = f"lookup join({how})"
 
     def open(self, ctx: Any) -> None:
         super().open(ctx)
+        if self.lookup is not None:
+            self.conn = self.lookup[0].lookup_connection()
+            return
+        self._index(self.load())
+
+    def _index(self, table: pa.Table) -> None:
         self.key_ids = JoinKeys(self.types)
-        self.table = self.load()
-        ids = self.key_ids.ids([self.table.column(k) for k in self.keys[1]]) if self.table.num_rows else \
-            np.zeros(0, np.int64)
+        self.table = table
+        ids = self.key_ids.ids([table.column(k) for k in self.keys[1]]) if table.num_rows else np.zeros(0, np.int64)
         self.order = np.argsort(ids, kind="stable")
         self.sorted_ids = ids[self.order]
+
+    def _fetch(self, batch: pa.RecordBatch) -> None:
+        """The lookup source's rows for the distinct keys of ``batch``."""
+        source, columns, names = self.lookup
+        ids = JoinKeys(self.types).ids([batch.column(k) for k in self.keys[0]])
+        _, first = np.unique(ids, return_index=True)
+        first = first[ids[first] >= 0]
+        keys = [batch.column(k).take(pa.array(first)) for k in self.keys[0]]
+        rows = source.lookup(self.conn, columns, keys)
+        side = pa.table([rows.column(names[f.name]) for f in self.right_schema], schema=self.right_schema)
+        self._index(side)
 
     def process(self, batch: pa.RecordBatch) -> list:
         if batch.num_rows == 0:
             return []
+        if self.lookup is not None:
+            self._fetch(batch)
         lid = self.key_ids.ids([batch.column(k) for k in self.keys[0]])
         lo = np.searchsorted(self.sorted_ids, lid, "left")
         hi = np.searchsorted(self.sorted_ids, lid, "right")
@@ -463,6 +510,12 @@ class LookupJoinOperator(Operator):
         within = np.arange(int(reps.sum()), dtype=np.int64) - np.repeat(np.cumsum(reps) - reps, reps)
         ri = self.order[np.repeat(lo, reps) + within]
         return self.pairs.output(batch, self.table, batch.num_rows, li, ri)
+
+    def close(self) -> list:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+        return []
 
 
 class TemporalJoinOperator(Operator):
