@@ -107,8 +107,9 @@ REFERENCE = {
     "q19": """SELECT auction, price, r FROM (
                 SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) AS r FROM bid)
               WHERE r <= 10""",
+    # Flink numbers the second dateTime and extra of the select list (Calcite's uniquify): dateTime0, extra0
     "q20": """SELECT auction, bidder, price, channel, url, B."dateTime", B.extra, itemName, description, initialBid,
-                reserve, A."dateTime", expires, seller, category, A.extra
+                reserve, A."dateTime" AS "dateTime0", expires, seller, category, A.extra AS extra0
               FROM bid B JOIN auction A ON B.auction = A.id WHERE A.category = 10""",
     "q21": """SELECT auction, bidder, price, channel,
                 CASE WHEN lower(channel) = 'apple' THEN '0' WHEN lower(channel) = 'google' THEN '1'
