@@ -301,6 +301,8 @@ def test_udf_wrong_length_or_type_names_the_function():
 
 
 class WeightedMean(AggregateFunction):
+    batch_wise = True  # accumulate gets a group's rows as pyarrow arrays
+
     def create_accumulator(self):
         return [0.0, 0]
 
@@ -391,6 +393,8 @@ def test_data_stream_round_trip_keeps_event_time():
 
 class WeightedAvg(AggregateFunction):
     """PyFlink's documented UDAF example (value, weight), batch-wise."""
+
+    batch_wise = True
 
     def create_accumulator(self):
         return [0.0, 0.0]

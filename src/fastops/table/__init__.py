@@ -19,10 +19,12 @@ from fastops.table.expressions import Expr, call, coalesce, col, concat, if_then
 from fastops.table.functions import (
                                      AggregateFunction,
                                      ScalarFunction,
+                                     TableAggregateFunction,
                                      TableFunction,
                                      UDFError,
                                      udaf,
                                      udf,
+                                     udtaf,
                                      udtf,
 )
 from fastops.table.over import CURRENT_RANGE, CURRENT_ROW, UNBOUNDED_RANGE, UNBOUNDED_ROW, Over, row_interval
@@ -47,6 +49,7 @@ __all__ = [
                                      "Slide",
                                      "SqlError",
                                      "Table",
+                                     "TableAggregateFunction",
                                      "TableEnvironment",
                                      "TableFunction",
                                      "TableResult",
@@ -61,5 +64,6 @@ __all__ = [
                                      "row_interval",
                                      "udaf",
                                      "udf",
+                                     "udtaf",
                                      "udtf",
 ]

@@ -16,24 +16,42 @@ batch and must return one value per row. Results are checked: a wrong length
 or a value that cannot become the declared type raises :class:`UDFError`,
 naming the function, the declared type and what came back.
 
-Aggregate (batch-wise; the accumulator is any picklable value)::
+Aggregate, row-wise as PyFlink's (the accumulator is any picklable value,
+often a mutable :class:`~fastops.table.row.Row`)::
 
     class WeightedAvg(AggregateFunction):
-        def create_accumulator(self): return [0.0, 0]
-        def accumulate(self, acc, values): ...   # values: a pyarrow Array of one group's rows
-        def merge(self, acc, other): ...
-        def get_value(self, acc): ...
+        def create_accumulator(self): return Row(0, 0)
+        def accumulate(self, acc, value, weight):   # once per row, with its values
+            acc[0] += value * weight
+            acc[1] += weight
+        def retract(self, acc, value, weight): ...  # a retracted row (updating inputs)
+        def merge(self, acc, accs): ...             # accs: other accumulators
+        def get_value(self, acc): return acc[0] / acc[1] if acc[1] else None
     wavg = udaf(WeightedAvg(), result_type="DOUBLE")
+
+A class that sets ``batch_wise = True`` is called batch-wise instead:
+``accumulate(acc, *arrays)`` once per group and batch with pyarrow arrays of
+the group's rows, ``merge(acc, other)`` with one other accumulator; it may
+return the new accumulator (or None if it changed it in place). Without the
+marker an AggregateFunction is row-wise, so a class written for PyFlink runs
+unchanged. The result type may also come from ``get_result_type()``.
 
 ``udaf(fn, result_type=..., func_type="pandas")`` also takes a plain function
 of a pandas Series (all of a group's values at once, PyFlink's pandas UDAF);
 it is then run over the group's values gathered at the end.
 
 Table function: ``udtf(fn, result_types=[...], names=[...])``: ``fn(*row)``
-yields tuples, each becoming one output row (``Table.join_lateral``).
+yields tuples (or Rows), each becoming one output row (``Table.join_lateral``,
+``Table.flat_map``).
+
+Table aggregate function (``udtaf``, PyFlink's TableAggregateFunction, for
+``group_by(...).flat_aggregate(...)``): row-wise ``accumulate`` (and
+``retract``) as an AggregateFunction's, and ``emit_value(acc)`` yielding the
+group's rows.
 """
 from __future__ import annotations
 
+import copy
 import io
 import pickle
 from collections.abc import Sequence
@@ -43,19 +61,25 @@ import numpy as np
 import pyarrow as pa
 
 from fastops.core.aggregates import SlotAggregate
-from fastops.table.expressions import AggCall, Pack, UdfCall, as_column_expr
+from fastops.table.expressions import AggCall, Expr, ExpressionError, Pack, UdfCall, as_column_expr
+from fastops.table.row import Row, to_python
 from fastops.table.types import to_arrow, to_sql
 
 __all__ = [
     "AggregateFunction",
+    "MultiAlias",
     "ScalarFunction",
+    "TableAggregateFunction",
     "TableFunction",
     "UDFError",
     "UserDefinedAggregateFunction",
     "UserDefinedScalarFunction",
+    "UserDefinedTableAggregateFunction",
     "UserDefinedTableFunction",
+    "result_type_of",
     "udaf",
     "udf",
+    "udtaf",
     "udtf",
 ]
 
@@ -72,13 +96,21 @@ class ScalarFunction:
 
 
 class AggregateFunction:
-    """Base class for aggregate UDFs (PyFlink's AggregateFunction, batch-wise)."""
+    """Base class for aggregate UDFs (PyFlink's AggregateFunction).
+
+    Row-wise (PyFlink's contract): ``accumulate(acc, *values)`` once per row
+    with its values (``retract`` likewise for a retracted row), ``merge(acc,
+    accs)`` with an iterable of other accumulators; they change ``acc`` in
+    place. A subclass that sets ``batch_wise = True`` gets pyarrow arrays of a
+    group's rows instead, and ``merge(acc, other)`` one other accumulator."""
+
+    batch_wise: bool = False
 
     def create_accumulator(self) -> Any:
         raise NotImplementedError
 
     def accumulate(self, accumulator: Any, *values: Any) -> Any:
-        """Add a group's rows (pyarrow arrays) to ``accumulator``; return it (or None if changed in place)."""
+        """Add one row's values (batch-wise: a group's rows as pyarrow arrays) to ``accumulator``."""
         raise NotImplementedError
 
     def merge(self, accumulator: Any, other: Any) -> Any:
@@ -86,6 +118,70 @@ class AggregateFunction:
 
     def get_value(self, accumulator: Any) -> Any:
         raise NotImplementedError
+
+
+class TableAggregateFunction:
+    """Base class for table aggregate UDFs (PyFlink's TableAggregateFunction):
+    ``create_accumulator()``, row-wise ``accumulate(acc, *values)`` (and
+    ``retract``), and ``emit_value(acc)`` yielding the group's rows (Rows,
+    tuples, or single values for a one-column result)."""
+
+    def create_accumulator(self) -> Any:
+        raise NotImplementedError
+
+    def accumulate(self, accumulator: Any, *values: Any) -> None:
+        raise NotImplementedError
+
+    def emit_value(self, accumulator: Any) -> Any:
+        raise NotImplementedError
+
+
+def result_type_of(t: Any) -> pa.DataType:
+    """An Arrow type from a declared result type; a row type given as a schema
+    (``DataTypes.ROW([...])``) becomes a struct."""
+    if isinstance(t, pa.Schema):
+        return pa.struct(list(t))
+    return to_arrow(t)
+
+
+class MultiAlias(Expr):
+    """A call named with several names (``agg(col("b")).alias("c", "d")``): the
+    names of the columns its row result is flattened into (``aggregate``,
+    ``flat_aggregate``, ``map``)."""
+
+    def __init__(self, expr: Expr, names: Sequence[str]):
+        self.expr = expr
+        self.names = list(names)
+
+    def children(self):
+        return [self.expr]
+
+    def with_children(self, kids):
+        return MultiAlias(kids[0], self.names)
+
+    def contains_agg(self):
+        return self.expr.contains_agg()
+
+    def eval(self, batch):
+        raise ExpressionError(f"{self!r}: several names apply to a row result of map / aggregate / "
+                              "flat_aggregate, not inside an expression")
+
+    def __repr__(self):
+        return f"{self.expr!r} AS ({', '.join(self.names)})"
+
+
+class ScalarUdfCall(UdfCall):
+    """A scalar UDF call that may take several names (its row result flattened by ``map``)."""
+
+    def alias(self, *names: str) -> Expr:
+        return super().alias(*names) if len(names) == 1 else MultiAlias(self, names)
+
+
+class UdafCall(AggCall):
+    """A UDAF call that may take several names (its row result flattened by ``aggregate``)."""
+
+    def alias(self, *names: str) -> Expr:
+        return super().alias(*names) if len(names) == 1 else MultiAlias(self, names)
 
 
 class TableFunction:
@@ -110,6 +206,8 @@ def _to_array(value: Any, t: pa.DataType, name: str, n: int) -> pa.Array:
         pass
     if isinstance(value, pa.ChunkedArray):
         value = value.combine_chunks()
+    if pa.types.is_struct(t):
+        value = _struct_rows(value, t)
     if isinstance(value, (pa.Scalar, int, float, str, bool)) or value is None:
         raise UDFError(f"function {name!r} (declared {declared}) returned a single "
                        f"{type(value).__name__} for {n} rows; a vectorised function returns one value per row")
@@ -142,6 +240,19 @@ def _to_array(value: Any, t: pa.DataType, name: str, n: int) -> pa.Array:
                        f"({exc}; first values: {first})") from None
 
 
+def _struct_rows(value: Any, t: pa.DataType) -> Any:
+    """Values of a ROW result as pyarrow takes them: Rows as tuples; a pandas
+    DataFrame (a vectorised function's result) as a struct array of its columns."""
+    if hasattr(value, "iloc") and hasattr(value, "columns"):  # a pandas DataFrame
+        if value.shape[1] != t.num_fields:
+            raise UDFError(f"a DataFrame of {value.shape[1]} columns for the {t.num_fields} fields of {to_sql(t)}")
+        arrays = [pa.array(value.iloc[:, i].tolist(), type=t.field(i).type) for i in range(t.num_fields)]
+        return pa.StructArray.from_arrays(arrays, fields=list(t))
+    if isinstance(value, (list, tuple)):
+        return [to_python(v) if isinstance(v, (Row, list)) else v for v in value]
+    return value
+
+
 class UserDefinedScalarFunction:
     """A scalar UDF; call it on expressions to use it in the Table API."""
 
@@ -155,15 +266,38 @@ class UserDefinedScalarFunction:
             raise TypeError(f"udf needs a function, got {type(fn).__name__}")
         if result_type is None:
             raise TypeError("udf needs a result_type (e.g. 'BIGINT' or DataTypes.BIGINT())")
+        self.alias_names: list[str] | None = None
         if func_type not in ("general", "pandas", "arrow"):
             raise ValueError(f"func_type must be 'general' (row-wise), 'pandas' or 'arrow', got {func_type!r}")
         self.fn = fn
-        self.result_type = to_arrow(result_type)
+        self.result_type = result_type_of(result_type)
         self.func_type = func_type
         self.name = name or _name_of(fn, "udf")
 
     def __call__(self, *args: Any) -> Any:
-        return UdfCall(self, [as_column_expr(a) for a in args])
+        return ScalarUdfCall(self, [as_column_expr(a) for a in args])
+
+    def alias(self, *names: str) -> UserDefinedScalarFunction:
+        """Names for the columns of the row result (``table.map(f.alias("a", "b"))``)."""
+        out = copy.copy(self)
+        out.alias_names = list(names)
+        return out
+
+    def evaluate_rows(self, arrays: Sequence[pa.Array], names: Sequence[str], n: int) -> pa.Array:
+        """The function of whole rows (``table.map(f)``): a Row of every column
+        per call (general), or one pandas DataFrame of the batch (pandas)."""
+        if self.func_type == "pandas":
+            import pandas as pd  # the table extra
+
+            df = pd.DataFrame({nm: a.to_pandas() for nm, a in zip(names, arrays)})
+            return _to_array(self.fn(df), self.result_type, self.name, n)
+        if self.func_type == "arrow":
+            return _to_array(self.fn(pa.RecordBatch.from_arrays(list(arrays), names=list(names))),
+                             self.result_type, self.name, n)
+        cols = [a.to_pylist() for a in arrays]
+        fn = self.fn
+        out = [fn(Row.of(vals, names)) for vals in zip(*cols)] if cols else [fn(Row()) for _ in range(n)]
+        return _to_array(out, self.result_type, self.name, n)
 
     def evaluate(self, arrays: Sequence[pa.Array], n: int) -> pa.Array:
         if self.func_type == "arrow":
@@ -184,10 +318,15 @@ class UserDefinedAggregateFunction:
     kind = "aggregate"
 
     def __init__(self, fn: Any, result_type: Any, func_type: str = "general", name: str | None = None):
+        if result_type is None and callable(getattr(fn, "get_result_type", None)):
+            result_type = fn.get_result_type()  # PyFlink: the function declares its result type
         if result_type is None:
-            raise TypeError("udaf needs a result_type")
-        self.result_type = to_arrow(result_type)
-        if isinstance(fn, AggregateFunction):
+            raise TypeError("udaf needs a result_type (or a get_result_type() method)")
+        self.result_type = result_type_of(result_type)
+        self.func_type = func_type
+        self.alias_names: list[str] | None = None
+        self.fn = fn
+        if isinstance(fn, AggregateFunction) or (not callable(fn) and hasattr(fn, "accumulate")):
             self.impl = fn
             self.name = name or type(fn).__name__
         elif callable(fn):
@@ -198,11 +337,18 @@ class UserDefinedAggregateFunction:
 
     def __call__(self, *args: Any) -> Any:
         if not args:
-            raise TypeError(f"aggregate function {self.name!r} needs at least one argument")
+            raise TypeError(f"aggregate function {self.name!r} needs at least one argument "
+                            "(without arguments it takes whole rows in Table.aggregate)")
         exprs = [as_column_expr(a) for a in args]
         if len(exprs) == 1:
-            return AggCall("udaf", exprs[0], udaf=self)
-        return AggCall("udaf", Pack(exprs), udaf=self)  # several arguments travel as one struct column
+            return UdafCall("udaf", exprs[0], udaf=self)
+        return UdafCall("udaf", Pack(exprs), udaf=self)  # several arguments travel as one struct column
+
+    def alias(self, *names: str) -> UserDefinedAggregateFunction:
+        """Names for the columns of the row result (``aggregate(f.alias("c", "d"))``)."""
+        out = copy.copy(self)
+        out.alias_names = list(names)
+        return out
 
     def slot_aggregate(self, column: str) -> SlotAggregate:
         return PythonSlotAggregate(self, column)
@@ -214,6 +360,8 @@ class UserDefinedAggregateFunction:
 class _SeriesAggregate(AggregateFunction):
     """A function of all of a group's values: one pandas Series (or pyarrow
     array) per argument, their rows in the same order."""
+
+    batch_wise = True
 
     def __init__(self, fn: Callable[..., Any], func_type: str):
         self.fn = fn
@@ -273,6 +421,17 @@ class PythonSlotAggregate(SlotAggregate):
             vals.type.field(0).name.startswith("__arg")
         columns = [vals.field(i) for i in range(vals.type.num_fields)] if packed else [vals]
         impl = self.fn.impl
+        if not getattr(impl, "batch_wise", False):  # PyFlink's row-wise accumulate: once per row
+            pys = [c.to_pylist() for c in columns]
+            accumulate = impl.accumulate
+            for a, b in zip(starts.tolist(), ends.tolist()):
+                slot = int(s[a])
+                acc = state.get(slot)
+                if acc is None:
+                    acc = state[slot] = impl.create_accumulator()
+                for i in range(a, b):
+                    accumulate(acc, *[p[i] for p in pys])
+            return state
         for a, b in zip(starts.tolist(), ends.tolist()):
             slot = int(s[a])
             acc = state.get(slot)
@@ -284,10 +443,15 @@ class PythonSlotAggregate(SlotAggregate):
 
     def merge(self, state, dst, src):
         impl = self.fn.impl
+        row_wise = not getattr(impl, "batch_wise", False)
         for d, s in zip(dst.tolist(), src.tolist()):
             if s not in state:
                 continue
-            if d not in state:
+            if row_wise:  # PyFlink's merge(acc, accumulators), in place
+                if d not in state:
+                    state[d] = impl.create_accumulator()
+                impl.merge(state[d], [state[s]])
+            elif d not in state:
                 state[d] = impl.merge(impl.create_accumulator(), state[s])
             else:
                 res = impl.merge(state[d], state[s])
@@ -296,7 +460,7 @@ class PythonSlotAggregate(SlotAggregate):
 
     def result(self, state, slots):
         impl = self.fn.impl
-        vals = [impl.get_value(state[s]) if s in state else None for s in slots.tolist()]
+        vals = [to_python(impl.get_value(state[s])) if s in state else None for s in slots.tolist()]
         try:
             return pa.array(vals, type=self.fn.result_type)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
@@ -329,8 +493,16 @@ class UserDefinedTableFunction:
             fn = fn.eval
         if not callable(fn):
             raise TypeError(f"udtf needs a function, got {type(fn).__name__}")
+        if isinstance(result_types, pa.Schema):  # DataTypes.ROW([...]): its fields and names
+            names = result_types.names if names is None else names
+            result_types = list(result_types.types)
         if isinstance(result_types, (str, pa.DataType)):
-            result_types = [result_types]
+            row = result_type_of(result_types)
+            if pa.types.is_struct(row) and isinstance(result_types, str):  # 'ROW<a INT, b STRING>'
+                names = [f.name for f in row] if names is None else names
+                result_types = [f.type for f in row]
+            else:
+                result_types = [row]
         self.fn = fn
         self.result_types = [to_arrow(t) for t in result_types]
         self.names = list(names) if names is not None else [f"f{i}" for i in range(len(self.result_types))]
@@ -340,6 +512,22 @@ class UserDefinedTableFunction:
 
     def __call__(self, *args: Any) -> TableFunctionCall:
         return TableFunctionCall(self, [as_column_expr(a) for a in args])
+
+    def alias(self, *names: str) -> UserDefinedTableFunction:
+        """The function with its columns named ``names`` (``join_lateral(split.alias("a", "b"))``)."""
+        if len(names) != len(self.result_types):
+            raise ValueError(f"table function {self.name!r} has {len(self.result_types)} columns, "
+                             f"got {len(names)} aliases")
+        out = copy.copy(self)
+        out.names = list(names)
+        return out
+
+    def row_call(self, columns: Sequence[str]) -> TableFunctionCall:
+        """A call taking whole rows: ``fn(row)`` with a Row of ``columns`` (PyFlink's
+        ``flat_map(f)`` / ``join_lateral(f)`` without arguments)."""
+        call = TableFunctionCall(_RowInput(self, columns), [as_column_expr(c) for c in columns])
+        call.names = list(self.names)
+        return call
 
     def expand(self, arrays: Sequence[pa.Array], n: int) -> tuple[np.ndarray, list[pa.Array]]:
         """Row ``i`` yields rows; returns (source row index per output row, output columns)."""
@@ -352,13 +540,15 @@ class UserDefinedTableFunction:
             if res is None:
                 continue
             for r in res:
+                if isinstance(r, Row):
+                    r = tuple(r)
                 if k == 1 and not isinstance(r, (tuple, list)):
                     r = (r,)
                 if len(r) != k:
                     raise UDFError(f"table function {self.name!r} declared {k} columns but yielded {r!r}")
                 idx.append(i)
                 for j in range(k):
-                    out[j].append(r[j])
+                    out[j].append(to_python(r[j]))
         arrays_out = []
         for j, t in enumerate(self.result_types):
             try:
@@ -369,8 +559,25 @@ class UserDefinedTableFunction:
         return np.asarray(idx, dtype=np.int64), arrays_out
 
 
+class _RowInput:
+    """A table function called with one Row of the given columns per input row."""
+
+    def __init__(self, fn: UserDefinedTableFunction, columns: Sequence[str]):
+        self.fn = fn
+        self.columns = list(columns)
+        self.name = fn.name
+        self.result_types = fn.result_types
+        self.names = fn.names
+
+    def expand(self, arrays: Sequence[pa.Array], n: int) -> tuple[np.ndarray, list[pa.Array]]:
+        inner = copy.copy(self.fn)
+        user, names = self.fn.fn, self.columns
+        inner.fn = lambda *vals: user(Row.of(vals, names))
+        return inner.expand(arrays, n)
+
+
 class TableFunctionCall:
-    def __init__(self, fn: UserDefinedTableFunction, args: list):
+    def __init__(self, fn: UserDefinedTableFunction | _RowInput, args: list):
         self.fn = fn
         self.args = args
         self.names = list(fn.names)
@@ -405,3 +612,56 @@ def udtf(f: Any = None, result_types: Any = None, names: Sequence[str] | None = 
     if f is None:
         return lambda fn: UserDefinedTableFunction(fn, result_types, names, name)
     return UserDefinedTableFunction(f, result_types, names, name)
+
+
+class UserDefinedTableAggregateFunction:
+    """A table aggregate UDF (``udtaf``): used by ``flat_aggregate``; its result
+    type is a ROW (one column per field) or a single type (one column ``f0``)."""
+
+    kind = "table_aggregate"
+
+    def __init__(self, fn: Any, result_type: Any = None, name: str | None = None):
+        if not hasattr(fn, "accumulate") or not hasattr(fn, "emit_value"):
+            raise TypeError(f"udtaf needs a TableAggregateFunction (accumulate, emit_value), got {type(fn).__name__}")
+        if result_type is None and callable(getattr(fn, "get_result_type", None)):
+            result_type = fn.get_result_type()
+        if result_type is None:
+            raise TypeError("udtaf needs a result_type (or a get_result_type() method)")
+        self.impl = fn
+        self.result_type = result_type_of(result_type)
+        self.name = name or type(fn).__name__
+        self.alias_names: list[str] | None = None
+
+    def __call__(self, *args: Any) -> TableAggregateCall:
+        return TableAggregateCall(self, [as_column_expr(a) for a in args])
+
+    def alias(self, *names: str) -> UserDefinedTableAggregateFunction:
+        """Names for the result's columns (``flat_aggregate(top2.alias("v"))``)."""
+        out = copy.copy(self)
+        out.alias_names = list(names)
+        return out
+
+    def __repr__(self) -> str:
+        return f"udtaf({self.name}, {to_sql(self.result_type)})"
+
+
+class TableAggregateCall:
+    """``udtaf(args)``: a table aggregate over expressions of each row."""
+
+    def __init__(self, fn: UserDefinedTableAggregateFunction, args: list):
+        self.fn = fn
+        self.args = args
+        self.alias_names: list[str] | None = None
+
+    def alias(self, *names: str) -> TableAggregateCall:
+        out = TableAggregateCall(self.fn, self.args)
+        out.alias_names = list(names)
+        return out
+
+
+def udtaf(f: Any = None, result_type: Any = None, accumulator_type: Any = None, name: str | None = None,
+          input_types: Any = None) -> Any:
+    """A table aggregate UDF from a :class:`TableAggregateFunction` (PyFlink's ``udtaf``)."""
+    if f is None:
+        return lambda fn: UserDefinedTableAggregateFunction(fn, result_type, name)
+    return UserDefinedTableAggregateFunction(f, result_type, name)

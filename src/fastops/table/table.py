@@ -37,7 +37,7 @@ from fastops.table.expressions import (
     as_column_expr,
     as_expr,
 )
-from fastops.table.functions import UDFError
+from fastops.table.functions import UDFError, UserDefinedTableFunction
 from fastops.table.over import OverWindowSpec, plan_over, resolve_over_refs
 from fastops.table.plan import (
     Aggregate,
@@ -60,11 +60,16 @@ from fastops.table.plan import (
     window_time_expr,
 )
 from fastops.table.printing import render
+from fastops.table.row import Row
+from fastops.table.rowops import aggregate_of, flat_aggregate_of, flat_map_of, map_of
+from fastops.table.schema import TableSchema
 from fastops.table.setops import SemiJoin, SetOp
 from fastops.table.temporal import TemporalTableFunction, TemporalTableFunctionCall
 from fastops.table.types import to_sql
 
 __all__ = [
+    "AggregatedTable",
+    "CloseableIterator",
     "GroupedTable",
     "Ordering",
     "Row",
@@ -72,6 +77,7 @@ __all__ = [
     "Slide",
     "Table",
     "TableResult",
+    "TableSchema",
     "Tumble",
     "build_aggregate",
 ]
@@ -79,37 +85,38 @@ __all__ = [
 
 # ---------------------------------------------------------------- rows and results
 
-class Row(tuple):
-    """A result row: a tuple with field names (``row.id``, ``row["id"]``) and a row kind."""
+class ColumnNotFound(AttributeError, KeyError):
+    """``table.x`` / ``table["x"]`` of a column the table does not have."""
 
-    _names: tuple[str, ...]
-    _kind: str
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
-    def __new__(cls, values: Sequence[Any], names: Sequence[str] = (), kind: str = "+I") -> Row:
-        r = super().__new__(cls, values)
-        r._names = tuple(names)
-        r._kind = kind
-        return r
 
-    def __getattr__(self, name: str) -> Any:
-        names = self.__dict__.get("_names", ())
-        if name in names:
-            return tuple.__getitem__(self, names.index(name))
-        raise AttributeError(name)
+class CloseableIterator:
+    """The rows of ``TableResult.collect()``: an iterator that is also a context
+    manager with ``close()`` (PyFlink's ``CloseableIterator``), so that
+    ``with result.collect() as rows: for r in rows: ...`` works. The job has
+    finished when the result exists, so closing only ends the iteration."""
 
-    def __getitem__(self, key: Any) -> Any:
-        if isinstance(key, str):
-            return tuple.__getitem__(self, self._names.index(key))
-        return tuple.__getitem__(self, key)
+    def __init__(self, rows: Iterator[Row]):
+        self._rows: Iterator[Row] | None = rows
 
-    def get_row_kind(self) -> str:
-        return self._kind
+    def __iter__(self) -> CloseableIterator:
+        return self
 
-    def as_dict(self) -> dict:
-        return dict(zip(self._names, self))
+    def __next__(self) -> Row:
+        if self._rows is None:
+            raise StopIteration
+        return next(self._rows)
 
-    def __repr__(self) -> str:
-        return "Row(" + ", ".join(f"{n}={v!r}" for n, v in zip(self._names, self)) + ")"
+    def close(self) -> None:
+        self._rows = None
+
+    def __enter__(self) -> CloseableIterator:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
 
 class TableResult:
@@ -129,8 +136,9 @@ class TableResult:
     def schema(self) -> pa.Schema:
         return self._schema
 
-    def get_table_schema(self) -> pa.Schema:
-        return self._schema
+    def get_table_schema(self) -> TableSchema:
+        """The result's columns (PyFlink's TableSchema; also behaves as the pyarrow.Schema)."""
+        return TableSchema(self._schema)
 
     def _kinds(self) -> list[str]:
         if OP_COLUMN in self._data.schema.names:
@@ -142,11 +150,11 @@ class TableResult:
         cols = [c.to_pylist() for c in data.columns]
         return list(zip(*cols)) if cols else [()] * data.num_rows
 
-    def collect(self) -> Iterator[Row]:
-        """Rows in emission order (changelog rows included in streaming mode)."""
+    def collect(self) -> CloseableIterator:
+        """Rows in emission order (changelog rows included in streaming mode), as
+        a closeable iterator: ``with result.collect() as rows: ...``."""
         names = self._schema.names
-        for vals, kind in zip(self._rows(), self._kinds()):
-            yield Row(vals, names, kind)
+        return CloseableIterator(Row.of(vals, names, kind) for vals, kind in zip(self._rows(), self._kinds()))
 
     def to_string(self) -> str:
         if self._raw:
@@ -585,9 +593,29 @@ class Table:
         self._t_env = t_env
         self._node = node
 
-    # -- schema ----------------------------------------------------------------
-    def get_schema(self) -> pa.Schema:
-        return self._node.schema
+    # -- schema and columns ----------------------------------------------------------
+    def get_schema(self) -> TableSchema:
+        """The columns (PyFlink's TableSchema; also behaves as the pyarrow.Schema it wraps)."""
+        return TableSchema(self._node.schema)
+
+    def __getattr__(self, name: str) -> Expr:
+        """``table.a``: the column ``a`` as an expression (``col("a")``); methods and
+        attributes of the Table come first (a column named like one: ``table["name"]``)."""
+        if name.startswith("__") or name in ("_node", "_t_env"):
+            raise AttributeError(name)
+        return self._column(name)
+
+    def __getitem__(self, name: str) -> Expr:
+        """``table["a"]``: the column ``a`` as an expression (``col("a")``)."""
+        if not isinstance(name, str):
+            raise TypeError(f"a Table's columns are named by strings, got {name!r}")
+        return self._column(name)
+
+    def _column(self, name: str) -> Expr:
+        names = self._node.schema.names
+        if name not in names:
+            raise ColumnNotFound(f"the table has no column named {name!r} (columns: {', '.join(names)})")
+        return Col(name)
 
     @property
     def schema(self) -> pa.Schema:
@@ -686,6 +714,28 @@ class Table:
     def group_by(self, *fields: Any) -> GroupedTable:
         return GroupedTable(self, [as_column_expr(f) for f in fields], None)
 
+    # -- row-based operations (fastops.table.rowops) ------------------------------------
+    def map(self, func: Any) -> Table:
+        """Each row through a scalar UDF: ``map(f(col("a"), col("b")))``, or ``map(f)``
+        with a Row of every column (pandas UDF: a DataFrame); a ROW result is
+        flattened into one column per field, named after the fields."""
+        return self._new(map_of(self._node, func))
+
+    def flat_map(self, func: Any) -> Table:
+        """The rows a table function (``udtf``) yields for each row, its columns
+        only: ``flat_map(split(col("s")))``, or ``flat_map(split)`` with a Row of
+        every column."""
+        return self._new(flat_map_of(self._node, func))
+
+    def aggregate(self, func: Any) -> AggregatedTable:
+        """One aggregate UDF over the whole table, its ROW result flattened into
+        columns; close it with ``select``."""
+        return AggregatedTable(self, aggregate_of(self._node, [], func, self._streaming))
+
+    def flat_aggregate(self, func: Any) -> AggregatedTable:
+        """A table aggregate UDF (``udtaf``) over the whole table; close it with ``select``."""
+        return AggregatedTable(self, flat_aggregate_of(self._node, [], func, self._streaming))
+
     def window(self, window: GroupWindow) -> GroupWindowedTable:
         if not isinstance(window, GroupWindow):
             raise TypeError(f"window() takes Tumble / Slide / Session, got {type(window).__name__}")
@@ -726,13 +776,19 @@ class Table:
             return self._new(table_function_call.join(self._node, cond, "inner", self._streaming))
         if join_predicate is not None:
             raise PlanError("join_lateral with a predicate is not supported; filter afterwards")
-        return self._new(Lateral(self._node, table_function_call))
+        return self._new(Lateral(self._node, self._lateral_call(table_function_call)))
+
+    def _lateral_call(self, fn: Any) -> Any:
+        """A table function given without arguments takes a Row of every column."""
+        if isinstance(fn, UserDefinedTableFunction):
+            return fn.row_call([n for n in self.schema.names if n != OP_COLUMN])
+        return fn
 
     def left_outer_join_lateral(self, table_function_call: Any, join_predicate: Any = None) -> Table:
         if isinstance(table_function_call, TemporalTableFunctionCall):
             cond = as_expr(join_predicate) if join_predicate is not None else None
             return self._new(table_function_call.join(self._node, cond, "left outer", self._streaming))
-        return self._new(Lateral(self._node, table_function_call, left_outer=True))
+        return self._new(Lateral(self._node, self._lateral_call(table_function_call), left_outer=True))
 
     def create_temporal_table_function(self, time_attribute: Any, primary_key: Any) -> TemporalTableFunction:
         """This table as a versioned table, a function of time (PyFlink's): join it
@@ -818,7 +874,7 @@ class Table:
     def to_pandas(self) -> Any:
         return self.execute().to_pandas()
 
-    def collect(self) -> Iterator[Row]:
+    def collect(self) -> CloseableIterator:
         return self.execute().collect()
 
     def execute_insert(self, table_path: str, overwrite: bool = False) -> TableResult:
@@ -879,6 +935,40 @@ class GroupedTable:
             raise PlanError(f"group_by must include the window alias {alias!r}")
         node = build_aggregate(t._node, self.keys, items, None, w, t._streaming, alias)
         return t._new(node)
+
+    def _plain_keys(self, what: str) -> list[Expr]:
+        if self.window_ is not None:
+            raise PlanError(f"{what} over a group window is not supported; use select with aggregates")
+        return self.keys
+
+    def aggregate(self, func: Any) -> AggregatedTable:
+        """An aggregate UDF per group, its ROW result flattened into columns after
+        the keys (``group_by(col("a")).aggregate(f.alias("c", "d")).select(...)``)."""
+        t = self.table
+        return AggregatedTable(t, aggregate_of(t._node, self._plain_keys("aggregate"), func, t._streaming))
+
+    def flat_aggregate(self, func: Any) -> AggregatedTable:
+        """A table aggregate UDF (``udtaf``) per group: the keys, then the columns
+        of the rows it emits; in streaming mode a changelog (a group's previous
+        rows retracted, its new ones inserted)."""
+        t = self.table
+        return AggregatedTable(t, flat_aggregate_of(t._node, self._plain_keys("flat_aggregate"), func,
+                                                    t._streaming))
+
+
+class AggregatedTable:
+    """The result of ``aggregate`` / ``flat_aggregate``, closed with ``select``
+    (of its columns: the keys and the function's; no aggregates)."""
+
+    def __init__(self, table: Table, node: PlanNode):
+        self.table = table
+        self.node = node
+
+    def select(self, *fields: Any) -> Table:
+        items = _named(fields, self.node.schema)
+        if any(e.contains_agg() for _, e in items):
+            raise PlanError("the select after aggregate / flat_aggregate takes no aggregate functions")
+        return self.table._new(Project(self.node, items))
 
 
 class OverWindowedTable:
