@@ -44,8 +44,14 @@ UNSUPPORTED = {
     "qualify": ("SELECT id FROM orders QUALIFY ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY ts) = 1",
                 "QUALIFY"),
     # arrays and lateral forms
-    "unnest": ("SELECT id, t FROM orders CROSS JOIN UNNEST(tags) AS T(t)", "UNNEST"),
-    "unnest_comma": ("SELECT id, t FROM orders, UNNEST(tags) AS T(t)", "UNNEST"),
+    # (CROSS JOIN UNNEST, LEFT JOIN UNNEST ... ON TRUE run: tests/table/test_unnest.py)
+    "unnest_in_select": ("SELECT id, UNNEST(tags) FROM orders", "UNNEST in an expression"),
+    "unnest_alone": ("SELECT * FROM UNNEST(tags) AS T(t)", "UNNEST in FROM without a table before it"),
+    "unnest_two_arrays": ("SELECT id, a, b FROM orders CROSS JOIN UNNEST(tags, tags) AS T(a, b)",
+                          "UNNEST of 2 arguments"),
+    "unnest_left_on": ("SELECT id, t FROM orders LEFT JOIN UNNEST(tags) AS T(t) ON t > 1",
+                       "LEFT JOIN UNNEST without ON TRUE"),
+    "unnest_right": ("SELECT id, t FROM orders RIGHT JOIN UNNEST(tags) AS T(t) ON TRUE", "RIGHT JOIN UNNEST"),
     "lateral_subquery": ("SELECT o.id, x.m FROM orders o, LATERAL (SELECT MAX(amount) AS m FROM users) x",
                          "LATERAL (subquery)"),
     # time travel (temporal joins run: tests/table/test_temporal_join.py)
@@ -176,6 +182,11 @@ def _rows(table) -> list[tuple]:
     # WITH RECURSIVE whose CTEs do not read themselves runs as written
     ("WITH RECURSIVE big AS (SELECT id FROM orders WHERE amount > 6) SELECT id FROM big ORDER BY id",
      [(r[0],) for r in ROWS if r[2] > 6]),
+    # UNNEST: CROSS JOIN, comma, LEFT JOIN ... ON TRUE (tags: [1, 2], [3], [], [4], [5, 6])
+    ("SELECT id, t FROM orders CROSS JOIN UNNEST(tags) AS T(t) ORDER BY t", [(1, 1), (1, 2), (2, 3), (4, 4),
+                                                                          (5, 5), (5, 6)]),
+    ("SELECT id, t FROM orders, UNNEST(tags) AS T(t) WHERE t > 3 ORDER BY t", [(4, 4), (5, 5), (5, 6)]),
+    ("SELECT id, t FROM orders LEFT JOIN UNNEST(tags) AS T(t) ON TRUE WHERE id = 3", [(3, None)]),
     # UNION stays supported; a window TVF with named arguments in any order
     ("SELECT user_id FROM orders UNION SELECT user_id FROM users ORDER BY user_id", [(1,), (2,), (3,)]),
     ("SELECT window_start, COUNT(*) AS n FROM TABLE(TUMBLE(SIZE => INTERVAL '1' MINUTE, "

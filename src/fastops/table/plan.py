@@ -23,7 +23,7 @@ Join                :class:`~fastops.table.operators.StreamJoin`: streaming, it 
 Union               ``DataStream.union``
 Sort / Limit        ``GatherSort`` at parallelism 1 (bounded inputs)
 WindowTVF           ``WindowAssign`` (a TVF read as a table)
-Lateral             ``LateralExpand`` (table functions)
+Lateral             ``LateralExpand`` (table functions, ``UNNEST``)
 ==================  =========================================================
 
 Event time: a table's time attribute is the column of its ``WATERMARK``
@@ -41,6 +41,7 @@ from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from fastops.core import aggregates as agg
 from fastops.core.arrow import is_binary_like
@@ -79,6 +80,8 @@ __all__ = [
     "Sort",
     "SqlError",
     "Union",
+    "Unnest",
+    "UnnestCall",
     "WindowDef",
     "WindowTVF",
     "compile_plan",
@@ -602,6 +605,63 @@ class Lateral(PlanNode):
 
     def label(self) -> str:
         return f"Correlate(invocation=[{self.call.fn.name}], select=[{', '.join(self.schema.names)}])"
+
+
+class Unnest:
+    """``UNNEST(col)`` as the table function of a ``Lateral``: a row per element
+    of an ARRAY (Arrow list), per entry of a MAP (``KEY``, ``VALUE``), the
+    fields of an array of ROWs as columns; a NULL or empty collection yields
+    none (a LEFT join keeps its row with NULLs); ``ordinality`` appends the
+    1-based position (INT). Default names are Calcite's: ``EXPR$0``, ``KEY``,
+    ``VALUE``, the ROW's field names, ``ORDINALITY``."""
+
+    name = "UNNEST"
+
+    def __init__(self, arg_type: pa.DataType, ordinality: bool = False):
+        self.arg_type = arg_type
+        self.ordinality = ordinality
+        if pa.types.is_map(arg_type):
+            self.element: pa.DataType = pa.struct([arg_type.key_field, arg_type.item_field])
+            names, types = ["KEY", "VALUE"], [arg_type.key_type, arg_type.item_type]
+        elif pa.types.is_list(arg_type) or pa.types.is_large_list(arg_type) or \
+                pa.types.is_fixed_size_list(arg_type):
+            self.element = arg_type.value_type
+            if pa.types.is_struct(self.element):
+                names = [f.name for f in self.element]
+                types = [f.type for f in self.element]
+            else:
+                names, types = ["EXPR$0"], [self.element]
+        else:
+            raise PlanError(f"UNNEST needs an ARRAY or MAP, got {to_sql(arg_type)}")
+        if ordinality:
+            names, types = names + ["ORDINALITY"], types + [pa.int32()]
+        self.names: list[str] = names
+        self.result_types: list[pa.DataType] = types
+
+    def expand(self, arrays: Sequence[pa.Array], n: int) -> tuple[np.ndarray, list[pa.Array]]:
+        """(source row of each element, the element columns), as ``LateralExpand`` takes them."""
+        lists = arrays[0]
+        if pa.types.is_map(lists.type):  # same layout as a list of (key, value) structs
+            lists = lists.view(pa.list_(pa.field("entries", self.element, nullable=False)))
+        parent = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False).astype(np.int64)
+        flat = pc.list_flatten(lists)
+        cols = flat.flatten() if pa.types.is_struct(flat.type) else [flat]
+        if self.ordinality:  # position within its list: index minus the index of its list's first element
+            m = len(parent)
+            first = np.flatnonzero(np.diff(parent, prepend=-1)) if m else np.zeros(0, np.int64)
+            counts = np.diff(np.append(first, m))
+            pos = np.arange(m) - np.repeat(first, counts) + 1
+            cols = cols + [pa.array(pos.astype(np.int32))]
+        return parent, [c.cast(t) if c.type != t else c for c, t in zip(cols, self.result_types)]
+
+
+class UnnestCall:
+    """``UNNEST(arg)`` with the names of its output columns (``AS t(x, ...)``)."""
+
+    def __init__(self, arg: Expr, fn: Unnest, names: Sequence[str]):
+        self.fn = fn
+        self.args = [arg]
+        self.names = list(names)
 
 
 def insert_only_of(node: PlanNode) -> PlanNode:

@@ -18,7 +18,9 @@ conditions between the two sides are the join's), subqueries in FROM, ``[NOT] IN
 subqueries as conditions of WHERE (semi and anti joins, ``setops``),
 WITH, UNION / INTERSECT / EXCEPT [ALL], VALUES, CAST, CASE, IN, BETWEEN,
 LIKE, IS [NOT] NULL, string and math functions, UDF / UDAF calls, LATERAL
-TABLE(udtf(...)), the window TVFs ``TUMBLE``, ``HOP``, ``CUMULATE``,
+TABLE(udtf(...)), ``CROSS JOIN UNNEST(arr) [WITH ORDINALITY] AS t(x)`` and
+``LEFT JOIN UNNEST(...) ON TRUE`` (arrays, maps, arrays of rows; ``ARRAY[...]``
+as UNNEST's argument), the window TVFs ``TUMBLE``, ``HOP``, ``CUMULATE``,
 ``SESSION`` (positional or named arguments) with ``GROUP BY window_start,
 window_end, ...``, OVER aggregates and the WINDOW clause (``over``), Top-N
 and deduplication with ``ROW_NUMBER()`` (``topn``), GROUPING SETS / ROLLUP / CUBE
@@ -27,7 +29,8 @@ with GROUPING() (``grouping``),
 
 Refused by name, with what to use instead (``check_supported``), rather than
 run with a part ignored: OVER functions other than COUNT / SUM / AVG / MIN /
-MAX / ROW_NUMBER, QUALIFY, MATCH_RECOGNIZE, recursive WITH, UNNEST, time
+MAX / ROW_NUMBER, QUALIFY, MATCH_RECOGNIZE, recursive WITH, UNNEST other than
+joined to the table before it (of one argument, RIGHT / FULL joins), time
 travel (FOR SYSTEM_TIME AS OF outside a temporal join), MINUS,
 subqueries inside expressions, cross / natural / semi / anti join syntax,
 connectors other than filesystem, print, blackhole, redis-stream and jdbc,
@@ -44,6 +47,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+import numpy as np
 import pyarrow as pa
 
 try:
@@ -58,7 +62,20 @@ except ImportError as _exc:  # SQL is optional; the Table API works without it
                       f"(or pip install sqlglot) ({_exc})") from _exc
 
 from fastops.core.durations import parse_duration
-from fastops.table.expressions import AggCall, Call, Case, Cast, Col, Expr, InList, Interval, Lit, UdfCall
+from fastops.table.expressions import (
+    AggCall,
+    Call,
+    Case,
+    Cast,
+    Col,
+    Expr,
+    ExpressionError,
+    InList,
+    Interval,
+    Lit,
+    UdfCall,
+    broadcast,
+)
 from fastops.table.group_windows import legacy_group_window
 from fastops.table.grouping import has_grouping, plan_grouping_sets
 from fastops.table.over import Frame, OverCall, OverWindow, over_calls, plan_over
@@ -70,8 +87,11 @@ from fastops.table.plan import (
     Project,
     Sort,
     SqlError,
+    Unnest,
+    UnnestCall,
     WindowDef,
     WindowTVF,
+    infer_type,
     join_of,
 )
 from fastops.table.setops import SemiJoin, SetOp, values_table
@@ -290,8 +310,6 @@ _UNSUPPORTED_NODES: dict[type, tuple[str, str]] = {
     exp.MatchRecognize: ("MATCH_RECOGNIZE (row pattern matching)",
                          "match patterns with a KeyedProcessFunction (keyed state and timers) in the "
                          "DataStream API"),
-    exp.Unnest: ("UNNEST", "expand arrays with a table function: LATERAL TABLE(my_udtf(col)) "
-                 "(fastops.udtf)"),
     exp.Version: ("FOR SYSTEM_TIME AS OF outside a join (time travel)",
                   "a temporal join reads a versioned table's version at each row's time: "
                   "FROM t JOIN v FOR SYSTEM_TIME AS OF t.ts ON t.k = v.k"),
@@ -323,6 +341,8 @@ def check_supported(tree: Any) -> None:
         named = _UNSUPPORTED_NODES.get(type(node))
         if named is not None:
             raise _unsupported(named[0], node, named[1])
+        if isinstance(node, exp.Unnest):
+            _check_unnest(node)
         if isinstance(node, exp.Select):
             _check_select(node)
         elif isinstance(node, exp.With) and node.args.get("recursive"):
@@ -369,6 +389,30 @@ def _check_recursive(with_: exp.With) -> None:
             raise _unsupported(f"WITH RECURSIVE (the recursive query {cte.alias!r})", cte,
                                "compute the iterations in Python, or unroll a fixed number of them into "
                                "CTEs that each read the previous one")
+
+
+_UNNEST_FORM = "FROM t CROSS JOIN UNNEST(t.arr) AS u(x), or LEFT JOIN UNNEST(t.arr) AS u(x) ON TRUE"
+
+
+def _check_unnest(u: exp.Unnest) -> None:
+    """UNNEST runs joined to the table before it, with one ARRAY or MAP argument."""
+    if not isinstance(u.parent, exp.Join):
+        where = "in FROM without a table before it" if isinstance(u.parent, exp.From) else "in an expression"
+        raise _unsupported(f"UNNEST {where}", u, f"expand a column of a table: {_UNNEST_FORM}")
+    if len(u.expressions) != 1:
+        raise _unsupported(f"UNNEST of {len(u.expressions)} arguments", u,
+                           "unnest one ARRAY or MAP per join: ... CROSS JOIN UNNEST(a) AS u(x) CROSS JOIN "
+                           "UNNEST(b) AS v(y)")
+    j = u.parent
+    side = (j.args.get("side") or "").upper()
+    on = j.args.get("on")
+    if side in ("RIGHT", "FULL"):
+        raise _unsupported(f"{side} JOIN UNNEST", j, _UNNEST_FORM)
+    if side == "LEFT" and not (isinstance(on, exp.Boolean) and on.this is True):
+        raise _unsupported("LEFT JOIN UNNEST without ON TRUE", j,
+                           "write LEFT JOIN UNNEST(t.arr) AS u(x) ON TRUE and filter in WHERE")
+    if j.args.get("using"):
+        raise _unsupported("JOIN UNNEST ... USING", j, _UNNEST_FORM)
 
 
 def _check_join(j: exp.Join) -> None:
@@ -556,6 +600,42 @@ def interval_ms(node: Any) -> int:
         except ValueError:
             raise SqlError(f"cannot read interval {node.sql()!r}{_pos(node)}") from None
     raise SqlError(f"expected an INTERVAL, got {node.sql()!r}{_pos(node)}")
+
+
+class _ArrayOf(Expr):
+    """``ARRAY[e1, ..., ek]`` as UNNEST's argument: per row, the list of the k values
+    (integers widen to the widest, mixed numbers to DOUBLE)."""
+
+    def __init__(self, items: list[Expr]):
+        self.items = items
+
+    def children(self) -> list[Expr]:
+        return list(self.items)
+
+    def with_children(self, kids: list[Expr]) -> Expr:
+        return _ArrayOf(kids)
+
+    def eval(self, batch: Any) -> Any:
+        n = batch.num_rows
+        vals = [broadcast(e.eval(batch), n) for e in self.items]
+        types = {v.type for v in vals if not pa.types.is_null(v.type)}
+        if not types:
+            t: pa.DataType = pa.null()
+        elif len(types) == 1:
+            t = types.pop()
+        elif all(pa.types.is_integer(x) for x in types):
+            t = max(types, key=lambda x: x.bit_width)
+        elif all(pa.types.is_integer(x) or pa.types.is_floating(x) or pa.types.is_decimal(x) for x in types):
+            t = pa.float64()
+        else:
+            raise ExpressionError(f"ARRAY elements of different types: {', '.join(sorted(map(str, types)))}")
+        k = len(vals)
+        flat = pa.concat_arrays([v.cast(t) for v in vals])
+        order = (np.arange(k)[None, :] * n + np.arange(n)[:, None]).ravel()
+        return pa.ListArray.from_arrays(pa.array(np.arange(0, n * k + 1, k, dtype=np.int32)), flat.take(order))
+
+    def __repr__(self) -> str:
+        return f"ARRAY[{', '.join(map(repr, self.items))}]"
 
 
 class QueryCompiler:
@@ -856,6 +936,8 @@ class QueryCompiler:
         item = j.this
         if isinstance(item, exp.Lateral):
             return self.lateral(left, lscope, item, j)
+        if isinstance(item, exp.Unnest):
+            return self.unnest(left, lscope, item, j)
         if isinstance(item, exp.Table) and isinstance(item.this, exp.Anonymous) and \
                 item.this.name.upper() == "TABLE" and item.this.expressions and \
                 isinstance(item.this.expressions[0], exp.Anonymous) and \
@@ -911,6 +993,44 @@ class QueryCompiler:
             return temporal_join_of(left, right, cond, how, as_of, self.streaming, item.name)
         except PlanError as exc:
             raise SqlError(f"{exc}{_pos(version)}") from None
+
+    def unnest(self, left: PlanNode, lscope: Scope, u: exp.Unnest, j: exp.Join) -> tuple[PlanNode, Scope]:
+        """``[CROSS | LEFT] JOIN UNNEST(arg) [WITH ORDINALITY] [AS t(names)]``: a ``Lateral``
+        whose function is ``Unnest`` (``check_supported`` allowed only these forms). An
+        ON condition of an inner join other than TRUE filters the expanded rows."""
+        (arg_node,) = u.expressions
+        arg = _ArrayOf([self.expr(a, lscope) for a in arg_node.expressions]) \
+            if isinstance(arg_node, exp.Array) else self.expr(arg_node, lscope)
+        offset = u.args.get("offset")
+        try:
+            fn = Unnest(infer_type(arg, left.schema), ordinality=bool(offset))
+        except PlanError as exc:
+            raise SqlError(f"{exc}{_pos(arg_node)}") from None
+        alias = u.args.get("alias")
+        names = [c.name for c in alias.columns] if alias is not None and alias.columns else []
+        if isinstance(offset, exp.Identifier):  # WITH ORDINALITY AS t(x, pos): sqlglot keeps pos apart
+            names.append(offset.name)
+        if not names:
+            names = list(fn.names)
+        elif len(names) != len(fn.names):
+            cols = f"{len(fn.names)} column{'s' if len(fn.names) > 1 else ''}"
+            raise SqlError(f"UNNEST gives {cols} ({', '.join(fn.names)}), its alias names {len(names)}{_pos(u)}")
+        taken = set(left.schema.names)
+        physical = []
+        for n in names:  # unique physical names, as a join's right side gets them (k -> k0)
+            name, k = n, 0
+            while name in taken:
+                name, k = f"{n}{k}", k + 1
+            taken.add(name)
+            physical.append(name)
+        side = (j.args.get("side") or "").upper()
+        node: PlanNode = Lateral(left, UnnestCall(arg, fn, physical), left_outer=side == "LEFT")
+        qual = alias.name if alias is not None and alias.name else None
+        scope = Scope(lscope.cols + [ScopeCol(qual, n, ph) for n, ph in zip(names, physical)])
+        on = j.args.get("on")
+        if on is not None and side != "LEFT" and not (isinstance(on, exp.Boolean) and on.this is True):
+            node = Filter(node, self.expr(on, scope))
+        return node, scope
 
     def lateral(self, left: PlanNode, lscope: Scope, item: Any, j: Any) -> tuple[PlanNode, Scope]:
         fn_call = item.this if isinstance(item, exp.Lateral) else item
