@@ -34,6 +34,7 @@ from fastops.operators.base import OperatorContext
 from fastops.table.expressions import Call, Col
 from fastops.table.formats import write_csv
 from fastops.table.functions import (
+    AggregateFunction,
     UserDefinedAggregateFunction,
     UserDefinedScalarFunction,
     UserDefinedTableFunction,
@@ -298,6 +299,8 @@ class TableEnvironment:
         return self.list_views()
 
     def create_temporary_function(self, path: str, function: Any) -> None:
+        if isinstance(function, AggregateFunction):  # PyFlink: its get_result_type() declares the type
+            function = UserDefinedAggregateFunction(function, None)
         if not isinstance(function, (UserDefinedScalarFunction, UserDefinedAggregateFunction,
                                      UserDefinedTableFunction, TemporalTableFunction)):
             raise TypeError(f"create_temporary_function needs a udf / udaf / udtf, got {type(function).__name__}")

@@ -39,7 +39,7 @@ import pyarrow as pa
 
 from fastops.operators.base import Operator
 from fastops.table.changelog import OP_COLUMN
-from fastops.table.expressions import Call, Col, Expr, Lit, broadcast
+from fastops.table.expressions import Alias, Call, Col, Expr, Lit, broadcast
 from fastops.table.functions import (
     MultiAlias,
     TableAggregateCall,
@@ -170,10 +170,11 @@ class RowAggregate(PlanNode):
     per group) or table aggregate function (rows per group).
 
     ``args`` are the function's argument expressions, or None: it takes a Row
-    of every input column. Output: the keys, then the result's columns; in
+    of ``columns`` (the input table's). Output: the keys, then the result's columns; in
     streaming mode a changelog."""
 
-    def __init__(self, child: PlanNode, keys: Sequence[str], impl: Any, args: Sequence[Expr] | None,
+    def __init__(self, child: PlanNode, keys: Sequence[str], columns: Sequence[str], impl: Any,
+                 args: Sequence[Expr] | None,
                  result_fields: Sequence[pa.Field], table_agg: bool, streaming: bool, name: str,
                  row_result: bool):
         super().__init__()
@@ -187,7 +188,7 @@ class RowAggregate(PlanNode):
         self.keys = list(keys)
         self.impl = impl
         self.args = None if args is None else list(args)
-        self.row_columns = [c for c in _data_columns(child) if not c.startswith("__k")]
+        self.row_columns = list(columns)
         self.result_fields = list(result_fields)
         self.table_agg = table_agg
         self.streaming = streaming
@@ -372,19 +373,27 @@ class RowAggregateOperator(Operator):
             self.accs, self.counts, self.emitted = pickle.loads(state)
 
 
-def _keys_and_child(child: PlanNode, keys: Sequence[Expr]) -> tuple[PlanNode, list[str]]:
-    """Grouping key columns of ``child``, computed keys added as ``__k<i>`` columns."""
+def _keys_and_child(child: PlanNode, keys: Sequence[Expr]) -> tuple[PlanNode, list[str], list[str]]:
+    """``child`` with its computed grouping keys added as columns (an aliased key
+    under its alias, another as ``__k<i>``), the key columns, and the input
+    columns (those a function given whole rows sees)."""
+    columns = _data_columns(child)
     names: list[str] = []
     extra: list[tuple[str, Expr]] = []
     for i, k in enumerate(keys):
         if isinstance(k, Col):
             names.append(k.col)
-        else:
-            names.append(f"__k{i}")
-            extra.append((f"__k{i}", k))
+            continue
+        name = f"__k{i}"
+        if isinstance(k, Alias):
+            name, k = k.alias_name, k.expr
+        if name in columns:
+            raise PlanError(f"grouping key {name!r} clashes with a column of the table; give it another alias")
+        names.append(name)
+        extra.append((name, k))
     if extra:
-        child = Project(child, [(n, Col(n)) for n in _data_columns(child)] + extra)
-    return child, names
+        child = Project(child, [(n, Col(n)) for n in columns] + extra)
+    return child, names, columns
 
 
 def aggregate_of(child: PlanNode, keys: Sequence[Expr], func: Any, streaming: bool) -> PlanNode:
@@ -403,16 +412,15 @@ def aggregate_of(child: PlanNode, keys: Sequence[Expr], func: Any, streaming: bo
     else:
         raise TypeError(f"aggregate() takes an aggregate UDF (udaf) or a call of one, got {func!r}")
     fields = _result_columns(udaf.result_type, names, "_c0", f"aggregate({udaf.name})")
-    child, key_names = _keys_and_child(child, keys)
+    child, key_names, columns = _keys_and_child(child, keys)
     impl = udaf.impl
     if getattr(impl, "batch_wise", False):
         fn = getattr(impl, "fn", None)
         if fn is None or udaf.func_type != "pandas":
             raise PlanError(f"aggregate({udaf.name}): a batch-wise AggregateFunction is not supported here; "
                             "write accumulate() row-wise (PyFlink's contract)")
-        impl = _PandasRows(fn, [c for c in _data_columns(child) if not c.startswith("__k")] if args is None
-                           else None, len(args or ()))
-    return RowAggregate(child, key_names, impl, args, fields, False, streaming, udaf.name,
+        impl = _PandasRows(fn, columns if args is None else None, len(args or ()))
+    return RowAggregate(child, key_names, columns, impl, args, fields, False, streaming, udaf.name,
                         pa.types.is_struct(udaf.result_type))
 
 
@@ -427,6 +435,6 @@ def flat_aggregate_of(child: PlanNode, keys: Sequence[Expr], func: Any, streamin
         raise TypeError(f"flat_aggregate() takes a table aggregate UDF (udtaf) or a call of one, got {func!r}")
     t = result_type_of(udtaf.result_type)
     fields = _result_columns(t, names, "f0", f"flat_aggregate({udtaf.name})")
-    child, key_names = _keys_and_child(child, keys)
-    return RowAggregate(child, key_names, udtaf.impl, args, fields, True, streaming, udtaf.name,
+    child, key_names, columns = _keys_and_child(child, keys)
+    return RowAggregate(child, key_names, columns, udtaf.impl, args, fields, True, streaming, udtaf.name,
                         pa.types.is_struct(t))
