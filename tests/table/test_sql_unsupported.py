@@ -5,6 +5,7 @@ with the construct silently ignored (a semi join as an inner join, PARTITIONED
 BY, PIVOT, DISTINCT ON, TABLESAMPLE, an INSERT column list)."""
 from __future__ import annotations
 
+import pathlib
 import re
 
 import pyarrow as pa
@@ -218,3 +219,56 @@ def test_built_in_function_with_missing_arguments_says_so():
     msg = str(info.value)
     assert "SPLIT misses its argument" in msg and "create_temporary_function" in msg
     assert "sqlglot" not in msg and "<class" not in msg
+
+
+# ---------------------------------------------------------------- docs/pyflink.md's list
+
+DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "pyflink.md"
+
+
+def _documented_refusals() -> list[tuple[str, str, str]]:
+    """(statement, error type, message start) of each row of the page's "What is refused" tables."""
+    text = DOCS.read_text()
+    section = text.split("\n## What is refused\n", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        cells = re.findall(r"\| `([^`]+)` \| `([^`]+)` \|", line)
+        if cells:
+            sql, error = cells[0]
+            kind, message = error.split(": ", 1)
+            rows.append((sql, kind, message))
+    return rows
+
+
+def _docs_env() -> fo.TableEnvironment:
+    """The tables the page's statements read: _env's, streaming, with a versioned view and a udaf."""
+    t_env = fo.TableEnvironment(mode="streaming")
+    src = _env()
+    for name in ("orders", "users", "rates"):
+        t_env.create_temporary_view(name, t_env.from_arrow(src.from_path(name).to_arrow(),
+                                                           rowtime="ts" if name != "users" else None))
+    t_env.execute_sql("CREATE VIEW versioned_rates AS SELECT cur, rate, ts FROM (SELECT *, ROW_NUMBER() "
+                      "OVER (PARTITION BY cur ORDER BY ts DESC) AS rn FROM rates) WHERE rn = 1")
+
+    def psum(s):
+        return float(s.sum())
+
+    t_env.create_temporary_function("psum", fo.table.udaf(psum, result_type="DOUBLE", func_type="pandas"))
+    t_env.execute_sql("CREATE TABLE sink (id BIGINT, amount DOUBLE) WITH ('connector' = 'blackhole')")
+    return t_env
+
+
+def test_the_docs_list_every_refusal_with_its_error():
+    documented = _documented_refusals()
+    assert len(documented) > 60
+    for sql, kind, message in documented:
+        with pytest.raises(Exception) as info:
+            _docs_env().execute_sql(sql).to_arrow()
+        got = f"{type(info.value).__name__}: {info.value}"
+        # '…' in the page stands for a name the message holds
+        pattern = ".*?".join(re.escape(part) for part in f"{kind}: {message}".split("…"))
+        assert re.match(pattern, got), f"{sql}\n  documented: {kind}: {message}\n  raised:     {got}"
+    # every construct this file refuses is on the page
+    missing = [n for n, (_, construct) in UNSUPPORTED.items()
+               if not any(construct in message for _, _, message in documented)]
+    assert not missing, missing
