@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from fastops.core.partitioning import KeyGroups
 from fastops.operators.base import Operator
 from fastops.table.changelog import OP_COLUMN
 from fastops.table.expressions import Alias, Call, Col, Expr, Lit, broadcast
@@ -371,6 +372,26 @@ class RowAggregateOperator(Operator):
     def restore(self, state: bytes | None) -> None:
         if state is not None:
             self.accs, self.counts, self.emitted = pickle.loads(state)
+
+    def restore_groups(self, states: Sequence[bytes | None], groups: KeyGroups) -> None:
+        """At another parallelism: the groups of the keys in ``groups``, from every earlier task's state."""
+        given = [pickle.loads(s) for s in states if s is not None]
+        if not self.keys and len(given) > 1:
+            raise ValueError(f"operator {self.name!r} aggregates without a key, so the state of "
+                             f"{len(given)} tasks cannot be shared out again")
+        self.accs, self.counts, self.emitted = {}, {}, {}
+        for accs, counts, emitted in given:
+            keys = list(accs)
+            if self.keys and keys:
+                cols = {k: pa.array([key[i] for key in keys], self.schema.field(k).type)
+                        for i, k in enumerate(self.keys)}
+                owned = np.asarray(groups.mask(pa.table(cols), self.keys), dtype=bool)
+                keys = [key for key, mine in zip(keys, owned) if mine]
+            for key in keys:
+                self.accs[key] = accs[key]
+                self.counts[key] = counts.get(key, 0)
+                if key in emitted:
+                    self.emitted[key] = emitted[key]
 
 
 def _keys_and_child(child: PlanNode, keys: Sequence[Expr]) -> tuple[PlanNode, list[str], list[str]]:
