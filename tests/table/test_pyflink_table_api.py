@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fastops as fo
+from fastops.core.partitioning import KeyGroups
 from fastops.table import (
     AggregateFunction,
     DataTypes,
@@ -39,7 +40,6 @@ from fastops.table import (
     udtaf,
     udtf,
 )
-from fastops.core.partitioning import KeyGroups
 from fastops.table.changelog import OP_COLUMN
 from fastops.table.plan import PlanError
 from fastops.table.rowops import RowAggregateOperator, aggregate_of, flat_aggregate_of
