@@ -241,7 +241,8 @@ def _documented_refusals() -> list[tuple[str, str, str]]:
 
 
 def _docs_env() -> fo.TableEnvironment:
-    """The tables the page's statements read: _env's, streaming, with a versioned view and a udaf."""
+    """The tables the page's statements read: _env's, streaming, with a versioned and an updating view
+    and a udaf."""
     t_env = fo.TableEnvironment(mode="streaming")
     src = _env()
     for name in ("orders", "users", "rates"):
@@ -249,6 +250,7 @@ def _docs_env() -> fo.TableEnvironment:
                                                            rowtime="ts" if name != "users" else None))
     t_env.execute_sql("CREATE VIEW versioned_rates AS SELECT cur, rate, ts FROM (SELECT *, ROW_NUMBER() "
                       "OVER (PARTITION BY cur ORDER BY ts DESC) AS rn FROM rates) WHERE rn = 1")
+    t_env.execute_sql("CREATE VIEW upd AS SELECT user_id, MAX(ts) AS ts FROM orders GROUP BY user_id")
 
     def psum(s):
         return float(s.sum())
