@@ -479,6 +479,34 @@ def test_row_wise_udaf_in_group_by_sql_and_session_windows(rows, mode, batch):
         assert gk == rk and gm == pytest.approx(rm)
 
 
+class CountNulls(AggregateFunction):
+    def create_accumulator(self):
+        return [0, 0]
+
+    def accumulate(self, acc, v):
+        acc[0] += 1
+        acc[1] += v is None
+
+    def get_value(self, acc):
+        return Row(*acc)
+
+
+@SETTINGS
+@given(rows=ROWS, mode=MODES, batch=BATCH)
+def test_row_wise_udaf_sees_null_values(rows, mode, batch):
+    """PyFlink calls accumulate for every row, a NULL value as None (one argument too)."""
+    t_env = _env(mode, batch)
+    t = _table(t_env, rows)
+    c = udaf(CountNulls(), result_type="ROW<n BIGINT, nulls BIGINT>")
+    got = t.group_by(t.k).select(t.k, c(t.v).alias("r")).to_arrow().to_pylist()
+    ref = {k: {"n": len(vals), "nulls": sum(v is None for v, _ in vals)} for k, vals in _groups(rows).items()}
+    assert {r["k"]: r["r"] for r in got} == ref
+    t_env.create_temporary_function("count_nulls", c)
+    t_env.create_temporary_view("src", t)
+    got = t_env.execute_sql("SELECT k, count_nulls(v) AS r FROM src GROUP BY k").to_arrow().to_pylist()
+    assert {r["k"]: r["r"] for r in got} == ref
+
+
 # ---------------------------------------------------------------- get_schema / collect / Row
 
 def test_get_schema_as_pyflink_table_schema_and_pyarrow_schema():

@@ -57,18 +57,26 @@ def materialize(table: pa.Table) -> pa.Table:
         return data
     sign = np.where((ops == 0) | (ops == 2), 1, -1).astype(np.int64)
     names = data.schema.names
-    keyed = data.append_column("__sign", pa.array(sign)).append_column(
+    keys = data
+    for i, f in enumerate(data.schema):
+        if pa.types.is_nested(f.type):  # ROW / ARRAY values (a UDAF's) are grouped by their text
+            keys = keys.set_column(i, f.name, pa.array([repr(v) for v in data.column(i).to_pylist()], pa.string()))
+    keyed = keys.append_column("__sign", pa.array(sign)).append_column(
         "__first", pa.array(np.arange(len(sign), dtype=np.int64)))
     g = keyed.group_by(names, use_threads=False).aggregate([("__sign", "sum"), ("__first", "min")])
     g = g.filter(pc.greater(g.column("__sign_sum"), 0))
     g = g.sort_by("__first_min")
     reps = g.column("__sign_sum").to_numpy()
     idx = np.repeat(np.arange(g.num_rows), reps)
+    if keys is not data:
+        return data.take(g.column("__first_min")).take(pa.array(idx))
     return g.select(names).take(pa.array(idx))
 
 
 def _same(a: pa.Array, b: pa.Array) -> np.ndarray:
     """Row-wise equality with null == null (and NaN == NaN)."""
+    if pa.types.is_nested(a.type):  # a ROW / ARRAY value (a UDAF's): no compute kernel compares them
+        return np.array([x == y for x, y in zip(a.to_pylist(), b.to_pylist())], dtype=bool)
     eq = pc.fill_null(pc.equal(a, b), False)
     both_null = pc.and_(pc.is_null(a), pc.is_null(b))
     out = pc.or_(eq, both_null)

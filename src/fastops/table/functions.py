@@ -340,9 +340,11 @@ class UserDefinedAggregateFunction:
             raise TypeError(f"aggregate function {self.name!r} needs at least one argument "
                             "(without arguments it takes whole rows in Table.aggregate)")
         exprs = [as_column_expr(a) for a in args]
-        if len(exprs) == 1:
-            return UdafCall("udaf", exprs[0], udaf=self)
-        return UdafCall("udaf", Pack(exprs), udaf=self)  # several arguments travel as one struct column
+        if len(exprs) == 1 and getattr(self.impl, "batch_wise", False):
+            return UdafCall("udaf", exprs[0], udaf=self)  # a group's non-null values
+        # the arguments travel as one struct column: a row-wise function sees every
+        # row, NULL values as None (as PyFlink calls accumulate)
+        return UdafCall("udaf", Pack(exprs), udaf=self)
 
     def alias(self, *names: str) -> UserDefinedAggregateFunction:
         """Names for the columns of the row result (``aggregate(f.alias("c", "d"))``)."""
