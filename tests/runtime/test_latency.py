@@ -65,7 +65,8 @@ def test_markers_are_counted_once_per_path_and_live_in_the_metrics():
     assert live["markers"] >= 3 and live["p50_ms"] is not None
     # one source task, one marker per interval at most, each to one of the three tasks
     assert 5 <= result.latency["markers"] <= result.duration_s / LATENCY_INTERVAL_S + 2
-    assert result.latency["p99_ms"] <= max(sink.ms) + 50
+    # a marker trails its batch; on a busy machine by a few scheduling delays, never by seconds
+    assert result.latency["p99_ms"] <= max(sink.ms) + 250
 
 
 def test_a_job_in_one_task_records_its_latency_too():

@@ -19,6 +19,7 @@ import time
 import fastops as fo
 from fastops.core import aggregates as agg
 from fastops.core.window.assigners import Tumbling
+from fastops.runtime.checkpoint import CheckpointStorage
 
 
 def build(env: fo.StreamEnvironment, src: str, out: str, pace: float, reached: threading.Event,
@@ -55,6 +56,9 @@ def main() -> None:
     client = env.execute_async()
     if a.to is not None:
         reached.wait()
+        storage = CheckpointStorage(a.checkpoints)
+        while storage.latest() is None and not client.done():  # a busy machine can be slow to the first one
+            time.sleep(0.01)
         print("rescaling", flush=True)
         client.rescale(a.to)
         print("rescaled", flush=True)
