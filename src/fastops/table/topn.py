@@ -503,6 +503,7 @@ class Rank(PlanNode):
         self.keys = list(keys)
         self.order = list(order)
         self.rank_col = rank_col
+        self.shown_as = rank_col  # the name the query gives the row number (errors say it)
         self.rank_range = rank_range
         self.output_rank = output_rank
         self.streaming = streaming
@@ -531,7 +532,7 @@ class Rank(PlanNode):
     def compile(self, compiler: Any) -> Any:
         child = self.inputs[0]
         if compiler.streaming and self.rank_range is None:
-            raise PlanError(f"ROW_NUMBER() OVER (...) AS {self.rank_col} in streaming mode is supported as a Top-N "
+            raise PlanError(f"ROW_NUMBER() OVER (...) AS {self.shown_as} in streaming mode is supported as a Top-N "
                             f"(Flink's rule): filter it, SELECT * FROM (SELECT ..., ROW_NUMBER() OVER (...) AS "
                             f"rownum FROM t) WHERE rownum <= N")
         s = compiler.build(child)
@@ -655,4 +656,5 @@ def plan_rank(child: PlanNode, items: Sequence[tuple[str, Expr]], call: Any, str
     rank = Rank(node, keys, order, rank_col, None, True, streaming)
     ref, key = Col(rank_col), repr(call)
     out = [(n, e.transform(lambda x: ref if type(x) is type(call) and repr(x) == key else None)) for n, e in items]
+    rank.shown_as = next((n for n, e in out if rank_col in e.columns()), rank_col)  # the user's name, in errors
     return Project(rank, out)
