@@ -22,7 +22,7 @@ For each of nexmark's queries q0-q22 (``fastops.apps.nexmark``):
   time of the query (TableEnvironment, DDL, the job until it finishes, file
   reading and JSON parsing included); the JVM start-up is measured once and
   left out. The result rows are counted once on ``--check-events`` events
-  (the query's SELECT collected, the changelog applied) and compared with
+  (the query's SELECT collected, its changelog applied) and compared with
   fastops' where DuckDB's are.
 
 Event time advances at ``--rate`` events per second (nexmark's TPS: 10M in its
