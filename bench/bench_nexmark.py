@@ -241,13 +241,14 @@ def main() -> None:
                       f"median of {repeats}")
     if pyflink is None:
         print(f"{flink}: JVM start-up {pf_time.get('jvm_start_s', float('nan')):.1f} s, measured once and not in "
-              f"its events/s; the events read from a JSON-lines file (the nexmark connector is a Java jar), "
-              f"parsing included; result rows compared with fastops' on {extra.check_events:,} events "
-              f"(q12: processing-time windows, not compared). ratios: other engine's time / fastops' time")
+              f"its events/s;\n  the events are read from a JSON-lines file (the nexmark connector is a Java jar), "
+              f"parsing included;\n  result rows compared with fastops' on {extra.check_events:,} events "
+              f"(q12: processing-time windows, not compared)")
         failed = {q: e["error"] for q, e in pf_time["queries"].items() if "error" in e}
         failed.update({q: f"count: {e['error']}" for q, e in pf_count["queries"].items() if "error" in e})
         for q, why in failed.items():
             print(f"  {flink} {q}: {why}")
+    print("ratios: the other engine's time / fastops' time (above 1: fastops is faster)")
     skipped = {q: why for q, why in status.items() if why is not None}
     if skipped:
         print("queries fastops does not run (q6: nor does Flink):")
