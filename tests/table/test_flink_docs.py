@@ -517,14 +517,8 @@ def test_group_aggregation_page(example, mode):
     check(fo.TableEnvironment(mode=mode), sql, documented, names)
 
 
-NOT_IN_CORRELATED = pytest.mark.xfail(strict=True, raises=fo.table.plan.SqlError, reason=(
-    "NOT IN with a correlated subquery (here the window equalities) is refused: fastops' null-aware "
-    "anti join takes only an uncorrelated subquery; the page's NOT EXISTS form runs"))
-
-
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("example", [pytest.param(e, marks=NOT_IN_CORRELATED) if e == "anti not in" else e
-                                     for e in WINDOW_JOIN_EXAMPLES])
+@pytest.mark.parametrize("example", list(WINDOW_JOIN_EXAMPLES))
 def test_window_join_page(example, mode):
     sql, documented = WINDOW_JOIN_EXAMPLES[example]
     # one batch per table: the page lists L2 (12:06) before L3 (12:03), which a

@@ -706,9 +706,9 @@ class QueryCompiler:
             raise SqlError(f"{what} compares {len(lhs)} value(s) with a subquery of {len(selected)} column(s)"
                            f"{_pos(inner)}")
         null_aware = negate and bool(lhs)
-        if null_aware and (len(lhs) != 1 or correlated):
-            raise _unsupported("NOT IN with " + ("several columns" if len(lhs) != 1 else "a correlated subquery"),
-                               inner, "write NOT EXISTS (SELECT ... WHERE sub.x = outer.x ...)")
+        # NOT IN over several columns or a correlated subquery: an anti join whose pairs match
+        # unless some compared column differs with neither side NULL (SQL's three-valued NOT IN)
+        by_condition = null_aware and (len(lhs) != 1 or bool(correlated))
         # the subquery's columns, renamed apart from the enclosing query's
         taken = set(node.schema.names)
         rename: dict[str, str] = {}
@@ -722,6 +722,7 @@ class QueryCompiler:
             ritems.append((new, Col(n)))
         lpre: list[tuple[str, Expr]] = []
         lkeys, rkeys = [], []
+        unless_differ: list[Expr] = []  # by_condition: each compared pair, equal or NULL on a side
         for i, (le, rx) in enumerate(zip(lhs, selected)):
             lx = self.expr(le, scope)
             if lx.contains_agg() or over_calls(lx):
@@ -736,6 +737,10 @@ class QueryCompiler:
             else:
                 ritems.append((f"__sub{i}", rx))
                 rkeys.append(f"__sub{i}")
+            if by_condition:
+                a, b = Col(lkeys.pop()), Col(rkeys.pop())
+                same_or_null = Call("or_kleene", [Call("equal", [a, b]), Call("is_null", [a])])
+                unless_differ.append(Call("or_kleene", [same_or_null, Call("is_null", [b])]))
 
         def to_pair(e: Expr) -> Expr:
             def fn(x: Expr) -> Expr | None:
@@ -745,6 +750,9 @@ class QueryCompiler:
             return e.transform(fn)
 
         residual: Expr | None = None
+        for e in unless_differ:
+            residual = e if residual is None else Call("and_kleene", [residual, e])
+        null_aware = null_aware and not by_condition
         for e in correlated:
             a = [x for x in e.args if isinstance(x, Col)] if isinstance(e, Call) and e.fn == "equal" else []
             if len(a) == 2 and len([x for x in a if x.col.startswith(_OUTER)]) == 1:
