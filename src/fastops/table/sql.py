@@ -738,9 +738,9 @@ class QueryCompiler:
                 ritems.append((f"__sub{i}", rx))
                 rkeys.append(f"__sub{i}")
             if by_condition:
-                a, b = Col(lkeys.pop()), Col(rkeys.pop())
-                same_or_null = Call("or_kleene", [Call("equal", [a, b]), Call("is_null", [a])])
-                unless_differ.append(Call("or_kleene", [same_or_null, Call("is_null", [b])]))
+                mine, theirs = Col(lkeys.pop()), Col(rkeys.pop())
+                same_or_null = Call("or_kleene", [Call("equal", [mine, theirs]), Call("is_null", [mine])])
+                unless_differ.append(Call("or_kleene", [same_or_null, Call("is_null", [theirs])]))
 
         def to_pair(e: Expr) -> Expr:
             def fn(x: Expr) -> Expr | None:
