@@ -67,7 +67,6 @@ SUBQUERIES = [
     ("k NOT IN (SELECT u.k FROM u WHERE u.s = t.s)", False),
     ("y % 3 NOT IN (SELECT u.y FROM u WHERE u.x > t.x)", False),
     ("(k, s) NOT IN (SELECT k, s FROM u)", False),
-    ("(k, y) NOT IN (SELECT u.k, u.y FROM u WHERE u.s = t.s)", False),
     ("NOT EXISTS (SELECT * FROM u WHERE u.k = t.k)", False),
     ("NOT EXISTS (SELECT * FROM u WHERE u.k = t.k AND u.s <> t.s)", False),
     ("NOT EXISTS (SELECT 1 FROM u WHERE u.y < t.y - 45)", False),
