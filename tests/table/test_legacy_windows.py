@@ -13,6 +13,8 @@ aggregation.
 """
 from __future__ import annotations
 
+import datetime
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -83,8 +85,8 @@ def test_legacy_names_and_errors():
     with pytest.raises(SqlError, match="HOP_START.*TUMBLE"):
         t_env.execute_sql("SELECT HOP_START(ts, INTERVAL '1' MINUTE, INTERVAL '2' MINUTE) FROM t "
                           "GROUP BY TUMBLE(ts, INTERVAL '1' MINUTE)")
-    with pytest.raises(SqlError, match="PROCTIME"):
-        t_env.execute_sql("SELECT TUMBLE_PROCTIME(ts, INTERVAL '1' MINUTE) FROM t "
+    with pytest.raises(SqlError, match="HOP_PROCTIME.*TUMBLE"):
+        t_env.execute_sql("SELECT HOP_PROCTIME(ts, INTERVAL '1' MINUTE, INTERVAL '2' MINUTE) FROM t "
                           "GROUP BY TUMBLE(ts, INTERVAL '1' MINUTE)")
     with pytest.raises(SqlError, match="outside GROUP BY TUMBLE"):
         t_env.execute_sql("SELECT TUMBLE_START(ts, INTERVAL '1' MINUTE) FROM t")
@@ -173,3 +175,20 @@ def test_session_operator_watermarks_and_state(items, cut):
         mine = [e if isinstance(e, int) else e.filter(pa.array(groups.mask(e, ["k"]))) for e in events[cut:]]
         split += _run(op, mine) + _rows(op.close())
     assert sorted(head + split) == whole
+
+
+@pytest.mark.parametrize("mode", ["batch", "streaming"])
+def test_proctime_of_a_window_is_the_wall_clock_when_it_is_emitted(mode):
+    """TUMBLE_PROCTIME / SESSION_PROCTIME: a TIMESTAMP_LTZ(3) processing-time
+    attribute of each window's row, taken when the row is made."""
+    t_env = _env(mode, make_table([(1, "a", 1.0, 2, 0), (2, "a", 2.0, 3, 1000), (1, "b", 3.0, 4, 70_000)]))
+    before = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    for kind, args in [("TUMBLE", "INTERVAL '1' MINUTE"), ("SESSION", "INTERVAL '5' SECOND")]:
+        res = t_env.execute_sql(f"SELECT k, {kind}_START(ts, {args}) AS s, {kind}_PROCTIME(ts, {args}) AS pt, "
+                                f"COUNT(*) AS n FROM t GROUP BY k, {kind}(ts, {args})").to_arrow()
+        after = datetime.datetime.now(datetime.timezone.utc)
+        assert res.schema.field("pt").type == pa.timestamp("ms", tz="UTC")
+        assert all(before <= p <= after for p in res.column("pt").to_pylist())
+        plain = t_env.execute_sql(f"SELECT k, {kind}_START(ts, {args}) AS s, COUNT(*) AS n FROM t "
+                                  f"GROUP BY k, {kind}(ts, {args})").to_arrow()
+        assert sorted(res.drop_columns(["pt"]).to_pylist(), key=str) == sorted(plain.to_pylist(), key=str)

@@ -69,10 +69,10 @@ def legacy_group_window(compiler: Any, q: exp.Select, node: PlanNode, scope: Any
         if isinstance(n, exp.Anonymous) and "_" in n.name:
             head, _, part = n.name.upper().rpartition("_")
             if head in ("TUMBLE", "HOP", "SESSION") and part in _PARTS | {"PROCTIME": ""}:
-                if part == "PROCTIME":
-                    raise SqlError(f"{n.name.upper()}() is not supported (processing time); use {head}_ROWTIME")
                 if head != kind:
                     raise SqlError(f"{n.name.upper()}() does not match the group window {kind}() of GROUP BY")
+                if part == "PROCTIME":  # the processing-time attribute of the row the window emits
+                    return exp.Anonymous(this="PROCTIME", expressions=[])
                 return exp.column(_PARTS[part])
         return n
 
