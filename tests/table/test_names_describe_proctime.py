@@ -77,3 +77,81 @@ def test_proctime_in_select_and_as_a_computed_column(tmp_path):
     for r in out.to_pylist():
         assert before - slack <= r["p"] <= after + slack and before - slack <= r["q"] <= after + slack
     assert sorted(out.column("id").to_pylist()) == [1, 2]
+
+
+class _Paused:
+    """A source of two batches with a pause between them, then the end;
+    ``times`` records when the second batch and the end were read."""
+
+    def __init__(self, pause: float):
+        self.pause = pause
+        self.times: dict[str, float] = {}
+
+    def source(self):
+        import time
+
+        import pyarrow as pa
+
+        from fastops.connectors.base import END, Reader, Source
+
+        outer = self
+
+        class PausedReader(Reader):
+            def __init__(self):
+                self.step, self.t0 = 0, time.time()
+
+            def read(self):
+                elapsed = time.time() - self.t0
+                if self.step == 0:
+                    self.step = 1
+                    return pa.record_batch({"k": [1, 2, 1]})
+                if self.step == 1 and elapsed > outer.pause:
+                    self.step, outer.times["second"] = 2, time.time()
+                    return pa.record_batch({"k": [2, 2]})
+                if self.step == 2 and elapsed > 2 * outer.pause:
+                    outer.times["end"] = time.time()
+                    return END
+                time.sleep(0.01)
+                return None  # nothing to read now
+
+            def position(self):
+                return self.step
+
+        class PausedSource(Source):
+            name = "paused"
+
+            def schema(self):
+                return pa.schema([("k", pa.int64())])
+
+            def open(self, index, parallelism, position=None):
+                return PausedReader()
+
+        return PausedSource()
+
+
+@pytest.mark.parametrize("parallelism", [1, 2])
+def test_processing_time_windows_close_as_the_clock_passes_them(parallelism):
+    """A TUMBLE over PROCTIME() emits a window once the wall clock passes its
+    end, while the source has nothing to read: the first batch's counts come
+    out before the second batch is read, and every row is counted once."""
+    import time
+
+    paused = _Paused(1.5)
+    env = fo.StreamEnvironment(parallelism=parallelism)
+    t_env = fo.TableEnvironment(mode="streaming", parallelism=parallelism)
+    t_env.create_temporary_view("s", t_env.from_data_stream(env.from_source(paused.source())))
+    t_env.create_temporary_view("v", t_env.sql_query("SELECT k, PROCTIME() AS pt FROM s"))
+    q = ("SELECT k, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE v, DESCRIPTOR(pt), INTERVAL '0.2' SECOND)) "
+         "GROUP BY k, window_start, window_end")
+    assert "proctime_watermarks" in t_env.explain_sql(q)
+    seen: list = []
+    t_env.to_data_stream(t_env.sql_query(q)).sink_to(lambda b: seen.append((time.time(), b.to_pylist())))
+    env.execute()
+    first = sorted((r["k"], r["n"]) for t, rows in seen if t < paused.times["second"] for r in rows)
+    assert first == [(1, 2), (2, 1)]
+    totals: dict = {}
+    for _, rows in seen:
+        for r in rows:
+            totals[r["k"]] = totals.get(r["k"], 0) + r["n"]
+    assert totals == {1: 2, 2: 3}
+    assert any(t < paused.times["end"] for t, rows in seen if any(r["k"] == 2 and r["n"] == 2 for r in rows))

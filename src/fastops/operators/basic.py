@@ -2,6 +2,7 @@
 the watermark assigner."""
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any, Callable
 
@@ -140,6 +141,37 @@ class Project(Operator):
         if missing:
             raise KeyError(f"select: column {missing[0]!r} not in stream (columns: {batch.schema.names})")
         return [evaluate(batch, self.columns)]
+
+
+class ProcessingTimeWatermarks(Operator):
+    """Watermarks from the wall clock, for windows over a processing-time
+    attribute (``PROCTIME()``): after each batch, and when its task's source
+    has nothing to read (``on_processing_time``), the watermark is now, so a
+    processing-time window closes when the clock passes its end even while no
+    row arrives. Upstream watermarks are replaced, the final one passes."""
+
+    generates_watermarks = True
+    TICK_MS = 10  # the least step of a watermark sent between batches
+
+    def __init__(self, name: str = "proctime_watermarks"):
+        self.name = name
+        self.sent = -(1 << 62)
+
+    def _now(self) -> list:
+        now = int(time.time() * 1000)
+        if now <= self.sent:
+            return []
+        self.sent = now
+        return [Watermark(now)]
+
+    def process(self, batch: pa.RecordBatch) -> list:
+        return [batch, *self._now()]
+
+    def on_processing_time(self) -> list:
+        return self._now() if int(time.time() * 1000) - self.sent >= self.TICK_MS else []
+
+    def on_watermark(self, t_ms: int) -> list:
+        return [Watermark(MAX_WATERMARK)] if t_ms == MAX_WATERMARK else []
 
 
 class WatermarkAssigner(Operator):

@@ -133,12 +133,19 @@ class Chain:
         # some output channel gathers items into blocks (Ray): flush them when out of input
         self.gathers = any(hasattr(ch, "flush") for w in self.outputs + list(self._side_writers())
                            for ch in w.channels)
+        self.clocked = [i for i, op in enumerate(operators) if hasattr(op, "on_processing_time")]
 
     def process(self, input_index: int, batch: pa.RecordBatch) -> None:
         self._deliver(0, batch, input_index)
 
     def watermark(self, t_ms: int) -> None:
         self._deliver(0, Watermark(t_ms))
+
+    def tick(self) -> None:
+        """The task has no input right now: operators that follow the wall
+        clock (``on_processing_time``) may emit, e.g. a processing-time watermark."""
+        for i in self.clocked:
+            self._route(i, self._call(self.operators[i], "on_processing_time", None))
 
     def _side_writers(self) -> Iterator[OutputWriter]:
         for routes in self.side_outputs:
@@ -400,6 +407,8 @@ class SourceTask(Task):
             self.reader.close()
             return False
         if batch is None:  # nothing right now: the source is idle
+            if self.chain.clocked:
+                self.chain.tick()
             self.chain.flush()
             self.metrics.idle_s += time.perf_counter() - t0
             if (self.idle_timeout_ms is not None and not self._idle_sent

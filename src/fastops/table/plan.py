@@ -48,6 +48,7 @@ from fastops.core.arrow import is_binary_like
 from fastops.core.window.assigners import Session, Sliding, Tumbling, bound_type
 from fastops.datastream import DataStream, StreamEnvironment
 from fastops.operators.base import Operator
+from fastops.operators.basic import ProcessingTimeWatermarks
 from fastops.runtime.graph import Node
 from fastops.table.aggregates import StringMinMax
 from fastops.table.changelog import OP_COLUMN, ChangelogAggregate, insert_only
@@ -688,6 +689,26 @@ def insert_only_of(node: PlanNode) -> PlanNode:
     return out
 
 
+def is_proctime(node: PlanNode, column: str) -> bool:
+    """Whether ``column`` of ``node`` is a processing-time attribute: a
+    ``PROCTIME()`` of a projection or a DDL computed column, seen through
+    projections that pass it on and filters."""
+    while True:
+        if isinstance(node, Filter):
+            node = node.inputs[0]
+            continue
+        items = node.items if isinstance(node, Project) else \
+            node.computed if isinstance(node, Scan) and node.computed else None
+        if items is None:
+            return False
+        e = dict(items).get(column)
+        if isinstance(e, Call) and e.fn == "proctime":
+            return True
+        if not (isinstance(node, Project) and isinstance(e, Col)):
+            return False
+        node, column = node.inputs[0], e.col
+
+
 # ---------------------------------------------------------------- explain
 
 def explain_plan(node: PlanNode, indent: int = 0) -> str:
@@ -714,6 +735,13 @@ class Compiler:
             s = own(self) if own is not None else getattr(self, "_" + type(node).__name__.lower())(node)
             self.built[node.id] = s
         return s
+
+    def _clock(self, s: Any, child: PlanNode, time_col: str) -> Any:
+        """``s`` with watermarks from the wall clock when a streaming window
+        reads processing time, so its windows close as the clock passes them."""
+        if not (self.streaming and is_proctime(child, time_col)):
+            return s
+        return s.transform("proctime_watermarks", ProcessingTimeWatermarks)
 
     # -- nodes ------------------------------------------------------------------
     def _scan(self, node: Scan) -> Any:
@@ -775,6 +803,7 @@ class Compiler:
                 s = s._then("window_tvf(session)", factory, 1, "forward" if s.node.parallelism == 1 else "rebalance")
             return DataStream(s.env, s.node, s.tag, time_column="window_time")
         size = w.size
+        s = self._clock(s, node.inputs[0], w.time_col)
         s = s.transform(f"window_tvf({w.kind})",
                         lambda: WindowAssign(w.kind, w.time_col, size, w.slide, w.offset))
         return DataStream(s.env, s.node, s.tag, time_column="window_time")
@@ -802,6 +831,7 @@ class Compiler:
             return s._then("group_by", factory, 1, "forward" if s.node.parallelism == 1 else "rebalance")
         w = node.window
         time_col = w.time_col
+        s = self._clock(s, child, time_col)
         if w.kind == "cumulate":
             size, step, off = w.size, w.slide, w.offset
             src_time = time_col
