@@ -69,3 +69,12 @@ def test_several_distinct_arguments(rows, aggs, mode, key):
     filters beside plain ones, grouped by a column or an expression."""
     q = f"SELECT {key} AS g, {aggs} FROM t GROUP BY {key}"
     run(rows, q, q, mode)
+
+
+@SETTINGS
+@given(rows=ROWS, mode=st.sampled_from(["batch", "streaming"]), batch_size=st.integers(1, 9))
+def test_several_distinct_arguments_over_an_updating_table(rows, mode, batch_size):
+    """The same over a GROUP BY's changelog (streaming: its updates retract)."""
+    q = ("SELECT k % 2 AS g, COUNT(DISTINCT n) AS dn, COUNT(DISTINCT s) AS ds, SUM(n) AS sn, MAX(s) AS ms "
+         "FROM (SELECT k, s, COUNT(*) AS n FROM t GROUP BY k, s) GROUP BY k % 2")
+    run(rows, q, q, mode, batch_size)

@@ -4,16 +4,16 @@ aggregates beside them, in one GROUP BY (Nexmark q15 / q16's shape)::
     SELECT day, COUNT(*), COUNT(DISTINCT bidder), COUNT(DISTINCT auction) FILTER (WHERE ...)
     FROM bid GROUP BY day
 
-Planned as Calcite's expansion of distinct aggregates: the input is copied once
-per distinct argument ``i`` (branch ``__g = i``, the argument in ``__v<i>``, NULL
-elsewhere) and once for the plain aggregates (``__g = 0``); a first GROUP BY of
-the keys, ``__g`` and the ``__v`` columns makes each argument's values unique
-per group and computes the plain aggregates' partial results (counts, sums,
-minima, maxima; AVG as a sum and a count) on branch 0; a second GROUP BY of the
-keys aggregates ``__v<i>`` for the distinct aggregates (its NULLs are skipped,
-as DISTINCT skips them) and combines the partial results of branch 0. In
-streaming mode the first aggregate is a changelog, which the second takes with
-retractions.
+Planned as Calcite expands distinct aggregates, in two steps. The keys and the
+arguments are computed once. Branch 0 is the plain aggregates' partial results
+per group of the keys (counts, sums, minima, maxima; AVG as a sum and a count);
+branch ``i`` is the distinct non-NULL values of distinct argument ``i`` per
+group (DISTINCT skips NULLs), each once: a first-occurrence filter (a GROUP BY
+of its columns when the input is an updating table). Their union (``__g`` the
+branch, ``__v<i>`` argument ``i``, NULL elsewhere) feeds a second GROUP BY of
+the keys that aggregates ``__v<i>`` for the distinct aggregates and combines
+branch 0's partial results. In streaming mode it takes branch 0's changelog
+with retractions; a distinct branch only ever inserts.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 
 from fastops.table.expressions import AggCall, Call, Case, Cast, Col, Expr, Lit
-from fastops.table.plan import PlanError, PlanNode, Project, infer_type
+from fastops.table.plan import Distinct, Filter, PlanError, PlanNode, Project, infer_type
 
 __all__ = ["expand_distinct"]
 
@@ -76,29 +76,40 @@ def expand_distinct(child: PlanNode, key_exprs: Sequence[Expr], items: Sequence[
     for c in calls:
         if not (c.distinct and c.fn not in ("min", "max")) and c.arg is not None:
             plain_args.setdefault(repr(c.arg), (f"__p{len(plain_args)}", c.arg))
-    branches: list[PlanNode] = []
-    for i in range(len(args) + 1):
-        row: list[tuple[str, Expr]] = list(key_items) + [("__g", Cast(Lit(i), pa.int64()))]
-        for j, r in enumerate(args):
-            row.append((vnames[r], args[r] if j + 1 == i else Cast(Lit(None), vtypes[r])))
-        row += [(n, a) for n, a in plain_args.values()]
-        branches.append(Project(child, row))
-    inner_cols = [Col(n) for n, _ in key_items] + [Col("__g")] + [Col(v) for v in vnames.values()]
-    inner_keys: list[Expr] = list(inner_cols)
-    inner_items: list[tuple[str, Expr]] = [(c.col, c) for c in inner_cols]
+    # keys, arguments and plain arguments computed once, then read by every branch
+    pre = Project(child, list(key_items) + [(vnames[r], a) for r, a in args.items()] +
+                  [(n, a) for n, a in plain_args.values()])
+    # branch 0: the plain aggregates' partial results per group of the keys
+    key_cols = [n for n, _ in key_items]
+    part_items: list[tuple[str, Expr]] = [(n, Col(n)) for n in key_cols]
     partial: dict[str, Any] = {}  # repr(plain call) -> how the outer aggregate combines its partials
     for c in calls:
         if (c.distinct and c.fn not in ("min", "max")) or repr(c) in partial:
             continue
         arg = Col(plain_args[repr(c.arg)][0]) if c.arg is not None else None
-        n = len(inner_items)
+        n = len(part_items)
         if c.fn == "avg":
-            inner_items += [(f"__s{n}", AggCall("sum", arg)), (f"__c{n}", AggCall("count", arg))]
+            part_items += [(f"__s{n}", AggCall("sum", arg)), (f"__c{n}", AggCall("count", arg))]
             partial[repr(c)] = ("avg", f"__s{n}", f"__c{n}")
         else:
-            inner_items.append((f"__a{n}", AggCall(c.fn, arg)))
+            part_items.append((f"__a{n}", AggCall(c.fn, arg)))
             partial[repr(c)] = ({"count": "sum"}.get(c.fn, c.fn), f"__a{n}")
-    inner = build(union(branches), inner_keys, inner_items, None, None, streaming)
+    part = build(pre, [Col(n) for n in key_cols], part_items, None, None, streaming)
+    pcols = {n: part.schema.field(n).type for n, _ in part_items[len(key_cols):]}
+    nulls: list[tuple[str, Expr]] = [(v, Cast(Lit(None), vtypes[r])) for r, v in vnames.items()]
+    branches: list[PlanNode] = [Project(part, [(n, Col(n)) for n in key_cols] + [("__g", Cast(Lit(0), pa.int64()))]
+                                        + nulls + [(n, Col(n)) for n in pcols])]
+    # branch i: the distinct values of argument i per group (DISTINCT skips NULLs), each once
+    for i, v in enumerate(vnames.values(), start=1):
+        row: list[tuple[str, Expr]] = [(n, Col(n)) for n in key_cols] + [("__g", Cast(Lit(i), pa.int64()))]
+        row += [(v2, Col(v2)) if v2 == v else (v2, e) for v2, e in nulls]
+        values: PlanNode = Filter(Project(pre, row), Call("is_valid", [Col(v)]))
+        cols = [n for n, _ in row]
+        values = Distinct(values) if not values.changelog else \
+            build(values, [Col(n) for n in cols], [(n, Col(n)) for n in cols], None, None, streaming)
+        branches.append(Project(values, [(n, Col(n)) for n in cols] +
+                                [(n, Cast(Lit(None), t)) for n, t in pcols.items()]))
+    inner = union(branches)
 
     def on_branch0(col: str) -> Expr:
         return Case([(Call("equal", [Col("__g"), Lit(0)]), Col(col))], None)
