@@ -247,7 +247,8 @@ def _run_killed(url, dsn, tmp_path, streams, group, parallelism, kills, seed):
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         lines = []
         if done_kills < kills:
-            target = rng.randint(1, 25)
+            # kill points early enough that the input (50 batches and more) outlasts every kill
+            target = rng.randint(1, 12)
             seen = 0
             assert proc.stdout is not None
             for line in proc.stdout:
@@ -255,7 +256,7 @@ def _run_killed(url, dsn, tmp_path, streams, group, parallelism, kills, seed):
                 if line.startswith("batch"):
                     seen += 1
                     if seen >= target:
-                        time.sleep(rng.random() * 0.05)
+                        time.sleep(rng.random() * 0.01)  # somewhere within the batch
                         os.kill(proc.pid, signal.SIGKILL)
                         done_kills += 1
                         break
