@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import math
+from collections import Counter
 from collections.abc import Sequence
 
 import duckdb
@@ -102,3 +103,21 @@ def assert_same_rows(got: pa.Table, want: pa.Table | list, query: str) -> None:
                 assert math.isclose(u, v, rel_tol=1e-9, abs_tol=1e-9), f"{query}\n{a}\n{b}"
             else:
                 assert u == v, f"{query}\n{a}\n{b}"
+
+
+def changelog_of(result) -> list[tuple[str, tuple]]:
+    """A TableResult's rows as (row kind, values) pairs, in order."""
+    return [(r.get_row_kind(), tuple(r)) for r in result.collect()]
+
+
+def applied(log: list[tuple[str, tuple]]) -> Counter:
+    """Apply a changelog row by row, every -U / -D retracting a row held
+    before (asserted); the rows left, with their counts."""
+    held: Counter = Counter()
+    for kind, row in log:
+        if kind in ("+I", "+U"):
+            held[row] += 1
+        else:
+            assert held[row] > 0, f"{kind} {row} retracts a row not emitted: {log}"
+            held[row] -= 1
+    return +held

@@ -32,6 +32,7 @@ import pyarrow as pa
 import pytest
 
 import fastops as fo
+from support.sql_diff import applied
 
 MODES = ["batch", "streaming"]
 NULLS = {"(NULL)", "null", "<NULL>"}
@@ -429,18 +430,6 @@ def table_of(grid: str, types: dict[str, pa.DataType]) -> pa.Table:
     header, rows = parse_grid(grid)
     return pa.table({name: pa.array([typed(doc_cell(r[i]), types[name]) for r in rows], types[name])
                      for i, name in enumerate(header)})
-
-
-def applied(log: list[tuple[str, tuple]]) -> Counter:
-    """Apply a changelog row by row; every -U / -D must retract a row held."""
-    held: Counter = Counter()
-    for kind, row in log:
-        if kind in ("+I", "+U"):
-            held[row] += 1
-        else:
-            assert held[row] > 0, f"{kind} {row} retracts a row not emitted: {log}"
-            held[row] -= 1
-    return +held
 
 
 def printed(result: fo.TableResult) -> str:

@@ -7,30 +7,19 @@ changelog) equal DuckDB's, plain and over TUMBLE windows
 """
 from __future__ import annotations
 
-from collections import Counter
-
 import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fastops as fo
-from support.sql_diff import CUTS, ROW, assert_same_rows, chunked, duck, make_table
+from support.sql_diff import CUTS, ROW, applied, assert_same_rows, changelog_of, chunked, duck, make_table
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ROWS = st.lists(ROW, min_size=1, max_size=30)
 
 
 def _final(result) -> list[tuple]:
-    """The rows a changelog leaves, each retraction checked against the rows held."""
-    held: Counter = Counter()
-    for r in result.collect():
-        row = tuple(r)
-        if r.get_row_kind() in ("+I", "+U"):
-            held[row] += 1
-        else:
-            assert held[row] > 0, f"{r.get_row_kind()} {row} was not emitted"
-            held[row] -= 1
-    return list((+held).elements())
+    return list(applied(changelog_of(result)).elements())
 
 
 QUERIES = [

@@ -43,6 +43,7 @@ from fastops.table import (
 from fastops.table.changelog import OP_COLUMN
 from fastops.table.plan import PlanError
 from fastops.table.rowops import RowAggregateOperator, aggregate_of, flat_aggregate_of
+from support.sql_diff import applied, changelog_of
 
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ROW = st.tuples(st.integers(0, 3), st.one_of(st.none(), st.integers(-20, 20)), st.sampled_from(["a", "bb", "", "c d"]))
@@ -67,16 +68,7 @@ def _key(row: tuple) -> tuple:
 
 
 def _final(result) -> list[tuple]:
-    """The rows a result leaves, each retraction checked against the rows held."""
-    held: Counter = Counter()
-    for r in result.collect():
-        row = tuple(r)
-        if r.get_row_kind() in ("+I", "+U"):
-            held[row] += 1
-        else:
-            assert held[row] > 0, f"{r.get_row_kind()} {row} was not emitted"
-            held[row] -= 1
-    return sorted(held.elements(), key=_key)
+    return sorted(applied(changelog_of(result)).elements(), key=_key)
 
 
 def _same(got: list[tuple], ref: list[tuple]) -> None:

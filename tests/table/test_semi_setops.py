@@ -26,7 +26,7 @@ from fastops.table import col
 from fastops.table.expressions import Call, Col
 from fastops.table.setops import SemiJoinOperator, SetOpOperator
 from fastops.table.sql import SqlError
-from support.sql_diff import CUTS, ROWS, assert_same_rows, chunked, duck, make_table
+from support.sql_diff import CUTS, ROWS, applied, assert_same_rows, changelog_of, chunked, duck, make_table
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -39,16 +39,7 @@ def _env(mode: str, tables: dict, parallelism: int = 1) -> fo.TableEnvironment:
 
 
 def _valid(result) -> Counter:
-    """Apply the changelog row by row: every retraction retracts a row emitted before."""
-    held: Counter = Counter()
-    for r in result.collect():
-        row = tuple(r)
-        if r.get_row_kind() in ("+I", "+U"):
-            held[row] += 1
-        else:
-            assert held[row] > 0, f"{r.get_row_kind()} {row} was not emitted"
-            held[row] -= 1
-    return +held
+    return applied(changelog_of(result))
 
 
 SUBQUERIES = [

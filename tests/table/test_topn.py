@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
-from collections import Counter, defaultdict
+from collections import defaultdict
 
 import numpy as np
 import pyarrow as pa
@@ -30,7 +30,7 @@ from fastops.core.partitioning import KeyGroups
 from fastops.operators.base import OperatorContext
 from fastops.table.changelog import OP_COLUMN, ROW_KINDS
 from fastops.table.topn import RankOperator
-from support.sql_diff import CUTS, ROWS, assert_same_rows, chunked, duck, make_table
+from support.sql_diff import CUTS, ROWS, applied, assert_same_rows, chunked, duck, make_table
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -81,18 +81,6 @@ def _changelog(result) -> list:
     return [(r.get_row_kind(), tuple(r)) for r in result.collect()]
 
 
-def _valid_changelog(log: list) -> Counter:
-    """Apply a changelog row by row; every -U / -D must retract a row held."""
-    held: Counter = Counter()
-    for kind, row in log:
-        if kind in ("+I", "+U"):
-            held[row] += 1
-        else:
-            assert held[row] > 0, f"{kind} {row} retracts a row not emitted: {log}"
-            held[row] -= 1
-    return +held
-
-
 @SETTINGS
 @given(rows=ROWS, cuts=CUTS, order=st.sampled_from(ORDERS), n=st.integers(1, 3), with_rank=st.booleans())
 def test_streaming_changelog_is_valid_with_any_batches(rows, cuts, order, n, with_rank):
@@ -100,7 +88,7 @@ def test_streaming_changelog_is_valid_with_any_batches(rows, cuts, order, n, wit
     select = "*" if with_rank else "id, k, x"
     q = _topn("k", order[0], f"rn <= {n}", select)
     res = _env("streaming", chunked(table, cuts)).execute_sql(q)
-    final = _valid_changelog(_changelog(res))
+    final = applied(_changelog(res))
     assert sorted(final.elements()) == sorted(tuple(r.values()) for r in res.to_arrow().to_pylist())
     reference = _reference_order(order, with_rank, n)
     assert_same_rows(res.to_arrow(), duck(_topn("k", reference, f"rn <= {n}", select), {"t": table}), q)
@@ -218,8 +206,8 @@ def test_deduplication_is_flinks(rows, keep_last, batch):
     want = flink_row_time_dedup(table.to_pylist(), "k", keep_last, ["id", "k", "tms"])
     if batch == 1:
         assert _changelog(res) == want
-    assert sorted(_valid_changelog(_changelog(res)).elements(), key=str) == \
-        sorted(_valid_changelog(want).elements(), key=str)
+    assert sorted(applied(_changelog(res)).elements(), key=str) == \
+        sorted(applied(want).elements(), key=str)
     batch_env = _env("batch", table)
     d = (f"SELECT id, k, tms FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY tms "
          f"{'DESC, id DESC' if keep_last else 'ASC, id ASC'}) AS rn FROM t) WHERE rn = 1")
@@ -240,7 +228,7 @@ def test_top_n_of_an_updating_table(rows, cuts, n, mode, with_rank):
          f"AS rn FROM ({inner})) WHERE rn <= {n}")
     res = _env(mode, chunked(table, cuts), batch_size=3).execute_sql(q)
     if mode == "streaming":
-        _valid_changelog(_changelog(res))
+        applied(_changelog(res))
     assert_same_rows(res.to_arrow(), duck(d, {"t": table}), q)
 
 

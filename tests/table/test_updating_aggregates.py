@@ -13,8 +13,6 @@ inputs, and aggregation of Top-N, EXCEPT and outer join results.
 """
 from __future__ import annotations
 
-from collections import Counter
-
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -26,7 +24,7 @@ from fastops.core.partitioning import KeyGroups
 from fastops.table.changelog import OP_COLUMN
 from fastops.table.plan import PlanError
 from fastops.table.retract import RetractAggregate
-from support.sql_diff import CUTS, ROW, assert_same_rows, chunked, duck, make_table, rows_of
+from support.sql_diff import CUTS, ROW, applied, assert_same_rows, changelog_of, chunked, duck, make_table, rows_of
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ROWS = st.lists(ROW, min_size=1, max_size=40)
@@ -40,16 +38,7 @@ def _env(mode: str, tables: dict, parallelism: int = 1) -> fo.TableEnvironment:
 
 
 def _valid(result) -> list[tuple]:
-    """Apply the changelog row by row (each retraction retracts a held row); the rows left."""
-    held: Counter = Counter()
-    for r in result.collect():
-        row = tuple(r)
-        if r.get_row_kind() in ("+I", "+U"):
-            held[row] += 1
-        else:
-            assert held[row] > 0, f"{r.get_row_kind()} {row} was not emitted"
-            held[row] -= 1
-    return list((+held).elements())
+    return list(applied(changelog_of(result)).elements())
 
 
 INNER = "(SELECT k, s, MAX(y) AS m, COUNT(*) AS c, SUM(x) AS sx FROM t GROUP BY k, s)"

@@ -25,25 +25,28 @@ import pyarrow as pa
 from fastops.table.expressions import AggCall, Call, Case, Cast, Col, Expr, Lit
 from fastops.table.plan import Distinct, Filter, PlanError, PlanNode, Project, infer_type
 
-__all__ = ["expand_distinct"]
+__all__ = ["agg_calls", "expand_distinct"]
 
 _PLAIN = ("count", "sum", "avg", "min", "max")
 _DISTINCT = ("count", "sum", "avg", "min", "max")
 
 
-def _aggs(exprs: Sequence[Expr]) -> list[AggCall]:
-    out: list[AggCall] = []
+def agg_calls(items: Sequence[tuple[str, Expr]], having: Expr | None) -> list[AggCall]:
+    """The aggregate calls of ``items`` and ``having``, outermost ones, in order."""
+    found: list[AggCall] = []
 
     def visit(e: Expr) -> None:
         if isinstance(e, AggCall):
-            out.append(e)
+            found.append(e)
             return
         for c in e.children():
             visit(c)
 
-    for e in exprs:
+    for _, e in items:
         visit(e)
-    return out
+    if having is not None:
+        visit(having)
+    return found
 
 
 def expand_distinct(child: PlanNode, key_exprs: Sequence[Expr], items: Sequence[tuple[str, Expr]],
@@ -52,8 +55,7 @@ def expand_distinct(child: PlanNode, key_exprs: Sequence[Expr], items: Sequence[
     """GROUP BY ``key_exprs`` SELECT ``items`` [HAVING ``having``] with DISTINCT
     aggregates over several arguments (``build`` is ``build_aggregate``, ``union``
     a UNION ALL of plans)."""
-    exprs = [e for _, e in items] + ([having] if having is not None else [])
-    calls = _aggs(exprs)
+    calls = agg_calls(items, having)
     args: dict[str, Expr] = {}  # repr -> argument of a distinct aggregate, numbered from 1 in order
     for c in calls:
         if c.distinct and c.fn not in ("min", "max"):

@@ -22,7 +22,7 @@ import pyarrow as pa
 from fastops.core.durations import parse_duration
 from fastops.runtime.errors import JobFailed
 from fastops.table.changelog import OP_COLUMN, ROW_KINDS, materialize
-from fastops.table.distinct import expand_distinct
+from fastops.table.distinct import agg_calls, expand_distinct
 from fastops.table.expressions import (
     AggCall,
     Alias,
@@ -420,21 +420,8 @@ def distinct_of(node: PlanNode, streaming: bool) -> PlanNode:
 
 
 def _distinct_calls(items: Sequence[tuple[str, Expr]], having: Expr | None) -> list[AggCall]:
-    found: list[AggCall] = []
-
-    def visit(e: Expr) -> None:
-        if isinstance(e, AggCall):
-            if e.distinct and e.fn not in ("min", "max"):  # MIN/MAX(DISTINCT x) = MIN/MAX(x)
-                found.append(e)
-            return
-        for c in e.children():
-            visit(c)
-
-    for _, e in items:
-        visit(e)
-    if having is not None:
-        visit(having)
-    return found
+    # MIN/MAX(DISTINCT x) = MIN/MAX(x)
+    return [c for c in agg_calls(items, having) if c.distinct and c.fn not in ("min", "max")]
 
 
 def _distinct_aggregate(child: PlanNode, key_exprs: Sequence[Expr], items: Sequence[tuple[str, Expr]],
@@ -508,21 +495,7 @@ def _distinct_aggregate(child: PlanNode, key_exprs: Sequence[Expr], items: Seque
 
 def _plain_beside(items: Sequence[tuple[str, Expr]], having: Expr | None) -> bool:
     """Whether a plain (not DISTINCT) aggregate other than MIN / MAX is among ``items`` / ``having``."""
-    found = False
-
-    def visit(e: Expr) -> None:
-        nonlocal found
-        if isinstance(e, AggCall):
-            found = found or (not e.distinct and e.fn not in ("min", "max"))
-            return
-        for c in e.children():
-            visit(c)
-
-    for _, e in items:
-        visit(e)
-    if having is not None:
-        visit(having)
-    return found
+    return any(not c.distinct and c.fn not in ("min", "max") for c in agg_calls(items, having))
 
 
 def _expand(exprs: Sequence[Any], schema: pa.Schema) -> list[Expr]:
