@@ -22,7 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from fastops.table.expressions import AggCall, Call, Case, Cast, Col, Expr, Lit
+from fastops.table.expressions import AggCall, Call, Cast, Col, Expr, Lit
 from fastops.table.plan import Distinct, Filter, PlanError, PlanNode, Project, infer_type
 
 __all__ = ["agg_calls", "expand_distinct"]
@@ -113,9 +113,6 @@ def expand_distinct(child: PlanNode, key_exprs: Sequence[Expr], items: Sequence[
                                 [(n, Cast(Lit(None), t)) for n, t in pcols.items()]))
     inner = union(branches)
 
-    def on_branch0(col: str) -> Expr:
-        return Case([(Call("equal", [Col("__g"), Lit(0)]), Col(col))], None)
-
     def outer(e: Expr) -> Expr:
         def fn(node: Expr) -> Expr | None:
             if isinstance(node, AggCall):
@@ -124,9 +121,10 @@ def expand_distinct(child: PlanNode, key_exprs: Sequence[Expr], items: Sequence[
                     return AggCall(node.fn, Col(vnames[repr(node.arg)]))
                 how = partial[repr(node)]
                 if how[0] == "avg":
-                    s = Cast(AggCall("sum", on_branch0(how[1])), pa.float64())
-                    return Call("divide", [s, Call("nullif", [AggCall("sum", on_branch0(how[2])), Lit(0)])])
-                return AggCall(how[0], on_branch0(how[1]))
+                    # the partial columns are NULL outside branch 0
+                    s = Cast(AggCall("sum", Col(how[1])), pa.float64())
+                    return Call("divide", [s, Call("nullif", [AggCall("sum", Col(how[2])), Lit(0)])])
+                return AggCall(how[0], Col(how[1]))
             if repr(node) in keys:
                 return Col(keys[repr(node)])
             return None

@@ -435,26 +435,13 @@ def _distinct_aggregate(child: PlanNode, key_exprs: Sequence[Expr], items: Seque
     second step is a non-windowed aggregate, so its result is a changelog
     (final state as expected)."""
     arg_reprs = {repr(c.arg) for c in distinct}
+    plain = [c for c in agg_calls(items, having) if not c.distinct and c.fn not in ("min", "max")]
     if window is None and window_alias is None and (
-            len(arg_reprs) != 1 or _plain_beside(items, having) or not all(isinstance(k, Col) for k in key_exprs)):
+            len(arg_reprs) != 1 or plain or not all(isinstance(k, Col) for k in key_exprs)):
         return expand_distinct(child, key_exprs, items, having, streaming, build_aggregate, _union)
     if len(arg_reprs) != 1:
         raise PlanError(f"DISTINCT aggregates over different arguments ({sorted(arg_reprs)}) are not supported")
     arg = distinct[0].arg
-    plain: list[AggCall] = []
-
-    def find_plain(e: Expr) -> None:
-        if isinstance(e, AggCall):
-            if not e.distinct and e.fn not in ("min", "max"):
-                plain.append(e)
-            return
-        for c in e.children():
-            find_plain(c)
-
-    for _, e in items:
-        find_plain(e)
-    if having is not None:
-        find_plain(having)
     if plain:
         raise PlanError(f"mixing DISTINCT and plain aggregates ({plain[0]!r}) is not supported")
     keys = [k for k in key_exprs if not (isinstance(k, Col) and (k.col == window_alias or
@@ -491,11 +478,6 @@ def _distinct_aggregate(child: PlanNode, key_exprs: Sequence[Expr], items: Seque
         outer_keys = [Col("window_start"), Col("window_end")] + outer_keys
     return build_aggregate(inner, outer_keys, [(n, outer(e)) for n, e in items],
                            outer(having) if having is not None else None, None, streaming)
-
-
-def _plain_beside(items: Sequence[tuple[str, Expr]], having: Expr | None) -> bool:
-    """Whether a plain (not DISTINCT) aggregate other than MIN / MAX is among ``items`` / ``having``."""
-    return any(not c.distinct and c.fn not in ("min", "max") for c in agg_calls(items, having))
 
 
 def _expand(exprs: Sequence[Any], schema: pa.Schema) -> list[Expr]:
