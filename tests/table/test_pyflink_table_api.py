@@ -17,7 +17,6 @@ from __future__ import annotations
 import pickle
 from collections import Counter, defaultdict
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
@@ -25,7 +24,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fastops as fo
-from fastops.core.partitioning import KeyGroups
 from fastops.table import (
     AggregateFunction,
     DataTypes,
@@ -40,9 +38,9 @@ from fastops.table import (
     udtaf,
     udtf,
 )
-from fastops.table.changelog import OP_COLUMN
 from fastops.table.plan import PlanError
 from fastops.table.rowops import RowAggregateOperator, aggregate_of, flat_aggregate_of
+from support.restore import assert_restores_at
 from support.sql_diff import applied, changelog_of
 
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -344,15 +342,6 @@ def test_aggregates_of_an_updating_table_retract(rows, batch, parallelism):
         counts.flat_aggregate(udtaf(Top2())).select("*")
 
 
-def _feed(op, batches) -> list:
-    """Per batch, the sorted (op, row) pairs an operator emitted."""
-    out = []
-    for b in batches:
-        rows = [(r.pop(OP_COLUMN), tuple(r.values())) for x in op.process(b) for r in x.to_pylist()]
-        out.append(sorted(rows, key=str))
-    return out
-
-
 @SETTINGS
 @given(rows=ROWS, sizes=st.lists(st.integers(1, 6), max_size=8), cut=st.integers(0, 10), table_agg=st.booleans())
 def test_row_aggregate_state_survives_restore(rows, sizes, cut, table_agg):
@@ -370,21 +359,7 @@ def test_row_aggregate_state_survives_restore(rows, sizes, cut, table_agg):
                 schema=pa.schema([("k", pa.int64()), ("v", pa.int64()), ("s", pa.string())])))
         at += n
     cut = min(cut, len(batches))
-    whole = _feed(make(), batches)
-    first = make()
-    head = _feed(first, batches[:cut])
-    state = first.snapshot()
-    second = make()
-    second.restore(state)
-    assert head + _feed(second, batches[cut:]) == whole
-    parts = []
-    for p in range(2):
-        groups = KeyGroups(np.arange(128) % 2 == p)
-        op = make()
-        op.restore_groups([state], groups)
-        parts.append(_feed(op, [b.filter(pa.array(groups.mask(b, ["k"]))) for b in batches[cut:]]))
-    split = [sorted(a + b, key=str) for a, b in zip(*parts)]
-    assert head + split == whole
+    assert_restores_at(make, batches, cut, ["k"])
 
 
 def test_aggregate_select_refuses_aggregates_and_window():

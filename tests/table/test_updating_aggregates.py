@@ -13,17 +13,16 @@ inputs, and aggregation of Top-N, EXCEPT and outer join results.
 """
 from __future__ import annotations
 
-import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fastops as fo
-from fastops.core.partitioning import KeyGroups
 from fastops.table.changelog import OP_COLUMN
 from fastops.table.plan import PlanError
 from fastops.table.retract import RetractAggregate
+from support.restore import assert_restores_at
 from support.sql_diff import CUTS, ROW, applied, assert_same_rows, changelog_of, chunked, duck, make_table, rows_of
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -143,15 +142,6 @@ def _changelog(draw_rows: list, sizes: list) -> list[pa.RecordBatch]:
     return out
 
 
-def _feed(op, batches) -> list:
-    """Per batch, the sorted (op, row) pairs it emitted."""
-    out = []
-    for b in batches:
-        rows = [(r.pop(OP_COLUMN), tuple(r.values())) for x in op.process(b) for r in x.to_pylist()]
-        out.append(sorted(rows, key=str))
-    return out
-
-
 @settings(max_examples=30, deadline=None)
 @given(rows=st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 3)), st.sampled_from([None, "a", "b", "c"]),
                                st.one_of(st.none(), st.integers(-5, 5)), st.booleans()), max_size=40),
@@ -160,18 +150,4 @@ def test_state_survives_restore(rows, sizes, cut):
     batches = _changelog(rows, sizes)
     cut = min(cut, len(batches))
     make = lambda: RetractAggregate(["k"], SPECS, OUT)
-    whole = _feed(make(), batches)
-    first = make()
-    head = _feed(first, batches[:cut])
-    state = first.snapshot()
-    second = make()
-    second.restore(state)
-    assert head + _feed(second, batches[cut:]) == whole
-    parts = []
-    for p in range(2):
-        groups = KeyGroups(np.arange(128) % 2 == p)
-        op = make()
-        op.restore_groups([state], groups)
-        parts.append(_feed(op, [b.filter(pa.array(groups.mask(b, ["k"]))) for b in batches[cut:]]))
-    split = [sorted(a + b, key=str) for a, b in zip(*parts)]
-    assert head + split == whole
+    assert_restores_at(make, batches, cut, ["k"])
