@@ -387,6 +387,6 @@ def test_a_lookup_join_sees_the_table_as_it_is_when_each_batch_arrives(pg_dsn):
     t_env.create_temporary_view("s", t_env.from_data_stream(fo.StreamEnvironment().from_source(ProbeSource())))
     q = "SELECT id, v FROM (SELECT id, PROCTIME() AS pt FROM s) AS p LEFT JOIN dim FOR SYSTEM_TIME AS OF p.pt " \
         "ON p.id = dim.k"
-    assert "LookupJoin(table=[dim]" in t_env.explain_sql(q)
+    assert "LookupJoin(table=[dim]" in t_env.explain_sql(q) and "lookup=[per batch]" in t_env.explain_sql(q)
     got = [tuple(r) for r in t_env.execute_sql(q).collect()]
     assert got == [(1, "a"), (2, "b"), (4, None), (1, "a"), (1, "A"), (4, "d"), (5, None)]

@@ -134,7 +134,7 @@ def test_lookup_join_against_a_side_input(tmp_path):
         env.create_temporary_view("bid", env.from_arrow(bids))
         q = """SELECT B.auction, B.price, S.`value` FROM (SELECT *, auction AS p_time FROM bid) B
                JOIN side_input FOR SYSTEM_TIME AS OF B.p_time AS S ON mod(B.auction, 10) = S.key"""
-        assert "LookupJoin(table=[side_input]" in env.explain_sql(q)
+        assert "LookupJoin(table=[side_input]" in env.explain_sql(q) and "lookup=[at start]" in env.explain_sql(q)
         got = _rows(env.execute_sql(q))
         want = sorted((a, p, v) for a, p in zip(bids["auction"].to_pylist(), bids["price"].to_pylist())
                       for k, v in [(k, f"v{k}") for k in range(0, 10, 2)] + [(4, "w4")] if a % 10 == k)

@@ -350,8 +350,10 @@ class LookupJoin(PlanNode):
 
     def label(self) -> str:
         kind = "LEFT" if self.how == "left outer" else "INNER"
+        # how the side is read: queried by each batch's keys, or read whole when the job starts
+        read = "per batch" if _lookup_source(self.side, self.right_keys) is not None else "at start"
         return (f"LookupJoin(table=[{self.side_name}], joinType=[{kind}], "
-                f"where=[{_where(self.left_keys, self.right_keys, self.condition)}])")
+                f"where=[{_where(self.left_keys, self.right_keys, self.condition)}], lookup=[{read}])")
 
     def current_rows(self) -> pa.Table:
         """The side table's current rows: read once (a batch job), the last row
